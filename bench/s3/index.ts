@@ -1,0 +1,213 @@
+// S3 endpoint throughput against the local file system, measured in the same run.
+//
+//   npx tsx bench/s3/index.ts [--quick]
+//
+// For 1 MiB and 64 MiB objects: PUT and GET through Berth's S3 endpoint (running in its own process,
+// as in production, on the SQLite store of a fresh data directory), (a) with the AWS SDK as
+// users run it (it hashes the payload for SigV4 and adds a CRC32 checksum) and (b) with presigned
+// URLs over plain node:http (UNSIGNED-PAYLOAD: what the server itself costs). The baseline writes
+// the same bytes to a file and streams them back. Ratio = endpoint MB/s ÷ file MB/s (target ≥ 0.5).
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import http from 'node:http';
+import { spawn } from 'node:child_process';
+import os from 'node:os';
+import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { Writable, type Readable } from 'node:stream';
+import { GetObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
+import { pino } from 'pino';
+import { loadConfig } from '../../src/config/index.js';
+import { createContext } from '../../src/context.js';
+import { iso } from '../../src/domain/clock.js';
+import { createBackgroundWork } from '../../src/jobs/index.js';
+import { enqueueJob } from '../../src/jobs/queue.js';
+import { viewObjectStorages } from '../../src/services/object-storage/index.js';
+
+const quick = process.argv.includes('--quick');
+const SIZES: Array<{ label: string; bytes: number; rounds: number }> = [
+  { label: '1 MiB', bytes: 1024 * 1024, rounds: quick ? 20 : 100 },
+  { label: '64 MiB', bytes: 64 * 1024 * 1024, rounds: quick ? 2 : 5 },
+];
+
+const counter = () => {
+  let n = 0;
+  return {
+    sink: new Writable({
+      write(chunk: Buffer, _e, cb) {
+        n += chunk.length;
+        cb();
+      },
+    }),
+    get bytes() {
+      return n;
+    },
+  };
+};
+
+async function timed(rounds: number, bytes: number, run: (i: number) => Promise<void>): Promise<number> {
+  await run(-1); // warm-up
+  const start = process.hrtime.bigint();
+  for (let i = 0; i < rounds; i += 1) await run(i);
+  const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+  return (rounds * bytes) / 1024 / 1024 / seconds;
+}
+
+function rawRequest(url: string, method: 'PUT' | 'GET', body?: Buffer): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      url,
+      { method, headers: body ? { 'content-length': body.length } : {} },
+      (res) => {
+        const c = counter();
+        pipeline(res, c.sink).then(() => {
+          if ((res.statusCode ?? 500) >= 300) reject(new Error(`${method} ${res.statusCode}`));
+          else resolve(c.bytes);
+        }, reject);
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+async function startServer(dataDir: string) {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(import.meta.dirname, 'server.ts')], {
+    env: { ...process.env, BERTH_DATA_DIR: dataDir, BERTH_LOG_LEVEL: 'silent', NODE_NO_WARNINGS: '1' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const port = await new Promise<number>((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+      const m = /PORT (\d+)/.exec(out);
+      if (m) resolve(Number(m[1]));
+    });
+    child.once('exit', (code) => reject(new Error(`server exited with ${code}`)));
+  });
+  return {
+    url: `http://127.0.0.1:${port}`,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+      }),
+  };
+}
+
+async function main(): Promise<void> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-bench-s3-'));
+  const config = loadConfig({ BERTH_DATA_DIR: dataDir, BERTH_S3_PORT: '0', BERTH_LOG_LEVEL: 'silent' });
+  const ctx = await createContext(config, { logger: pino({ level: 'silent' }) });
+  let server: Awaited<ReturnType<typeof startServer>> | undefined;
+  try {
+    const user = await ctx.identity.createUser({ email: 'bench@example.com', team: 'bench' });
+    const uuid = ctx.ids.uuid();
+    const now = ctx.clock.now();
+    await ctx.db.transaction().execute(async (trx) => {
+      await trx
+        .insertInto('object_storages')
+        .values({
+          uuid,
+          team_id: user.team_id,
+          name: 'bench',
+          zone: 'local',
+          plan: null,
+          buckets: JSON.stringify(['bench']),
+          users: JSON.stringify([{ username: 'bench', policies: ['readwrite'] }]),
+          state: 'pending',
+          state_reason: null,
+          pending_zone: null,
+          created_at: iso(now),
+          updated_at: iso(now),
+        })
+        .execute();
+      await enqueueJob(
+        trx,
+        {
+          type: 'object_storage.provision',
+          key: `object_storage.provision:${uuid}`,
+          payload: { uuid },
+          runAt: now,
+        },
+        now,
+      );
+    });
+    await createBackgroundWork(ctx).runDue();
+    const [storage] = await viewObjectStorages(ctx, { id: user.team_id, role: 'owner' });
+    const key = storage!.users[0]!;
+    await ctx.close();
+    server = await startServer(dataDir);
+    const client = new S3Client({
+      endpoint: server.url,
+      region: 'us-east-1',
+      forcePathStyle: true,
+      credentials: { accessKeyId: key.access_key_id, secretAccessKey: key.secret_key! },
+    });
+
+    console.log(
+      `S3 endpoint vs local file (${quick ? 'quick' : 'full'} run, Node ${process.version}, ${os.cpus().length} CPUs)`,
+    );
+    console.log('| object | operation | file MB/s | SDK MB/s | ratio | presigned MB/s | ratio |');
+    console.log('|---|---|---|---|---|---|---|');
+    for (const { label, bytes, rounds } of SIZES) {
+      const data = randomBytes(bytes);
+      const file = path.join(dataDir, `baseline-${bytes}`);
+      const fileWrite = await timed(rounds, bytes, () => fs.promises.writeFile(file, data));
+      const fileRead = await timed(rounds, bytes, async () => {
+        const c = counter();
+        await pipeline(fs.createReadStream(file), c.sink);
+      });
+
+      const sdkPut = await timed(rounds, bytes, async (i) => {
+        await client.send(new PutObjectCommand({ Bucket: 'bench', Key: `sdk-${bytes}-${i}`, Body: data }));
+      });
+      const sdkGet = await timed(rounds, bytes, async (i) => {
+        const got = await client.send(
+          new GetObjectCommand({ Bucket: 'bench', Key: `sdk-${bytes}-${Math.max(i, 0)}` }),
+        );
+        const c = counter();
+        await pipeline(got.Body as Readable, c.sink);
+        if (c.bytes !== bytes) throw new Error('short read');
+      });
+
+      const putUrls = await Promise.all(
+        Array.from({ length: rounds + 1 }, (_, i) =>
+          getSignedUrl(client, new PutObjectCommand({ Bucket: 'bench', Key: `raw-${bytes}-${i - 1}` }), {
+            expiresIn: 3600,
+          }),
+        ),
+      );
+      const rawPut = await timed(rounds, bytes, async (i) => {
+        await rawRequest(putUrls[i + 1]!, 'PUT', data);
+      });
+      const getUrl = await getSignedUrl(
+        client,
+        new GetObjectCommand({ Bucket: 'bench', Key: `raw-${bytes}-0` }),
+        {
+          expiresIn: 3600,
+        },
+      );
+      const rawGet = await timed(rounds, bytes, async () => {
+        if ((await rawRequest(getUrl, 'GET')) !== bytes) throw new Error('short read');
+      });
+
+      const f = (n: number) => n.toFixed(0);
+      const r = (n: number, d: number) => (n / d).toFixed(2);
+      console.log(
+        `| ${label} | PUT | ${f(fileWrite)} | ${f(sdkPut)} | ${r(sdkPut, fileWrite)} | ${f(rawPut)} | ${r(rawPut, fileWrite)} |`,
+      );
+      console.log(
+        `| ${label} | GET | ${f(fileRead)} | ${f(sdkGet)} | ${r(sdkGet, fileRead)} | ${f(rawGet)} | ${r(rawGet, fileRead)} |`,
+      );
+    }
+    client.destroy();
+  } finally {
+    await server?.stop();
+    await ctx.close();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+await main();

@@ -1,0 +1,18 @@
+// The S3 endpoint alone in its own process, as in production (clients run elsewhere). Prints its
+// port, serves until SIGTERM. Reads BERTH_DATA_DIR like `berth serve`.
+import { pino } from 'pino';
+import { loadConfig } from '../../src/config/index.js';
+import { createContext } from '../../src/context.js';
+import { startObjectStorageEndpoint } from '../../src/services/object-storage/index.js';
+
+const ctx = await createContext(loadConfig({ ...process.env, BERTH_S3_PORT: '0' }), {
+  logger: pino({ level: 'silent' }),
+});
+const server = await startObjectStorageEndpoint(ctx);
+process.stdout.write(`PORT ${server.port}\n`);
+process.once('SIGTERM', () => {
+  void server
+    .close()
+    .then(() => ctx.close())
+    .then(() => process.exit(0));
+});

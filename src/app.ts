@@ -1,0 +1,81 @@
+// buildApp: a Fastify instance that never listens. main.ts listens; tests use inject().
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import type { AppContext } from './context.js';
+import { registerAuth } from './http/plugins/auth.js';
+import { registerErrorHandler } from './http/plugins/errors.js';
+import { registerProtocol } from './http/plugins/protocol.js';
+import { registerIdentityRoutes } from './http/routes/platform/identity.js';
+import { registerApplicationRoutes } from './http/routes/platform/applications.js';
+import { registerInfrastructureRoutes } from './http/routes/platform/infrastructure.js';
+import { registerTeamResourceRoutes } from './http/routes/platform/team-resources.js';
+import { registerScheduledDeletionRoutes } from './http/routes/platform/scheduled-deletion.js';
+import { registerObjectStorageRoutes } from './http/routes/platform/object-storage.js';
+import { registerSystemRoutes } from './http/routes/system.js';
+import { registerToolsRoutes } from './http/routes/tools.js';
+import { registerManagedDatabaseApiRoutes } from './http/routes/dbapi/databases.js';
+import { registerDbOperationRoutes } from './http/routes/dbapi/operations.js';
+import { registerManagedDatabasePanelRoutes } from './http/routes/platform/managed-databases.js';
+import './http/types.js';
+
+const YAML_TYPES = ['application/yaml', 'application/x-yaml', 'text/yaml', 'text/x-yaml'];
+
+export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
+  const logger: FastifyBaseLogger = ctx.logger;
+  const app = Fastify({
+    loggerInstance: logger,
+    bodyLimit: ctx.config.bodyLimitBytes,
+    genReqId: () => ctx.ids.uuid(),
+    requestIdHeader: false,
+    // Per-request lines only at debug: at info a busy server would log every call.
+    logController: new LogController({
+      disableRequestLogging: ctx.config.logLevel !== 'debug' && ctx.config.logLevel !== 'trace',
+    }),
+    ajv: {
+      customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true, allErrors: true },
+    },
+    routerOptions: { ignoreTrailingSlash: true },
+  });
+
+  // YAML documents arrive as text; the route that takes them parses and validates them itself.
+  app.addContentTypeParser(YAML_TYPES, { parseAs: 'string' }, (_request, body, done) => done(null, body));
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Berth API',
+        version: '1',
+        description: 'Platform API (/api/v1), tools API (/api/v1/tools) and managed-database API (/1.3).',
+      },
+      servers: [{ url: ctx.config.publicUrl }],
+      components: {
+        securitySchemes: {
+          bearer: { type: 'http', scheme: 'bearer', description: 'Platform API token' },
+          toolsKey: { type: 'apiKey', in: 'header', name: 'Authorization', description: 'Raw tools API key' },
+          basic: { type: 'http', scheme: 'basic', description: 'Managed-database API credentials' },
+        },
+      },
+    },
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs' });
+
+  registerErrorHandler(app);
+  registerProtocol(app, ctx);
+  registerAuth(app, ctx);
+
+  registerSystemRoutes(app, ctx);
+  registerIdentityRoutes(app, ctx);
+  registerToolsRoutes(app, ctx);
+  registerManagedDatabaseApiRoutes(app, ctx);
+  registerDbOperationRoutes(app, ctx);
+  registerManagedDatabasePanelRoutes(app, ctx);
+  registerObjectStorageRoutes(app, ctx);
+  registerInfrastructureRoutes(app, ctx);
+  registerApplicationRoutes(app, ctx);
+  registerTeamResourceRoutes(app, ctx);
+  registerScheduledDeletionRoutes(app, ctx);
+
+  return app;
+}

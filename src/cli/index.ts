@@ -1,0 +1,138 @@
+#!/usr/bin/env node
+// The `berth` command: serve, and admin tasks against the same store.
+import { parseArgs } from 'node:util';
+import path from 'node:path';
+import { CONFIG_VARIABLES, ConfigError, loadConfig, type ConfigOverrides } from '../config/index.js';
+import { createContext } from '../context.js';
+import type { CredentialKind, Role } from '../db/schema/foundation.js';
+import { startServer, stopOnSignals } from '../main.js';
+
+const KINDS: CredentialKind[] = ['api_token', 'tools_key', 'db_api'];
+
+const HELP = `berth — self-hostable cloud platform
+
+Usage:
+  berth serve [flags]                 start the API server and its background work
+  berth admin create-user --email E --team T [--role owner|member]
+                                      create a user (and the team if needed); prints its credentials as JSON
+  berth admin create-credential --email E --kind api_token|tools_key|db_api [--name N]
+                                      issue one more credential; prints it once as JSON
+  berth admin list-credentials --email E
+                                      list a user's credentials (never their secrets)
+  berth admin revoke-credential --id N
+                                      revoke a credential at once
+  berth admin maintenance on|off      put every replica in (or out of) maintenance mode (503)
+  berth --help                        this text
+
+Flags (every command; each overrides its environment variable):
+${Object.values(CONFIG_VARIABLES)
+  .map((v) => `  --${v.flag.padEnd(24)} ${v.env}: ${v.doc}`)
+  .join('\n')}
+`;
+
+function configOptions() {
+  return Object.fromEntries(
+    Object.values(CONFIG_VARIABLES).map((v) => [v.flag, { type: 'string' as const }]),
+  );
+}
+
+function overridesFrom(values: Record<string, unknown>): ConfigOverrides {
+  const overrides: ConfigOverrides = {};
+  for (const [key, variable] of Object.entries(CONFIG_VARIABLES)) {
+    const value = values[variable.flag];
+    if (typeof value === 'string') overrides[key as keyof ConfigOverrides] = value;
+  }
+  return overrides;
+}
+
+function fail(message: string): never {
+  process.stderr.write(`berth: ${message}\n`);
+  process.exit(2);
+}
+
+async function main(argv: string[]): Promise<void> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      ...configOptions(),
+      help: { type: 'boolean', short: 'h' },
+      email: { type: 'string' },
+      team: { type: 'string' },
+      role: { type: 'string' },
+      kind: { type: 'string' },
+      name: { type: 'string' },
+      id: { type: 'string' },
+    },
+  });
+  const [command, sub, arg] = positionals;
+  if (values.help || command === undefined || command === 'help') {
+    process.stdout.write(HELP);
+    return;
+  }
+  const config = loadConfig(process.env, overridesFrom(values));
+
+  if (command === 'serve') {
+    stopOnSignals(await startServer(config));
+    return;
+  }
+  if (command !== 'admin') fail(`unknown command '${command}'; see berth --help`);
+
+  const ctx = await createContext(config, {});
+  try {
+    const print = (value: unknown) => process.stdout.write(JSON.stringify(value, null, 2) + '\n');
+    const userByEmail = async () => {
+      if (!values.email) fail('--email is required');
+      const { createIdentityRepository } = await import('../db/repositories/identity.js');
+      const user = await createIdentityRepository(ctx.db).findUserByEmail(values.email.toLowerCase());
+      if (!user) fail(`no user with e-mail ${values.email}`);
+      return user;
+    };
+    switch (sub ?? '') {
+      case 'create-user': {
+        if (!values.email || !values.team) fail('--email and --team are required');
+        const role = (values.role ?? 'owner') as Role;
+        if (role !== 'owner' && role !== 'member') fail('--role must be owner or member');
+        print(await ctx.identity.createUser({ email: values.email, team: values.team, role }));
+        break;
+      }
+      case 'create-credential': {
+        const kind = values.kind as CredentialKind;
+        if (!KINDS.includes(kind)) fail(`--kind must be one of ${KINDS.join(', ')}`);
+        const user = await userByEmail();
+        print(await ctx.identity.issueCredential(user.id, kind, values.name ?? 'cli'));
+        break;
+      }
+      case 'list-credentials': {
+        const user = await userByEmail();
+        print(await ctx.identity.listCredentials(user.id));
+        break;
+      }
+      case 'revoke-credential': {
+        const id = Number(values.id);
+        if (!Number.isInteger(id) || id < 1) fail('--id must be a credential id');
+        await ctx.identity.revokeCredential(undefined, id);
+        print({ revoked: id });
+        break;
+      }
+      case 'maintenance': {
+        if (arg !== 'on' && arg !== 'off') fail('usage: berth admin maintenance on|off');
+        await ctx.maintenance.set(arg === 'on');
+        print({ maintenance: arg });
+        break;
+      }
+      default:
+        fail(`unknown admin command '${sub ?? ''}'; see berth --help`);
+    }
+  } finally {
+    await ctx.close();
+  }
+}
+
+main(process.argv.slice(2)).catch((error: unknown) => {
+  if (error instanceof ConfigError) fail(error.message);
+  process.stderr.write(`berth: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.exit(1);
+});
+
+export const CLI_ENTRY = path.resolve(import.meta.dirname, 'index.js');

@@ -1,0 +1,90 @@
+// Everything a running Berth needs, built once from a Config. main.ts and the tests both use it.
+import path from 'node:path';
+import type { Kysely } from 'kysely';
+import { pino, type Logger } from 'pino';
+import type { Config } from './config/index.js';
+import { randomIds, systemClock, type Clock, type IdGenerator } from './domain/clock.js';
+import { openStore, type Store } from './db/connect.js';
+import type { Database } from './db/schema/index.js';
+import { createSettingsRepository, type SettingsRepository } from './db/repositories/settings.js';
+import { createIdentityService, type IdentityService } from './services/identity.js';
+import { createMaintenanceSwitch, type MaintenanceSwitch } from './services/maintenance.js';
+import { createSecretBox, loadOrCreateMasterKey, type SecretBox } from './services/secret-box.js';
+
+export interface AppContext {
+  readonly config: Config;
+  readonly store: Store;
+  readonly db: Kysely<Database>;
+  readonly clock: Clock;
+  readonly ids: IdGenerator;
+  readonly logger: Logger;
+  readonly secretBox: SecretBox;
+  readonly settings: SettingsRepository;
+  readonly identity: IdentityService;
+  readonly maintenance: MaintenanceSwitch;
+  /** Registers a stop for something a feature started (engines, servers); run in reverse order by close(). */
+  onClose(stop: () => Promise<void>): void;
+  /** Stops what the context started, the store last. Idempotent. */
+  close(): Promise<void>;
+}
+
+export interface ContextOverrides {
+  store?: Store;
+  clock?: Clock;
+  ids?: IdGenerator;
+  logger?: Logger;
+  masterKey?: Buffer;
+}
+
+export function createLogger(config: Config): Logger {
+  return pino({
+    level: config.logLevel,
+    // Credentials never reach the log, whatever a caller passes in.
+    redact: {
+      paths: ['req.headers.authorization', 'headers.authorization', '*.password', '*.token', '*.secret'],
+      censor: '[redacted]',
+    },
+  });
+}
+
+export async function createContext(config: Config, overrides: ContextOverrides = {}): Promise<AppContext> {
+  const store =
+    overrides.store ??
+    (await openStore({
+      databaseUrl: config.databaseUrl,
+      sqlitePath: path.join(config.dataDir, 'berth.sqlite'),
+    }));
+  const clock = overrides.clock ?? systemClock;
+  const ids = overrides.ids ?? randomIds;
+  const logger = overrides.logger ?? createLogger(config);
+  const secretBox = createSecretBox(
+    overrides.masterKey ?? loadOrCreateMasterKey(config.dataDir, config.secretKey),
+  );
+  const settings = createSettingsRepository(store.db);
+  let closed: Promise<void> | undefined;
+  const closers: Array<() => Promise<void>> = [];
+  return {
+    config,
+    store,
+    db: store.db,
+    clock,
+    ids,
+    logger,
+    secretBox,
+    settings,
+    identity: createIdentityService({ db: store.db, clock, ids }),
+    maintenance: createMaintenanceSwitch({ settings, clock }),
+    onClose(stop) {
+      closers.push(stop);
+    },
+    close() {
+      closed ??= (async () => {
+        for (const stop of closers.reverse()) {
+          await stop().catch((error: unknown) => logger.error({ err: error }, 'stop failed'));
+        }
+        await store.close();
+      })();
+      return closed;
+    },
+  };
+}

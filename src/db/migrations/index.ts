@@ -1,0 +1,41 @@
+// One ordered list of migrations for both dialects. Add a feature's migration at the end.
+import { Migrator, type Kysely, type Migration, type MigrationProvider } from 'kysely';
+import type { Dialect } from '../connect.js';
+import * as m001 from './001_foundation.js';
+import * as m002 from './002_infrastructure.js';
+import * as m003 from './003_tools.js';
+import * as m006 from './006_object_storage.js';
+import * as m004 from './004_scheduled_deletion.js';
+import * as m005 from './005_managed_instances.js';
+import * as m008 from './008_db_operations.js';
+
+type DialectMigration = { up(db: Kysely<unknown>, dialect: Dialect): Promise<void> };
+
+const MIGRATIONS: Record<string, DialectMigration> = {
+  '001_foundation': m001,
+  '002_infrastructure': m002,
+  '003_tools': m003,
+  '006_object_storage': m006,
+  '004_scheduled_deletion': m004,
+  '005_managed_instances': m005,
+  '008_db_operations': m008,
+};
+
+export async function migrateToLatest(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
+  const provider: MigrationProvider = {
+    getMigrations: () =>
+      Promise.resolve(
+        Object.fromEntries(
+          Object.entries(MIGRATIONS).map(([name, m]): [string, Migration] => [
+            name,
+            { up: (kdb) => m.up(kdb, dialect) },
+          ]),
+        ),
+      ),
+  };
+  const { error, results } = await new Migrator({ db, provider }).migrateToLatest();
+  const failed = results?.find((r) => r.status === 'Error');
+  if (error !== undefined || failed) {
+    throw new Error(`Migration ${failed?.migrationName ?? ''} failed`, { cause: error });
+  }
+}

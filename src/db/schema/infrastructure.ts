@@ -1,0 +1,162 @@
+// Tables behind the Infrastructure document: applications and what hangs off them, and a team's
+// managed databases and object storage. JSON columns are text holding JSON.
+import type { Generated } from 'kysely';
+
+export type ApplicationType = 'laravel' | 'nodejs' | 'wordpress';
+
+export interface ApplicationsTable {
+  id: Generated<number>;
+  team_id: number;
+  name: string;
+  type: ApplicationType;
+  version: string | null;
+  label: string | null;
+  /** JSON: string[] */
+  tags: string;
+  /** JSON: { url?, owner?, name?, branch? } */
+  repository: string;
+  /** JSON: { php_version?, nodejs_version? } */
+  runtime: string;
+  /** JSON: { build?: string[], init?: string[], start?: string } */
+  commands: string;
+  health_check_enabled: number;
+  /** Null: the default path of the application's type. */
+  health_check_path: string | null;
+  scheduler_enabled: number | null;
+  replicas: number | null;
+  memory: string | null;
+  /** JSON: { extensions?: string[], settings?: string[] } */
+  php: string;
+  scheduled_deletion_at: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface DomainsTable {
+  id: Generated<number>;
+  application_id: number;
+  /** Lower-case host name; unique across the platform. */
+  domain: string;
+  created_at: string;
+}
+
+export interface SecretsTable {
+  id: Generated<number>;
+  application_id: number;
+  key: string;
+  /** AES-256-GCM sealed value (SecretBox). */
+  value_encrypted: string;
+  /** Keyed hash of the value, for change detection without decrypting. */
+  value_hash: string;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface VolumesTable {
+  id: Generated<number>;
+  application_id: number;
+  name: string;
+  mount_path: string;
+  volume_size: number;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface ServicesTable {
+  id: Generated<number>;
+  application_id: number;
+  name: string;
+  type: string;
+  version: string | null;
+  memory: string | null;
+  volume_size: string | null;
+  /** JSON of the non-secret settings. */
+  settings: string;
+  /** Sealed JSON of secret settings (sftp password), or null. */
+  secret_settings: string | null;
+  /** Keyed hash of the secret settings, for change detection. */
+  secret_settings_hash: string | null;
+  command: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface ContainerServicesTable {
+  id: Generated<number>;
+  application_id: number;
+  name: string;
+  type: string;
+  version: string | null;
+  memory: string | null;
+  volume_size: string | null;
+  /** JSON: Record<string, string> */
+  settings: string;
+  created_at: string;
+  updated_at: string;
+}
+
+export type DeploymentStatus = 'pending' | 'running' | 'succeeded' | 'failed' | 'cancelled';
+
+export interface DeploymentsTable {
+  id: Generated<number>;
+  application_id: number;
+  status: DeploymentStatus;
+  reason: string;
+  created_at: string;
+  updated_at: string;
+}
+
+export type ManagedDatabaseType = 'mysql' | 'pg' | 'valkey';
+
+export interface ManagedDatabasesTable {
+  id: Generated<number>;
+  uuid: string;
+  team_id: number;
+  name: string;
+  title: string | null;
+  type: ManagedDatabaseType;
+  plan: string;
+  zone: string;
+  /** JSON: Array<{ username, authentication? }> (passwords live in the driver's sealed state). */
+  users: string;
+  /** JSON: Array<{ name, character_set?, collation? }> */
+  logical_databases: string;
+  /** UpCloud's states: pending, setup-service, running, rebuilding, poweroff, error, deleted… */
+  state: string;
+  state_reason: string | null;
+  /** A plan or zone change from apply that needs action in the panel. */
+  pending_plan: string | null;
+  pending_zone: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface ObjectStoragesTable {
+  id: Generated<number>;
+  uuid: string;
+  team_id: number;
+  name: string;
+  zone: string;
+  plan: string | null;
+  /** JSON: string[] */
+  buckets: string;
+  /** JSON: Array<{ username, policies: unknown[] }> (keys live in the driver's tables). */
+  users: string;
+  state: string;
+  state_reason: string | null;
+  pending_zone: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface InfrastructureTables {
+  applications: ApplicationsTable;
+  domains: DomainsTable;
+  secrets: SecretsTable;
+  volumes: VolumesTable;
+  services: ServicesTable;
+  container_services: ContainerServicesTable;
+  deployments: DeploymentsTable;
+  managed_databases: ManagedDatabasesTable;
+  object_storages: ObjectStoragesTable;
+}

@@ -1,0 +1,68 @@
+// Tables of the local object-storage driver: buckets, access keys, objects and multipart uploads.
+// Bucket names are unique on the whole endpoint (as on S3); everything else hangs off a bucket or a storage.
+import type { Generated } from 'kysely';
+
+export interface S3BucketsTable {
+  id: Generated<number>;
+  object_storage_id: number;
+  /** Globally unique on the endpoint. */
+  name: string;
+  created_at: string;
+}
+
+export interface S3AccessKeysTable {
+  id: Generated<number>;
+  object_storage_id: number;
+  /** The document's username (or `user-<n>` when it has none); unique within the storage. */
+  username: string;
+  access_key_id: string;
+  /** SecretBox-sealed secret access key: the server needs the plaintext to verify SigV4. */
+  secret_encrypted: string;
+  /** JSON: the policies as written in the document. */
+  policies: string;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface S3ObjectsTable {
+  id: Generated<number>;
+  bucket_id: number;
+  /** Compared byte-wise (SQLite BINARY, PostgreSQL COLLATE "C") so listings sort as S3's do. */
+  key: string;
+  size: number;
+  /** Quoted ETag as S3 returns it. */
+  etag: string;
+  /** Path of the bytes relative to `<dataDir>/objects`. */
+  file: string;
+  /** JSON: content-type, user metadata and the other headers that are stored with an object. */
+  headers: string;
+  last_modified: string;
+}
+
+export interface S3UploadsTable {
+  id: Generated<number>;
+  upload_id: string;
+  bucket_id: number;
+  key: string;
+  /** JSON, as S3ObjectsTable.headers. */
+  headers: string;
+  created_at: string;
+}
+
+export interface S3UploadPartsTable {
+  id: Generated<number>;
+  upload_id: number;
+  part_number: number;
+  size: number;
+  etag: string;
+  file: string;
+  last_modified: string;
+}
+
+export interface ObjectStorageTables {
+  s3_buckets: S3BucketsTable;
+  s3_access_keys: S3AccessKeysTable;
+  s3_objects: S3ObjectsTable;
+  s3_uploads: S3UploadsTable;
+  s3_upload_parts: S3UploadPartsTable;
+}

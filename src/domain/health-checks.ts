@@ -1,0 +1,31 @@
+// Health checks of an application: the default path per application type and the status shown.
+//
+// Defaults (apply rule 8a gives a new application its type's default when the document omits the path):
+// - laravel:   /up            Laravel 11+ registers this route in a fresh skeleton (bootstrap/app.php `health:`).
+// - nodejs:    /              a Node.js server has no conventional health route; the root answers if it is up.
+// - wordpress: /wp-login.php  answers 200 without a logged-in session and without hitting a theme's
+//                             front page, so a broken theme does not cause restarts.
+import type { ApplicationType } from '../db/schema/infrastructure.js';
+
+export const APPLICATION_TYPES: readonly ApplicationType[] = ['laravel', 'nodejs', 'wordpress'];
+
+export const DEFAULT_HEALTH_CHECK_PATH: Readonly<Record<ApplicationType, string>> = {
+  laravel: '/up',
+  nodejs: '/',
+  wordpress: '/wp-login.php',
+};
+
+/** The path checked: the stored one, or the type's default when none is stored. */
+export function effectiveHealthCheckPath(type: ApplicationType, stored: string | null): string {
+  return stored ?? DEFAULT_HEALTH_CHECK_PATH[type];
+}
+
+/**
+ * Status shown for an application's health check. With checks disabled the status cannot be
+ * monitored (spec, States rule 3); with them enabled it is unknown until a runtime reports.
+ */
+export type HealthCheckStatus = 'not monitored' | 'unknown' | 'healthy' | 'unhealthy';
+
+export function healthCheckStatus(enabled: boolean): HealthCheckStatus {
+  return enabled ? 'unknown' : 'not monitored';
+}

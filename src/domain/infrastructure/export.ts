@@ -1,0 +1,175 @@
+// Stored state → an Infrastructure document that apply accepts (export rules 1-4). Credentials
+// never appear: each is replaced by its placeholder, which apply reads as "keep / regenerate".
+import { stringify } from 'yaml';
+import { effectiveHealthCheckPath } from '../health-checks.js';
+import {
+  dbPasswordPlaceholder,
+  secretPlaceholder,
+  servicePasswordPlaceholder,
+  storageSecretKeyPlaceholder,
+} from './document.js';
+import type {
+  ApplicationState,
+  ContainerServiceState,
+  ManagedDatabaseState,
+  ObjectStorageState,
+  ServiceState,
+  VolumeState,
+} from './plan.js';
+
+type Obj = Record<string, unknown>;
+
+export interface TeamRef {
+  id: number;
+  name: string;
+}
+
+export interface ApplicationExportInput {
+  team: TeamRef;
+  application: ApplicationState;
+  domains: string[];
+  secretKeys: string[];
+  volumes: VolumeState[];
+  services: Array<ServiceState & { hasPassword: boolean }>;
+  containerServices: ContainerServiceState[];
+}
+
+/** Copies only the keys that hold something, so the export shows what is set and nothing else. */
+function compact(obj: Obj): Obj {
+  const out: Obj = {};
+  for (const [key, value] of Object.entries(obj)) {
+    if (value === null || value === undefined) continue;
+    if (Array.isArray(value) && value.length === 0) continue;
+    if (typeof value === 'object' && !Array.isArray(value) && Object.keys(compact(value as Obj)).length === 0)
+      continue;
+    out[key] = typeof value === 'object' && !Array.isArray(value) ? compact(value as Obj) : value;
+  }
+  return out;
+}
+
+function applicationBlock(app: ApplicationState): Obj {
+  const settings: Obj = app.health_check_enabled
+    ? { health_check_path: effectiveHealthCheckPath(app.type, app.health_check_path) }
+    : { health_check_enabled: false };
+  Object.assign(settings, {
+    scheduler_enabled: app.scheduler_enabled,
+    replicas: app.replicas,
+    memory: app.memory,
+    scheduled_deletion_at: app.scheduled_deletion_at,
+  });
+  return compact({
+    name: app.name,
+    type: app.type,
+    version: app.version,
+    label: app.label,
+    tags: app.tags,
+    repository: app.repository,
+    runtime: app.runtime,
+    commands: app.commands,
+    settings,
+    php: app.php,
+  });
+}
+
+export function applicationDocument(input: ApplicationExportInput): Obj {
+  const spec: Obj = { application: applicationBlock(input.application) };
+  if (input.domains.length > 0) spec.domains = input.domains.map((domain) => ({ domain }));
+  if (input.secretKeys.length > 0) {
+    spec.secrets = input.secretKeys.map((key) => ({ key, value: secretPlaceholder(key) }));
+  }
+  if (input.volumes.length > 0) {
+    spec.volumes = input.volumes.map((v) => ({
+      name: v.name,
+      mount_path: v.mount_path,
+      volume_size: v.volume_size,
+    }));
+  }
+  if (input.services.length > 0) {
+    spec.services = input.services.map((s) => {
+      const settings: Obj = { ...s.settings };
+      if (s.hasPassword) settings.password = servicePasswordPlaceholder(s.name);
+      // Settings are written as stored (an empty list is a value), not compacted.
+      const entry = compact({
+        name: s.name,
+        type: s.type,
+        version: s.version,
+        memory: s.memory,
+        volume_size: s.volume_size,
+        command: s.command,
+      });
+      return Object.keys(settings).length > 0 ? { ...entry, settings } : entry;
+    });
+  }
+  if (input.containerServices.length > 0) {
+    spec.container_services = input.containerServices.map((s) => {
+      const entry = compact({
+        name: s.name,
+        type: s.type,
+        version: s.version,
+        memory: s.memory,
+        volume_size: s.volume_size,
+      });
+      return Object.keys(s.settings).length > 0 ? { ...entry, settings: s.settings } : entry;
+    });
+  }
+  return {
+    apiVersion: 'v1',
+    kind: 'Infrastructure',
+    metadata: { name: input.application.name, team: input.team.id },
+    spec,
+  };
+}
+
+/** metadata.name of a team export: the team name as an application-name-shaped word. */
+export function teamDocumentName(teamName: string): string {
+  const slug = teamName
+    .toLowerCase()
+    .replace(/[^a-z0-9._-]+/g, '-')
+    .replace(/^[^a-z0-9]+/, '')
+    .slice(0, 63);
+  return slug === '' ? 'team' : slug;
+}
+
+export function managedDatabaseEntry(db: ManagedDatabaseState): Obj {
+  return compact({
+    name: db.name,
+    type: db.type,
+    plan: db.plan,
+    zone: db.zone,
+    password: dbPasswordPlaceholder(db.name),
+    users: db.users.map((u) => compact({ ...u })),
+    logical_databases: db.logical_databases.map((d) => compact({ ...d })),
+  });
+}
+
+export function objectStorageEntry(storage: ObjectStorageState): Obj {
+  return compact({
+    name: storage.name,
+    zone: storage.zone,
+    plan: storage.plan,
+    secret_key: storageSecretKeyPlaceholder(storage.name),
+    buckets: storage.buckets,
+    // Policies are kept even when empty: "may be empty" is a stated value, not an absence.
+    users: storage.users.map((u) => ({ username: u.username, policies: u.policies })),
+  });
+}
+
+export function teamDocument(input: {
+  team: TeamRef;
+  managedDatabases: ManagedDatabaseState[];
+  objectStorages: ObjectStorageState[];
+}): Obj {
+  return {
+    apiVersion: 'v1',
+    kind: 'Infrastructure',
+    metadata: { name: teamDocumentName(input.team.name), team: input.team.id },
+    spec: {
+      managed_databases: input.managedDatabases.map(managedDatabaseEntry),
+      object_storage: input.objectStorages.map(objectStorageEntry),
+    },
+  };
+}
+
+export function toYaml(doc: Obj): string {
+  return stringify(doc, { lineWidth: 0 });
+}

@@ -1,0 +1,218 @@
+// The `local` managed-database driver: one real server process per instance on a free loopback port,
+// files under `<dataDir>/databases/<uuid>`. Everything it needs to know about a running instance is
+// on disk (the engine's own pid file, `berth-instance.json`), so a restarted Berth finds its
+// instances again without trusting its store about pids.
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { limitsFor } from '../plan-limits.js';
+import type {
+  DatabaseEngine,
+  InstanceRef,
+  InstanceRuntime,
+  InstanceSpec,
+  InstanceStatus,
+  ManagedDatabaseDriver,
+} from '../types.js';
+import type { LocalEngine } from './engine.js';
+import { mariadbEngine } from './mariadb.js';
+import { postgresEngine } from './postgres.js';
+import { chownTree, ensureTraversable, freePort, portIsFree, run, terminate, treeSize } from './process.js';
+import { valkeyEngine } from './valkey.js';
+
+const ENGINES: Record<DatabaseEngine, LocalEngine> = {
+  pg: postgresEngine,
+  mysql: mariadbEngine,
+  valkey: valkeyEngine,
+};
+
+/** The template's admin password, in a copied instance until its first ensureAccess (root-only, 0600). */
+const BOOTSTRAP_FILE = 'bootstrap.password';
+
+interface InstanceFile {
+  engine: DatabaseEngine;
+  port: number;
+  /** The plan whose limits the configuration holds. */
+  plan: string;
+}
+
+export interface LocalDriverOptions {
+  dataDir: string;
+  /** Where engine templates are kept; default `<dataDir>/databases/.templates`. */
+  templateDir?: string;
+  /** false: every instance gets its own initdb / mariadb-install-db (slower; distinct system ids). */
+  useTemplates?: boolean;
+}
+
+export interface LocalDatabaseDriver extends ManagedDatabaseDriver {
+  /** `<dataDir>/databases/<uuid>`: where an instance's files are. */
+  instanceDir(id: string): string;
+  /** Builds the engine templates now, so that the first provisioning is as fast as the later ones. */
+  warmUp(adminUser: string): Promise<void>;
+}
+
+export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDatabaseDriver {
+  const base = path.join(options.dataDir, 'databases');
+  const locks = new Map<string, Promise<unknown>>();
+
+  const dirOf = (id: string): string => {
+    if (!/^[A-Za-z0-9-]{1,64}$/.test(id)) throw new Error(`invalid instance id '${id}'`);
+    return path.join(base, id);
+  };
+  const stateFile = (root: string) => path.join(root, 'berth-instance.json');
+
+  function readState(root: string): InstanceFile | undefined {
+    try {
+      return JSON.parse(fs.readFileSync(stateFile(root), 'utf8')) as InstanceFile;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** One operation per instance at a time: a supervisor restart must not race a plan change. */
+  function serialized<T>(id: string, work: () => Promise<T>): Promise<T> {
+    const previous = locks.get(id) ?? Promise.resolve();
+    const next = previous.then(work, work);
+    const settled = next.catch(() => undefined);
+    locks.set(id, settled);
+    void settled.then(() => {
+      if (locks.get(id) === settled) locks.delete(id);
+    });
+    return next;
+  }
+
+  async function choosePort(preferred: number | undefined): Promise<number> {
+    if (preferred && (await portIsFree(preferred))) return preferred;
+    return freePort();
+  }
+
+  const templates = new Map<string, Promise<{ dir: string; password: string }>>();
+
+  /** A pristine instance made once per engine and admin name, copied for each new instance. */
+  function template(engine: DatabaseEngine, adminUser: string): Promise<{ dir: string; password: string }> {
+    const key = `${engine}-${adminUser}`;
+    let made = templates.get(key);
+    if (!made) {
+      made = (async () => {
+        const dir = path.join(options.templateDir ?? path.join(base, '.templates'), key);
+        const passwordFile = `${dir}.password`;
+        // The password file is written just before the finished template is renamed into place.
+        if (fs.existsSync(dir) && fs.existsSync(passwordFile)) {
+          return { dir, password: fs.readFileSync(passwordFile, 'utf8') };
+        }
+        ensureTraversable(base, options.dataDir);
+        fs.mkdirSync(path.dirname(dir), { recursive: true, mode: 0o711 }); // searchable by service users
+        fs.chmodSync(path.dirname(dir), 0o711);
+        const building = `${dir}.building-${process.pid}`;
+        fs.rmSync(building, { recursive: true, force: true });
+        fs.mkdirSync(building, { mode: 0o700 });
+        await chownTree(building, ENGINES[engine].osUser);
+        const password = randomBytes(18).toString('base64url');
+        await ENGINES[engine].init(building, adminUser, password);
+        fs.writeFileSync(passwordFile, password, { mode: 0o600 });
+        fs.rmSync(dir, { recursive: true, force: true });
+        fs.renameSync(building, dir);
+        return { dir, password };
+      })();
+      templates.set(key, made);
+      made.catch(() => templates.delete(key));
+    }
+    return made;
+  }
+
+  /** New instance files: a copy of the engine's template, or a fresh init for engines without one. */
+  async function materialise(spec: InstanceSpec, root: string): Promise<void> {
+    const engine = ENGINES[spec.engine];
+    ensureTraversable(base, options.dataDir);
+    // A half-made instance (init failed or was interrupted) is started over from nothing.
+    fs.rmSync(root, { recursive: true, force: true });
+    fs.mkdirSync(root, { mode: 0o700 });
+    await chownTree(root, engine.osUser);
+    if (!engine.templated || options.useTemplates === false) {
+      await engine.init(root, spec.adminUser, spec.adminPassword);
+      return;
+    }
+    const { dir, password } = await template(spec.engine, spec.adminUser);
+    await run('cp', ['-a', `${dir}/.`, root]);
+    fs.writeFileSync(path.join(root, BOOTSTRAP_FILE), password, { mode: 0o600 });
+  }
+
+  async function bootAndConverge(spec: InstanceSpec, mayInit: boolean): Promise<InstanceRuntime> {
+    const engine = ENGINES[spec.engine];
+    const root = dirOf(spec.id);
+    engine.validate(spec);
+    if (!engine.isInitialised(root)) {
+      if (!mayInit) throw new Error(`instance ${spec.id} has no data; provision it first`);
+      await materialise(spec, root);
+    }
+    let state = readState(root);
+    let pid = engine.pidOf(root);
+    if (pid !== null && state && state.plan !== spec.plan) {
+      await terminate(pid, engine.stopSignal);
+      pid = null;
+    }
+    if (pid === null) {
+      const port = await choosePort(spec.port ?? state?.port);
+      await engine.configure(root, spec, port, limitsFor(spec.engine, spec.plan));
+      state = { engine: spec.engine, port, plan: spec.plan };
+      fs.writeFileSync(stateFile(root), JSON.stringify(state), { mode: 0o600 });
+      await engine.start(root, spec, port);
+      pid = engine.pidOf(root);
+    }
+    if (!state) throw new Error(`instance ${spec.id} runs without its state file`);
+    const bootstrapFile = path.join(root, BOOTSTRAP_FILE);
+    const bootstrap = fs.existsSync(bootstrapFile) ? fs.readFileSync(bootstrapFile, 'utf8') : undefined;
+    const access = await engine.ensureAccess(root, spec, state.port, bootstrap);
+    // From here on the admin has the spec's password; the template's is no longer needed.
+    if (bootstrap !== undefined) fs.rmSync(bootstrapFile, { force: true });
+    return {
+      host: '127.0.0.1',
+      port: state.port,
+      pid,
+      version: access.version,
+      plan: state.plan,
+      location: root,
+      credentials: access.credentials,
+    };
+  }
+
+  async function stopInstance(ref: InstanceRef): Promise<void> {
+    const engine = ENGINES[ref.engine];
+    const pid = engine.pidOf(dirOf(ref.id));
+    if (pid !== null) await terminate(pid, engine.stopSignal);
+  }
+
+  return {
+    name: 'local',
+    instanceDir: dirOf,
+    async warmUp(adminUser) {
+      if (options.useTemplates === false) return;
+      for (const engine of Object.keys(ENGINES) as DatabaseEngine[]) {
+        if (ENGINES[engine].templated) await template(engine, adminUser);
+      }
+    },
+    provision: (spec) => serialized(spec.id, () => bootAndConverge(spec, true)),
+    start: (spec) => serialized(spec.id, () => bootAndConverge(spec, false)),
+    setPlan: (spec) => serialized(spec.id, () => bootAndConverge(spec, false)),
+    stop: (ref) => serialized(ref.id, () => stopInstance(ref)),
+    delete: (ref) =>
+      serialized(ref.id, async () => {
+        await stopInstance(ref);
+        fs.rmSync(dirOf(ref.id), { recursive: true, force: true });
+      }),
+    status: (ref): Promise<InstanceStatus> => {
+      const root = dirOf(ref.id);
+      const pid = ENGINES[ref.engine].pidOf(root);
+      return Promise.resolve({ running: pid !== null, pid, storageBytes: treeSize(root) });
+    },
+    baseBackup: (spec, retain) =>
+      serialized(spec.id, async () => {
+        const engine = ENGINES[spec.engine];
+        const root = dirOf(spec.id);
+        const state = readState(root);
+        if (!engine.baseBackup) return [];
+        if (!state || engine.pidOf(root) === null) throw new Error(`instance ${spec.id} is not running`);
+        return engine.baseBackup(root, spec, state.port, retain);
+      }),
+  };
+}

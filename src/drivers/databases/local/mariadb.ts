@@ -1,0 +1,202 @@
+// `mysql` instances run MariaDB (the MySQL the host's packages provide): mariadb-install-db, then
+// mariadbd, which drops to the mysql user itself. Administration goes through the `mariadb` client
+// on the instance's socket, so Berth needs no MySQL driver at run time.
+import fs from 'node:fs';
+import path from 'node:path';
+import type { EngineLimits } from '../plan-limits.js';
+import { PermanentDriverError, type InstanceSpec } from '../types.js';
+import type { LocalEngine } from './engine.js';
+import {
+  SAFE_NAME,
+  SAFE_SETTING,
+  canConnect,
+  chownTree,
+  commandLineMentions,
+  isAlive,
+  isRoot,
+  readPidFile,
+  run,
+  spawnDetached,
+  waitUntil,
+} from './process.js';
+
+const OS_USER = 'mysql';
+const MARIADBD = '/usr/sbin/mariadbd';
+// MariaDB 10.11 has no caching_sha2_password; such users get mysql_native_password (docs/drivers.md).
+const AUTH_METHODS = new Set(['mysql_native_password', 'caching_sha2_password']);
+
+const dataOf = (root: string) => path.join(root, 'data');
+const socketOf = (root: string) => path.join(root, 'run', 'mysqld.sock');
+const pidFileOf = (root: string) => path.join(root, 'run', 'mysqld.pid');
+const argsFileOf = (root: string) => path.join(root, 'berth-mariadbd.json');
+
+const literal = (value: string): string => `'${value.replace(/\\/g, '\\\\').replace(/'/g, "''")}'`;
+const ident = (value: string): string => `\`${value.replace(/`/g, '``')}\``;
+
+function checkSpec(spec: InstanceSpec): void {
+  for (const user of spec.users) {
+    if (!SAFE_NAME.test(user.username))
+      throw new PermanentDriverError(`invalid user name '${user.username}'`);
+    if (user.authentication !== undefined && !AUTH_METHODS.has(user.authentication)) {
+      throw new PermanentDriverError(
+        `user '${user.username}': authentication '${user.authentication}' is not supported by mysql (use mysql_native_password or caching_sha2_password)`,
+      );
+    }
+  }
+  for (const db of spec.databases) {
+    if (!SAFE_NAME.test(db.name)) throw new PermanentDriverError(`invalid database name '${db.name}'`);
+    for (const value of [db.characterSet, db.collation]) {
+      if (value !== undefined && !SAFE_SETTING.test(value)) {
+        throw new PermanentDriverError(`database '${db.name}': invalid setting '${value}'`);
+      }
+    }
+  }
+}
+
+/** Runs SQL as root over the socket; the password travels in MYSQL_PWD, not on the command line. */
+async function sql(root: string, statements: string, password: string | undefined): Promise<string> {
+  const { stdout } = await run(
+    'mariadb',
+    ['--no-defaults', `--socket=${socketOf(root)}`, '-u', 'root', '--batch', '--skip-column-names'],
+    { input: statements, env: password === undefined ? {} : { MYSQL_PWD: password } },
+  );
+  return stdout;
+}
+
+export const mariadbEngine: LocalEngine = {
+  osUser: OS_USER,
+  stopSignal: 'SIGTERM',
+
+  isInitialised(root) {
+    return fs.existsSync(path.join(root, '.initialised'));
+  },
+
+  templated: true,
+  validate: checkSpec,
+
+  // mariadb-install-db leaves root without a password; the first ensureAccess sets the admin's.
+  async init(root) {
+    for (const dir of [path.join(root, 'run'), path.join(root, 'log')]) {
+      fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    }
+    await chownTree(root, OS_USER);
+    await run('mariadb-install-db', [
+      '--no-defaults',
+      `--datadir=${dataOf(root)}`,
+      ...(isRoot() ? [`--user=${OS_USER}`] : []),
+      '--auth-root-authentication-method=normal',
+      '--skip-test-db',
+      '--skip-name-resolve',
+      '--innodb-log-file-size=8M',
+      '--innodb-buffer-pool-size=16M',
+    ]);
+    fs.writeFileSync(path.join(root, '.initialised'), '');
+  },
+
+  configure(root, _spec, port, limits: EngineLimits) {
+    const args = [
+      '--no-defaults',
+      `--datadir=${dataOf(root)}`,
+      ...(isRoot() ? [`--user=${OS_USER}`] : []),
+      `--port=${port}`,
+      '--bind-address=127.0.0.1',
+      `--socket=${socketOf(root)}`,
+      `--pid-file=${pidFileOf(root)}`,
+      `--log-error=${path.join(root, 'log', 'error.log')}`,
+      '--skip-name-resolve',
+      '--performance-schema=OFF',
+      '--innodb-log-file-size=8M',
+      '--character-set-server=utf8mb4',
+      '--collation-server=utf8mb4_unicode_ci',
+      ...Object.entries(limits.settings).map(([name, value]) => `--${name}=${value}`),
+    ];
+    fs.writeFileSync(argsFileOf(root), JSON.stringify(args), { mode: 0o600 });
+    return Promise.resolve();
+  },
+
+  async start(root, _spec, port) {
+    const args = JSON.parse(fs.readFileSync(argsFileOf(root), 'utf8')) as string[];
+    fs.rmSync(pidFileOf(root), { force: true });
+    const pid = spawnDetached(undefined, MARIADBD, args);
+    try {
+      await waitUntil(
+        async () => {
+          if (!isAlive(pid)) throw new Error(`mariadbd exited: ${lastLogLines(root)}`);
+          return mariadbEngine.pidOf(root) !== null && (await canConnect(port));
+        },
+        30_000,
+        'mariadbd to accept connections',
+      );
+    } catch (error) {
+      if (isAlive(pid)) process.kill(pid, 'SIGKILL');
+      throw error;
+    }
+  },
+
+  pidOf(root) {
+    const pid = readPidFile(pidFileOf(root));
+    return isAlive(pid) && commandLineMentions(pid, dataOf(root)) ? pid : null;
+  },
+
+  async ensureAccess(root, spec, _port, _bootstrapPassword) {
+    checkSpec(spec);
+    const first = `ALTER USER 'root'@'localhost' IDENTIFIED BY ${literal(spec.adminPassword)};\n`;
+    const statements = [
+      `CREATE USER IF NOT EXISTS ${literal(spec.adminUser)}@'%' IDENTIFIED BY ${literal(spec.adminPassword)};`,
+      `ALTER USER ${literal(spec.adminUser)}@'%' IDENTIFIED BY ${literal(spec.adminPassword)};`,
+      `GRANT ALL PRIVILEGES ON *.* TO ${literal(spec.adminUser)}@'%' WITH GRANT OPTION;`,
+      'CREATE DATABASE IF NOT EXISTS `defaultdb`;',
+    ];
+    for (const db of spec.databases) {
+      const options = [
+        db.characterSet ? `CHARACTER SET ${db.characterSet}` : '',
+        db.collation ? `COLLATE ${db.collation}` : '',
+      ].join(' ');
+      statements.push(`CREATE DATABASE IF NOT EXISTS ${ident(db.name)} ${options};`);
+      if (options.trim()) statements.push(`ALTER DATABASE ${ident(db.name)} ${options};`);
+    }
+    const databases = ['defaultdb', ...spec.databases.map((d) => d.name).filter((n) => n !== 'defaultdb')];
+    for (const user of spec.users) {
+      const who = `${literal(user.username)}@'%'`;
+      statements.push(`CREATE USER IF NOT EXISTS ${who} IDENTIFIED BY ${literal(user.password)};`);
+      statements.push(
+        `ALTER USER ${who} IDENTIFIED VIA mysql_native_password USING PASSWORD(${literal(user.password)});`,
+      );
+      for (const db of databases) statements.push(`GRANT ALL PRIVILEGES ON ${ident(db)}.* TO ${who};`);
+    }
+    statements.push('FLUSH PRIVILEGES;', 'SELECT VERSION();');
+    let output: string;
+    try {
+      output = await sql(root, statements.join('\n'), spec.adminPassword);
+    } catch (error) {
+      // A fresh install: root has no password until this first setup gives it the admin password.
+      if (!/Access denied/i.test((error as Error).message)) throw error;
+      output = await sql(root, first + statements.join('\n'), undefined);
+    }
+    const version = output.trim().split('\n').pop() ?? '';
+    return {
+      version,
+      credentials: {
+        admin: { username: spec.adminUser, password: spec.adminPassword },
+        users: spec.users.map((u) => ({
+          username: u.username,
+          password: u.password,
+          authentication: 'mysql_native_password',
+        })),
+      },
+    };
+  },
+};
+
+function lastLogLines(root: string): string {
+  try {
+    return fs
+      .readFileSync(path.join(root, 'log', 'error.log'), 'utf8')
+      .trim()
+      .split('\n')
+      .slice(-3)
+      .join(' | ');
+  } catch {
+    return 'no log';
+  }
+}

@@ -1,0 +1,187 @@
+// `valkey` instances: valkey-server when installed, else redis-server (the same protocol and ACLs).
+// Users live in an ACL file written before every start: the default user is off, the admin may do
+// everything, and each declared user is confined to keys and channels under `<username>:` without
+// the dangerous commands (FLUSHALL, CONFIG, KEYS, DEBUG…).
+import { createHash } from 'node:crypto';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { PermanentDriverError, type InstanceSpec } from '../types.js';
+import type { LocalEngine } from './engine.js';
+import { respCommands, type RespValue } from './resp.js';
+import {
+  SAFE_NAME,
+  chownTree,
+  commandLineMentions,
+  isAlive,
+  readPidFile,
+  runAs,
+  waitUntil,
+} from './process.js';
+
+function which(name: string): string | undefined {
+  try {
+    return execFileSync('sh', ['-c', `command -v ${name}`], { encoding: 'utf8' }).trim() || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function userExists(name: string): boolean {
+  try {
+    execFileSync('id', ['-u', name], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+let resolved: { server: string; osUser: string } | undefined;
+/** Valkey when the host has it, Redis otherwise; found once per process. */
+export function valkeyBinary(): { server: string; osUser: string } {
+  resolved ??= (() => {
+    const valkey = which('valkey-server');
+    if (valkey) return { server: valkey, osUser: userExists('valkey') ? 'valkey' : 'redis' };
+    const redis = which('redis-server');
+    if (!redis) throw new Error('neither valkey-server nor redis-server is installed');
+    return { server: redis, osUser: 'redis' };
+  })();
+  return resolved;
+}
+
+const confOf = (root: string) => path.join(root, 'valkey.conf');
+const aclOf = (root: string) => path.join(root, 'users.acl');
+const pidFileOf = (root: string) => path.join(root, 'run', 'valkey.pid');
+const sha256 = (value: string) => createHash('sha256').update(value).digest('hex');
+
+function aclFile(spec: InstanceSpec): string {
+  const lines = [
+    'user default off resetkeys resetchannels -@all',
+    // Passwords are stored as SHA-256 (`#`), never in clear on disk.
+    `user ${spec.adminUser} on #${sha256(spec.adminPassword)} ~* &* +@all`,
+  ];
+  for (const user of spec.users) {
+    if (!SAFE_NAME.test(user.username) || user.username === spec.adminUser || user.username === 'default') {
+      throw new PermanentDriverError(`invalid user name '${user.username}'`);
+    }
+    const prefix = `${user.username}:`;
+    lines.push(
+      `user ${user.username} on #${sha256(user.password)} ~${prefix}* &${prefix}* +@all -@dangerous`,
+    );
+  }
+  return lines.join('\n') + '\n';
+}
+
+function expectOk(replies: RespValue[]): RespValue[] {
+  for (const reply of replies) if (reply instanceof Error) throw reply;
+  return replies;
+}
+
+export const valkeyEngine: LocalEngine = {
+  get osUser() {
+    return valkeyBinary().osUser;
+  },
+  stopSignal: 'SIGTERM',
+
+  isInitialised(root) {
+    return fs.existsSync(path.join(root, 'data'));
+  },
+
+  templated: false,
+  validate(spec) {
+    aclFile(spec);
+  },
+
+  async init(root) {
+    for (const dir of ['run', 'log', 'data']) {
+      fs.mkdirSync(path.join(root, dir), { recursive: true, mode: 0o700 });
+    }
+    await chownTree(root, valkeyBinary().osUser);
+  },
+
+  async configure(root, spec, port, limits) {
+    const lines = [
+      'bind 127.0.0.1',
+      `port ${port}`,
+      'protected-mode yes',
+      'daemonize yes',
+      `pidfile ${pidFileOf(root)}`,
+      `logfile ${path.join(root, 'log', 'valkey.log')}`,
+      `dir ${path.join(root, 'data')}`,
+      // The append-only file is the durable copy; no fork for RDB snapshots.
+      'appendonly yes',
+      'appendfsync everysec',
+      'save ""',
+      `aclfile ${aclOf(root)}`,
+      ...Object.entries(limits.settings).map(([name, value]) => `${name} ${value}`),
+      '',
+    ];
+    fs.writeFileSync(confOf(root), lines.join('\n'), { mode: 0o600 });
+    fs.writeFileSync(aclOf(root), aclFile(spec), { mode: 0o600 });
+    await chownTree(root, valkeyBinary().osUser);
+  },
+
+  async start(root, spec, port) {
+    fs.rmSync(pidFileOf(root), { force: true });
+    const { server, osUser } = valkeyBinary();
+    await runAs(osUser, server, [confOf(root)]); // daemonizes; returns once forked
+    await waitUntil(
+      async () => {
+        if (valkeyEngine.pidOf(root) === null) return false;
+        try {
+          const [auth, pong] = await respCommands(port, [
+            ['AUTH', spec.adminUser, spec.adminPassword],
+            ['PING'],
+          ]);
+          return auth === 'OK' && pong === 'PONG';
+        } catch {
+          return false;
+        }
+      },
+      15_000,
+      'the key-value server to answer',
+    );
+  },
+
+  pidOf(root) {
+    const pid = readPidFile(pidFileOf(root));
+    // The server sets its process title to `<binary> 127.0.0.1:<port>`: check that it is this port.
+    let port: string | undefined;
+    try {
+      port = /^port (\d+)$/m.exec(fs.readFileSync(confOf(root), 'utf8'))?.[1];
+    } catch {
+      return null;
+    }
+    return isAlive(pid) && commandLineMentions(pid, `127.0.0.1:${port}`) ? pid : null;
+  },
+
+  async ensureAccess(root, spec, port, _bootstrapPassword) {
+    // A later apply may have added users since the server started: reload the ACL file if it changed.
+    const wanted = aclFile(spec);
+    if (fs.readFileSync(aclOf(root), 'utf8') !== wanted) {
+      fs.writeFileSync(aclOf(root), wanted, { mode: 0o600 });
+      await chownTree(aclOf(root), valkeyBinary().osUser);
+      // ACL LOAD may drop this very connection once it has replied; the reply is all that matters.
+      const [, loaded] = await respCommands(port, [
+        ['AUTH', spec.adminUser, spec.adminPassword],
+        ['ACL', 'LOAD'],
+      ]);
+      if (loaded instanceof Error) throw loaded;
+    }
+    const replies = expectOk(
+      await respCommands(port, [
+        ['AUTH', spec.adminUser, spec.adminPassword],
+        ['INFO', 'server'],
+      ]),
+    );
+    const info = String(replies[1]);
+    const version = /valkey_version:(\S+)/.exec(info)?.[1] ?? /redis_version:(\S+)/.exec(info)?.[1] ?? '';
+    return {
+      version,
+      credentials: {
+        admin: { username: spec.adminUser, password: spec.adminPassword },
+        users: spec.users.map((u) => ({ username: u.username, password: u.password, authentication: null })),
+      },
+    };
+  },
+};

@@ -1,0 +1,83 @@
+// Shared shapes and small helpers of the migration operations.
+import fs from 'node:fs';
+import path from 'node:path';
+import { OperationError } from './errors.js';
+import { runCommand } from './exec.js';
+import { parseConnectionUri, type ConnectionSpec, type Engine } from './source-uri.js';
+
+/** Debian's PostgreSQL 15 client tools (pg_dump, pg_restore, psql, pg_basebackup, pg_controldata). */
+export const DEFAULT_PG_BIN_DIR = '/usr/lib/postgresql/15/bin';
+
+export const PG_SYSTEM_DATABASES = new Set(['template0', 'template1']);
+export const MYSQL_SYSTEM_DATABASES = new Set(['mysql', 'information_schema', 'performance_schema', 'sys']);
+
+export type MigrationMethod = 'dump' | 'replication';
+
+/** One entry of migration-status `databases`, in UpCloud's wire shape. */
+export interface DatabaseMigrationStatus {
+  dbname: string;
+  /** `pg_dump`, `mysqldump` (UpCloud's name for the MySQL dump method) or `replication`. */
+  method: 'pg_dump' | 'mysqldump' | 'replication';
+  status: 'pending' | 'running' | 'done' | 'failed' | 'syncing';
+  error?: string;
+}
+
+/** GET /1.3/database/{uuid}/migration-status, in UpCloud's wire shape. */
+export interface MigrationStatus {
+  status: 'running' | 'done' | 'failed';
+  method: '' | 'pg_dump' | 'mysqldump' | 'replication';
+  error?: string;
+  seconds_behind_master: number;
+  source_active: boolean;
+  databases: DatabaseMigrationStatus[];
+}
+
+/** One item of a task's `result_codes`. */
+export interface ResultCode {
+  code: string;
+  message: string;
+  dbname?: string;
+}
+
+/** `ignore_dbs` arrives as UpCloud's comma-separated string or as a list. */
+export function parseIgnoreDbs(ignoreDbs: string | readonly string[] | undefined): Set<string> {
+  const list = typeof ignoreDbs === 'string' ? ignoreDbs.split(',') : (ignoreDbs ?? []);
+  return new Set(list.map((s) => s.trim()).filter(Boolean));
+}
+
+/**
+ * Parses the source URI and refuses one whose engine differs from the managed database's. Meant to be called
+ * synchronously by routes so that bad URIs are a 400 before any task is created.
+ */
+export function validateSourceUri(uri: string, engine?: Engine, ssl?: boolean): ConnectionSpec {
+  const spec = parseConnectionUri(uri, ssl === undefined ? {} : { ssl });
+  if (engine && spec.engine !== engine) {
+    throw new OperationError(
+      'ENGINE_MISMATCH',
+      `Source is ${spec.engine === 'pg' ? 'PostgreSQL' : 'MySQL/MariaDB'} but the managed database is ${
+        engine === 'pg' ? 'PostgreSQL' : 'MySQL/MariaDB'
+      }`,
+      [spec.password],
+    );
+  }
+  return spec;
+}
+
+/** Major version of the PostgreSQL binaries in `binDir` (`postgres --version` or `pg_dump --version`). */
+export async function pgBinaryMajor(binDir: string, tool = 'postgres'): Promise<number> {
+  const file = path.join(binDir, tool);
+  if (!fs.existsSync(file)) throw new OperationError('UPGRADE_BINARIES_MISSING', `${file} does not exist`);
+  const { stdout } = await runCommand({ command: file, args: ['--version'] });
+  const match = /\(PostgreSQL\)\s+(\d+)/.exec(stdout);
+  if (!match?.[1]) throw new OperationError('UPGRADE_BINARIES_MISSING', `Cannot read the version of ${file}`);
+  return Number(match[1]);
+}
+
+/** 150004 → 15; 90624 → 9.6 (before 10 the major had two parts). */
+export const pgMajorOf = (serverVersionNum: number): number =>
+  serverVersionNum >= 100000
+    ? Math.floor(serverVersionNum / 10000)
+    : Math.floor(serverVersionNum / 10000) + (Math.floor(serverVersionNum / 100) % 100) / 10;
+
+export const errorMessage = (error: unknown): string =>
+  error instanceof Error ? error.message : String(error);

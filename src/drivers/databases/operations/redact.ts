@@ -1,0 +1,36 @@
+// Passwords in source URIs must never reach logs, task results or error messages.
+
+const MASK = '***';
+
+/** The URI with its password (if any) replaced by ***; unparsable input is masked wholesale after `//`. */
+export function redactUri(uri: string): string {
+  try {
+    const url = new URL(uri);
+    if (url.password) url.password = MASK;
+    for (const key of ['password', 'sslpassword'])
+      if (url.searchParams.has(key)) url.searchParams.set(key, MASK);
+    return url.toString();
+  } catch {
+    return redactText(uri);
+  }
+}
+
+const escapeRegExp = (s: string): string => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/**
+ * Removes every occurrence of the given secrets (raw and URL-encoded) and anything that looks like a
+ * credential: `scheme://user:pass@`, `password=…` in libpq conninfo strings, and `PGPASSWORD=`/`MYSQL_PWD=`.
+ */
+export function redactText(text: string, secrets: readonly string[] = []): string {
+  let out = text;
+  for (const secret of secrets) {
+    if (!secret) continue;
+    for (const form of new Set([secret, encodeURIComponent(secret)])) {
+      out = out.replace(new RegExp(escapeRegExp(form), 'g'), MASK);
+    }
+  }
+  out = out.replace(/(\b[a-z][a-z0-9+.-]*:\/\/[^:/?#@\s]*:)([^@\s]*)@/gi, `$1${MASK}@`);
+  out = out.replace(/\b(password|sslpassword)\s*=\s*('(?:[^'\\]|\\.)*'|[^\s]+)/gi, `$1=${MASK}`);
+  out = out.replace(/\b(PGPASSWORD|MYSQL_PWD)=\S+/g, `$1=${MASK}`);
+  return out;
+}

@@ -1,0 +1,110 @@
+// The narrow interface between Berth and whatever runs managed databases. The `local` driver runs one
+// server process per instance on this host; a cloud driver (UpCloud's /1.3/database API) would map
+// the same calls onto remote services. Berth keeps the desired state (plan, users, databases) in its
+// store and hands it to the driver in full on every call, so a driver needs no memory of its own.
+
+export type DatabaseEngine = 'pg' | 'mysql' | 'valkey';
+
+export interface DatabaseUserSpec {
+  username: string;
+  /** The password Berth generated and sealed; a driver that generates its own returns it in `credentials`. */
+  password: string;
+  /** pg: `scram-sha-256` (default) or `md5`; mysql: `mysql_native_password` (default) or `caching_sha2_password`. */
+  authentication?: string;
+}
+
+export interface LogicalDatabaseSpec {
+  name: string;
+  /** pg: an encoding such as `UTF8`; mysql: a character set such as `utf8mb4`. */
+  characterSet?: string;
+  /** pg: an LC_COLLATE/LC_CTYPE locale such as `C.UTF-8`; mysql: a collation such as `utf8mb4_unicode_ci`. */
+  collation?: string;
+}
+
+/** Everything a driver needs to make an instance match the desired state. */
+export interface InstanceSpec {
+  /** The managed database's uuid; names the instance on the driver's side. */
+  id: string;
+  engine: DatabaseEngine;
+  plan: string;
+  /** The port the instance had before (kept across restarts when it is still free), or undefined. */
+  port?: number;
+  adminUser: string;
+  adminPassword: string;
+  users: DatabaseUserSpec[];
+  /** Ignored by key-value engines. */
+  databases: LogicalDatabaseSpec[];
+}
+
+export interface InstanceCredentials {
+  admin: { username: string; password: string };
+  users: Array<{ username: string; password: string; authentication: string | null }>;
+}
+
+export interface InstanceRuntime {
+  host: string;
+  port: number;
+  /** OS process id of the server (the postmaster, mariadbd, valkey-server), or null on a cloud driver. */
+  pid: number | null;
+  /** Full server version, e.g. `15.18`, `10.11.19-MariaDB`, `7.0.15`. */
+  version: string;
+  /** The plan whose limits are in effect. */
+  plan: string;
+  /** Where the instance's files are, for drivers that keep them on this host; else null. */
+  location: string | null;
+  credentials: InstanceCredentials;
+}
+
+export interface InstanceRef {
+  id: string;
+  engine: DatabaseEngine;
+}
+
+export interface InstanceStatus {
+  running: boolean;
+  pid: number | null;
+  /** Bytes used by the instance's files (data, logs, WAL archive, backups). */
+  storageBytes: number;
+}
+
+export interface BaseBackup {
+  backup_name: string;
+  backup_time: string;
+  data_size: number;
+  /** First WAL segment this backup needs; older archived segments are not needed by it. */
+  start_wal: string;
+}
+
+export interface ManagedDatabaseDriver {
+  readonly name: string;
+  /**
+   * Creates the instance if it does not exist, starts it, applies the plan's limits and makes the
+   * users and logical databases exist with the given passwords. Idempotent: a retry after any
+   * failure converges on the same instance.
+   */
+  provision(spec: InstanceSpec): Promise<InstanceRuntime>;
+  /** Powers an existing instance on (no-op when it is running); returns where it listens. */
+  start(spec: InstanceSpec): Promise<InstanceRuntime>;
+  /** Powers the instance off, keeping its data. No-op when it is not running. */
+  stop(ref: InstanceRef): Promise<void>;
+  /** Powers off and removes everything the instance had: processes, data, backups. */
+  delete(ref: InstanceRef): Promise<void>;
+  status(ref: InstanceRef): Promise<InstanceStatus>;
+  /** Applies `spec.plan`'s limits (a restart on the local driver). */
+  setPlan(spec: InstanceSpec): Promise<InstanceRuntime>;
+  /**
+   * Takes a base backup and keeps the newest `retain` (PostgreSQL; continuous WAL archiving makes
+   * them the starting points of point-in-time recovery). Returns the backups kept, oldest first.
+   */
+  baseBackup(spec: InstanceSpec, retain: number): Promise<BaseBackup[]>;
+  /** Optional preparation at start (the local driver builds its engine templates). */
+  warmUp?(adminUser: string): Promise<void>;
+}
+
+/** A failure that retrying cannot fix (an unknown collation, an unsupported authentication method). */
+export class PermanentDriverError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'PermanentDriverError';
+  }
+}

@@ -1,0 +1,396 @@
+// Office → PDF with warm LibreOffice listeners (Debian's -nogui packages).
+// Each listener is a `soffice.bin --accept=socket…` process with its own profile, driven by a persistent
+// /usr/bin/python3 UNO worker over JSON lines. A listener serves one job at a time, is recycled after N
+// jobs (its memory grows) and restarted after a crash. Each job works in its own temp directory (LibreOffice
+// writes a lock file beside its input). If no listener can be used, a cold `soffice --convert-to pdf` runs.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import fs from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import readline from 'node:readline';
+import { UNO_WORKER_PY } from './worker-script.js';
+
+export const SOFFICE_PATH = '/usr/lib/libreoffice/program/soffice';
+export const PYTHON_PATH = '/usr/bin/python3';
+
+/** LibreOffice could not read the file (not a document of its type). Mapped to 422. */
+export class UnreadableDocumentError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UnreadableDocumentError';
+  }
+}
+
+export class OfficeEngineError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'OfficeEngineError';
+  }
+}
+
+export interface OfficeOptions {
+  listeners: number;
+  jobTimeoutMs: number;
+  maxJobsPerListener: number;
+  startTimeoutMs: number;
+  /** Where profiles and job directories live. */
+  workDir?: string;
+}
+
+export interface OfficeStatus {
+  status: 'idle' | 'starting' | 'ready' | 'failed';
+  listeners: number;
+  jobs: number;
+  coldConversions: number;
+  failures: number;
+  restarts: number;
+  lastError: string | null;
+}
+
+/** Import options for formats whose defaults are ambiguous. */
+const IMPORT_FILTERS: Record<string, { filter: string; filterOptions: string }> = {
+  // comma separator, double quotes, UTF-8, from line 1
+  csv: { filter: 'Text - txt - csv (StarCalc)', filterOptions: '44,34,76,1' },
+};
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function killGroup(child: ChildProcess | undefined): void {
+  if (!child?.pid || child.exitCode !== null || child.signalCode !== null) return;
+  try {
+    process.kill(-child.pid, 'SIGKILL');
+  } catch {
+    child.kill('SIGKILL');
+  }
+}
+
+interface Pending {
+  resolve: (answer: { ok: boolean; unreadable?: boolean; error?: string }) => void;
+  reject: (error: Error) => void;
+}
+
+class Listener {
+  jobs = 0;
+  dead = false;
+  private soffice: ChildProcess | undefined;
+  private worker: ChildProcess | undefined;
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 1;
+
+  constructor(
+    private readonly profileDir: string,
+    private readonly startTimeoutMs: number,
+  ) {}
+
+  async start(): Promise<void> {
+    const port = await freePort();
+    await fs.mkdir(this.profileDir, { recursive: true });
+    this.soffice = spawn(
+      SOFFICE_PATH,
+      [
+        `-env:UserInstallation=file://${this.profileDir}`,
+        '--headless',
+        '--invisible',
+        '--nologo',
+        '--norestore',
+        '--nodefault',
+        '--nolockcheck',
+        `--accept=socket,host=127.0.0.1,port=${port};urp;StarOffice.ComponentContext`,
+      ],
+      { stdio: 'ignore', detached: true },
+    );
+    this.soffice.on('exit', () => this.die(new OfficeEngineError('LibreOffice exited')));
+    this.worker = spawn(PYTHON_PATH, ['-c', UNO_WORKER_PY, String(port)], {
+      stdio: ['pipe', 'pipe', 'ignore'],
+      detached: true,
+    });
+    this.worker.on('exit', () => this.die(new OfficeEngineError('the UNO worker exited')));
+    const lines = readline.createInterface({ input: this.worker.stdout! });
+    const ready = new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new OfficeEngineError('LibreOffice did not start in time')),
+        this.startTimeoutMs,
+      );
+      lines.on('line', (line) => {
+        let message: { ready?: boolean; id?: number; ok?: boolean; unreadable?: boolean; error?: string };
+        try {
+          message = JSON.parse(line) as typeof message;
+        } catch {
+          return;
+        }
+        if (message.ready !== undefined) {
+          clearTimeout(timer);
+          if (message.ready) resolve();
+          else reject(new OfficeEngineError(`LibreOffice did not start: ${message.error ?? ''}`));
+          return;
+        }
+        const waiting = message.id === undefined ? undefined : this.pending.get(message.id);
+        if (!waiting || message.id === undefined) return;
+        this.pending.delete(message.id);
+        waiting.resolve({
+          ok: message.ok === true,
+          ...(message.unreadable ? { unreadable: true } : {}),
+          ...(message.error ? { error: message.error } : {}),
+        });
+      });
+      this.worker!.on('exit', () => {
+        clearTimeout(timer);
+        reject(new OfficeEngineError('LibreOffice did not start'));
+      });
+    });
+    try {
+      await ready;
+    } catch (error) {
+      this.stop();
+      throw error;
+    }
+  }
+
+  convert(
+    input: string,
+    output: string,
+    extension: string,
+  ): Promise<{ ok: boolean; unreadable?: boolean; error?: string }> {
+    if (this.dead || !this.worker?.stdin) return Promise.reject(new OfficeEngineError('listener is down'));
+    const id = this.nextId++;
+    this.jobs += 1;
+    const extra = IMPORT_FILTERS[extension] ?? {};
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.worker!.stdin!.write(`${JSON.stringify({ id, input, output, ...extra })}\n`);
+    });
+  }
+
+  private die(error: Error): void {
+    if (this.dead) return;
+    this.dead = true;
+    for (const waiting of this.pending.values()) waiting.reject(error);
+    this.pending.clear();
+    killGroup(this.worker);
+    killGroup(this.soffice);
+  }
+
+  stop(): void {
+    this.die(new OfficeEngineError('LibreOffice was stopped'));
+  }
+}
+
+export class OfficeEngine {
+  private readonly free: Listener[] = [];
+  private readonly waiters: Array<(listener: Listener | undefined) => void> = [];
+  private count = 0;
+  private closed = false;
+  private readonly workDir: Promise<string>;
+  private coldChain: Promise<unknown> = Promise.resolve();
+  private listenerSeq = 0;
+  private readonly stats: OfficeStatus = {
+    status: 'idle',
+    listeners: 0,
+    jobs: 0,
+    coldConversions: 0,
+    failures: 0,
+    restarts: 0,
+    lastError: null,
+  };
+  private readonly live = new Set<Listener>();
+
+  constructor(private readonly options: OfficeOptions) {
+    this.workDir = fs.mkdtemp(path.join(options.workDir ?? os.tmpdir(), 'berth-office-'));
+    // A rejected mkdtemp is reported by convert(); do not crash the process meanwhile.
+    this.workDir.catch(() => undefined);
+  }
+
+  status(): OfficeStatus {
+    return { ...this.stats, listeners: this.live.size };
+  }
+
+  /** Converts one document to PDF. `extension` is lower case, without the dot. */
+  async convert(bytes: Buffer, extension: string): Promise<Buffer> {
+    if (this.closed) throw new OfficeEngineError('the office engine is stopped');
+    this.stats.jobs += 1;
+    const root = await this.workDir;
+    const jobDir = await fs.mkdtemp(path.join(root, 'job-'));
+    const input = path.join(jobDir, `document.${extension}`);
+    const output = path.join(jobDir, 'document.pdf');
+    try {
+      await fs.writeFile(input, bytes);
+      const listener = await this.acquire();
+      if (listener) {
+        let timer: NodeJS.Timeout | undefined;
+        try {
+          const answer = await Promise.race([
+            listener.convert(input, output, extension),
+            new Promise<never>((_resolve, reject) => {
+              timer = setTimeout(
+                () =>
+                  reject(
+                    new OfficeEngineError(
+                      `the conversion did not finish within ${this.options.jobTimeoutMs} ms`,
+                    ),
+                  ),
+                this.options.jobTimeoutMs,
+              );
+            }),
+          ]);
+          if (answer.unreadable)
+            throw new UnreadableDocumentError(`the file could not be read as .${extension}`);
+          if (!answer.ok) throw new OfficeEngineError(answer.error ?? 'the conversion failed');
+          return await fs.readFile(output);
+        } catch (error) {
+          if (!(error instanceof UnreadableDocumentError)) {
+            // A listener that failed a job is not trusted with the next one.
+            listener.stop();
+            this.note(error);
+            if (error instanceof OfficeEngineError && /did not finish/.test(error.message)) throw error;
+            // Crashed under this job: try once the cold way, which has its own process and profile.
+            return await this.convertCold(input, jobDir);
+          }
+          throw error;
+        } finally {
+          clearTimeout(timer);
+          this.release(listener);
+        }
+      }
+      return await this.convertCold(input, jobDir);
+    } finally {
+      await fs.rm(jobDir, { recursive: true, force: true }).catch(() => undefined);
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const listener of this.live) listener.stop();
+    this.live.clear();
+    for (const waiter of this.waiters.splice(0)) waiter(undefined);
+    await this.coldChain.catch(() => undefined);
+    const root = await this.workDir.catch(() => undefined);
+    if (root) await fs.rm(root, { recursive: true, force: true }).catch(() => undefined);
+    this.stats.status = 'idle';
+  }
+
+  /** Kills every listener (tests check that the engine recovers). */
+  crashForTest(): void {
+    for (const listener of this.live) listener.stop();
+  }
+
+  private note(error: unknown): void {
+    this.stats.failures += 1;
+    this.stats.lastError = error instanceof Error ? error.message.slice(0, 300) : String(error);
+  }
+
+  /** A warm listener, or undefined when none can be started (the caller falls back to cold). */
+  private async acquire(): Promise<Listener | undefined> {
+    // No listeners configured: every job runs the cold way.
+    if (this.options.listeners <= 0) return undefined;
+    while (this.free.length > 0) {
+      const listener = this.free.pop()!;
+      if (!listener.dead) return listener;
+      // It crashed while idle: replaced below.
+      this.forget(listener);
+      this.stats.restarts += 1;
+    }
+    if (this.count < this.options.listeners) {
+      this.count += 1;
+      const listener = await this.startListener();
+      if (!listener) this.count -= 1;
+      return listener;
+    }
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+
+  private release(listener: Listener): void {
+    const worn = listener.dead || listener.jobs >= this.options.maxJobsPerListener || this.closed;
+    if (worn) {
+      listener.stop();
+      this.forget(listener);
+      if (!this.closed) this.stats.restarts += 1;
+      const waiter = this.waiters.shift();
+      if (!waiter) return;
+      this.count += 1;
+      void this.startListener().then((next) => {
+        if (!next) this.count -= 1;
+        waiter(next);
+      });
+      return;
+    }
+    const waiter = this.waiters.shift();
+    if (waiter) waiter(listener);
+    else this.free.push(listener);
+  }
+
+  private forget(listener: Listener): void {
+    if (this.live.delete(listener)) this.count -= 1;
+  }
+
+  private async startListener(): Promise<Listener | undefined> {
+    const root = await this.workDir;
+    this.listenerSeq += 1;
+    // A fresh profile per listener start: a crashed office can leave its profile locked or damaged.
+    const listener = new Listener(
+      path.join(root, `profile-${this.listenerSeq}`),
+      this.options.startTimeoutMs,
+    );
+    if (this.stats.status !== 'ready') this.stats.status = 'starting';
+    try {
+      await listener.start();
+      if (this.closed) {
+        listener.stop();
+        return undefined;
+      }
+      // count already includes this listener; live tracks it for forget().
+      this.live.add(listener);
+      this.stats.status = 'ready';
+      return listener;
+    } catch (error) {
+      this.note(error);
+      this.stats.status = this.live.size > 0 ? 'ready' : 'failed';
+      return undefined;
+    }
+  }
+
+  /** `soffice --convert-to pdf` in its own process and profile, one at a time. */
+  private convertCold(input: string, jobDir: string): Promise<Buffer> {
+    const run = this.coldChain.then(async () => {
+      this.stats.coldConversions += 1;
+      const root = await this.workDir;
+      const child = spawn(
+        SOFFICE_PATH,
+        [
+          `-env:UserInstallation=file://${path.join(root, 'profile-cold')}`,
+          '--headless',
+          '--norestore',
+          '--convert-to',
+          'pdf',
+          '--outdir',
+          path.join(jobDir, 'cold'),
+          input,
+        ],
+        { stdio: 'ignore', detached: true },
+      );
+      const timer = setTimeout(() => killGroup(child), this.options.jobTimeoutMs);
+      try {
+        const [code] = (await once(child, 'exit')) as [number | null];
+        const out = path.join(jobDir, 'cold', `${path.parse(input).name}.pdf`);
+        const pdf = await fs.readFile(out).catch(() => undefined);
+        if (code !== 0 || !pdf) throw new OfficeEngineError('LibreOffice could not convert the document');
+        return pdf;
+      } finally {
+        clearTimeout(timer);
+      }
+    });
+    this.coldChain = run.catch(() => undefined);
+    return run;
+  }
+}

@@ -1,0 +1,49 @@
+// What Berth asks of an object-storage backend. The local driver serves buckets itself (S3 endpoint
+// over files in the data directory); a cloud driver would map the same calls onto a provider's admin
+// API (create buckets, create access keys, attach policies).
+import type { Transaction } from 'kysely';
+import type { Database } from '../../db/schema/index.js';
+
+export interface ObjectStorageUserSpec {
+  username?: string | undefined;
+  policies: unknown[];
+}
+
+export interface ObjectStorageSpec {
+  /** Row id of `object_storages`. */
+  id: number;
+  uuid: string;
+  name: string;
+  buckets: string[];
+  users: ObjectStorageUserSpec[];
+}
+
+export interface ObjectStorageCredential {
+  username: string;
+  accessKeyId: string;
+  /** Plaintext secret key; only for callers allowed to see it. */
+  secretKey: string;
+  policies: unknown[];
+}
+
+/** A problem a retry cannot fix (a bucket name taken by another storage, a policy not understood). */
+export class ProvisionError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ProvisionError';
+  }
+}
+
+export interface ObjectStorageDriver {
+  readonly name: string;
+  /** The URL S3 clients use. */
+  endpoint(): string;
+  /**
+   * Makes the storage match its spec: creates missing buckets (never deletes one), creates an access
+   * key for each new user, updates policies, revokes keys of users no longer listed. Idempotent.
+   * Runs inside the caller's transaction so the state change that follows commits with it.
+   */
+  provision(trx: Transaction<Database>, spec: ObjectStorageSpec): Promise<void>;
+  credentials(storageId: number): Promise<ObjectStorageCredential[]>;
+  buckets(storageId: number): Promise<string[]>;
+}

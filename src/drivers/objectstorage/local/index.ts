@@ -1,0 +1,156 @@
+// The local object-storage driver: buckets and access keys in the store, bytes served by the built-in
+// S3 endpoint (server.ts).
+import { randomBytes } from 'node:crypto';
+import type { Kysely, Transaction } from 'kysely';
+import type { Config } from '../../../config/index.js';
+import type { Database } from '../../../db/schema/index.js';
+import { iso, type Clock } from '../../../domain/clock.js';
+import type { SecretBox } from '../../../services/secret-box.js';
+import { ProvisionError, type ObjectStorageDriver, type ObjectStorageSpec } from '../driver.js';
+import { compilePolicies, PolicyError } from './policy.js';
+import { isValidBucketName } from './server.js';
+
+const KEY_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
+
+function accessKeyId(): string {
+  // AWS-shaped: 20 upper-case characters.
+  const bytes = randomBytes(15);
+  return `BK${Array.from(bytes, (b) => KEY_ALPHABET[b % 32])
+    .join('')
+    .slice(0, 18)}`;
+}
+
+/** AWS-shaped 40-character secret. */
+const secretKey = (): string => randomBytes(30).toString('base64');
+
+/** The URL clients reach the endpoint at: the public host with the S3 port. */
+export function s3EndpointUrl(config: Pick<Config, 'publicUrl' | 's3Port'>, port = config.s3Port): string {
+  const url = new URL(config.publicUrl);
+  url.protocol = 'http:';
+  url.port = String(port);
+  return url.origin;
+}
+
+/** Host names under which `<bucket>.<host>` addresses a bucket (virtual-host style). */
+export function virtualHostSuffixes(config: Pick<Config, 'publicUrl'>): string[] {
+  const host = new URL(config.publicUrl).hostname;
+  const isIp = /^[\d.]+$/.test(host) || host.startsWith('[');
+  return [...new Set(['localhost', ...(isIp ? [] : [host])])];
+}
+
+export const usernameOf = (username: string | undefined, index: number): string =>
+  username ?? `user-${index + 1}`;
+
+export function createLocalObjectStorageDriver(deps: {
+  db: Kysely<Database>;
+  clock: Clock;
+  secretBox: SecretBox;
+  endpoint: () => string;
+}): ObjectStorageDriver {
+  const { db, clock, secretBox } = deps;
+  return {
+    name: 'local',
+    endpoint: deps.endpoint,
+
+    async provision(trx: Transaction<Database>, spec: ObjectStorageSpec): Promise<void> {
+      const now = iso(clock.now());
+      for (const name of spec.buckets) {
+        if (!isValidBucketName(name))
+          throw new ProvisionError(`bucket name '${name}' is not a valid S3 bucket name`);
+      }
+      const usernames = spec.users.map((u, i) => usernameOf(u.username, i));
+      if (new Set(usernames).size !== usernames.length) throw new ProvisionError('usernames must be unique');
+      spec.users.forEach((user, i) => {
+        try {
+          compilePolicies(user.policies);
+        } catch (error) {
+          if (error instanceof PolicyError)
+            throw new ProvisionError(`user '${usernames[i]}': ${error.message}`);
+          throw error;
+        }
+      });
+
+      for (const name of spec.buckets) {
+        // ON CONFLICT waits for a concurrent insert of the same name to commit, so two storages
+        // provisioned at once cannot both believe they own a bucket.
+        const inserted = await trx
+          .insertInto('s3_buckets')
+          .values({ object_storage_id: spec.id, name, created_at: now })
+          .onConflict((oc) => oc.column('name').doNothing())
+          .returning('id')
+          .executeTakeFirst();
+        if (inserted) continue;
+        const holder = await trx
+          .selectFrom('s3_buckets')
+          .select('object_storage_id')
+          .where('name', '=', name)
+          .executeTakeFirst();
+        if (holder && holder.object_storage_id !== spec.id) {
+          throw new ProvisionError(
+            `BucketAlreadyExists: bucket name '${name}' is taken by another object storage`,
+          );
+        }
+      }
+
+      const existing = await trx
+        .selectFrom('s3_access_keys')
+        .select(['id', 'username'])
+        .where('object_storage_id', '=', spec.id)
+        .execute();
+      const byName = new Map(existing.map((k) => [k.username, k.id]));
+      for (const [i, user] of spec.users.entries()) {
+        const username = usernames[i]!;
+        const policies = JSON.stringify(user.policies);
+        const id = byName.get(username);
+        if (id !== undefined) {
+          await trx
+            .updateTable('s3_access_keys')
+            .set({ policies, updated_at: now })
+            .where('id', '=', id)
+            .execute();
+          continue;
+        }
+        await trx
+          .insertInto('s3_access_keys')
+          .values({
+            object_storage_id: spec.id,
+            username,
+            access_key_id: accessKeyId(),
+            secret_encrypted: secretBox.encrypt(secretKey()),
+            policies,
+            created_at: now,
+            updated_at: now,
+          })
+          .execute();
+      }
+      // A user removed from the document loses access; buckets stay (they may hold data).
+      const gone = existing.filter((k) => !usernames.includes(k.username)).map((k) => k.id);
+      if (gone.length > 0) await trx.deleteFrom('s3_access_keys').where('id', 'in', gone).execute();
+    },
+
+    async credentials(storageId) {
+      const rows = await db
+        .selectFrom('s3_access_keys')
+        .select(['username', 'access_key_id', 'secret_encrypted', 'policies'])
+        .where('object_storage_id', '=', storageId)
+        .orderBy('id')
+        .execute();
+      return rows.map((r) => ({
+        username: r.username,
+        accessKeyId: r.access_key_id,
+        secretKey: secretBox.decrypt(r.secret_encrypted),
+        policies: JSON.parse(r.policies) as unknown[],
+      }));
+    },
+
+    async buckets(storageId) {
+      const rows = await db
+        .selectFrom('s3_buckets')
+        .select('name')
+        .where('object_storage_id', '=', storageId)
+        .orderBy('name')
+        .execute();
+      return rows.map((r) => r.name);
+    },
+  };
+}

@@ -1,0 +1,278 @@
+// The only SQL of the S3 endpoint: buckets, access keys, objects and multipart uploads in the store.
+import { sql, type Kysely } from 'kysely';
+import type { Dialect } from '../../../db/connect.js';
+import type { Database } from '../../../db/schema/index.js';
+
+export interface BucketRow {
+  id: number;
+  object_storage_id: number;
+  name: string;
+  created_at: string;
+}
+
+export interface ObjectRow {
+  key: string;
+  size: number;
+  etag: string;
+  file: string;
+  headers: string;
+  last_modified: string;
+}
+
+export interface NewObject {
+  size: number;
+  etag: string;
+  file: string;
+  headers: string;
+  last_modified: string;
+}
+
+export interface ListResult {
+  contents: Array<Pick<ObjectRow, 'key' | 'size' | 'etag' | 'last_modified'>>;
+  prefixes: string[];
+  truncated: boolean;
+  /** Where the next page starts (exclusive), when truncated. */
+  next: string | undefined;
+}
+
+/** Sorts after every key that starts with the given text (all keys are valid Unicode). */
+const AFTER_ALL = '\u{10FFFF}';
+
+export function createObjectMetadata(db: Kysely<Database>, dialect: Dialect) {
+  /** Row-locks a selected object on PostgreSQL; SQLite's single writer already serialises. */
+  const locking = dialect === 'postgres';
+
+  return {
+    findAccessKey: (accessKeyId: string) =>
+      db
+        .selectFrom('s3_access_keys')
+        .innerJoin('object_storages', 'object_storages.id', 's3_access_keys.object_storage_id')
+        .select([
+          's3_access_keys.object_storage_id',
+          's3_access_keys.secret_encrypted',
+          's3_access_keys.policies',
+          'object_storages.state',
+        ])
+        .where('s3_access_keys.access_key_id', '=', accessKeyId)
+        .executeTakeFirst(),
+
+    findBucket: (name: string): Promise<BucketRow | undefined> =>
+      db.selectFrom('s3_buckets').selectAll().where('name', '=', name).executeTakeFirst(),
+
+    listBuckets: (storageId: number): Promise<BucketRow[]> =>
+      db
+        .selectFrom('s3_buckets')
+        .selectAll()
+        .where('object_storage_id', '=', storageId)
+        .orderBy('name')
+        .execute(),
+
+    /** Inserts the bucket; undefined when the name is taken (by anyone). */
+    async createBucket(storageId: number, name: string, now: string): Promise<number | undefined> {
+      const row = await db
+        .insertInto('s3_buckets')
+        .values({ object_storage_id: storageId, name, created_at: now })
+        .onConflict((oc) => oc.column('name').doNothing())
+        .returning('id')
+        .executeTakeFirst();
+      return row?.id;
+    },
+
+    /** Deletes an empty bucket and its unfinished uploads; false if it holds objects. Returns upload ids. */
+    async deleteBucket(bucketId: number): Promise<{ deleted: boolean; uploads: number[] }> {
+      return db.transaction().execute(async (trx) => {
+        const one = await trx
+          .selectFrom('s3_objects')
+          .select('id')
+          .where('bucket_id', '=', bucketId)
+          .limit(1)
+          .executeTakeFirst();
+        if (one) return { deleted: false, uploads: [] };
+        const uploads = await trx
+          .selectFrom('s3_uploads')
+          .select('id')
+          .where('bucket_id', '=', bucketId)
+          .execute();
+        await trx.deleteFrom('s3_buckets').where('id', '=', bucketId).execute();
+        return { deleted: true, uploads: uploads.map((u) => u.id) };
+      });
+    },
+
+    findObject: (bucketId: number, key: string): Promise<ObjectRow | undefined> =>
+      db
+        .selectFrom('s3_objects')
+        .select(['key', 'size', 'etag', 'file', 'headers', 'last_modified'])
+        .where('bucket_id', '=', bucketId)
+        .where('key', '=', key)
+        .executeTakeFirst(),
+
+    /** Creates or replaces the object; returns the replaced object's file, to be removed after commit. */
+    async putObject(bucketId: number, key: string, values: NewObject): Promise<string | undefined> {
+      for (let attempt = 0; ; attempt += 1) {
+        const result = await db.transaction().execute(async (trx) => {
+          let select = trx
+            .selectFrom('s3_objects')
+            .select(['id', 'file'])
+            .where('bucket_id', '=', bucketId)
+            .where('key', '=', key);
+          if (locking) select = select.forUpdate();
+          const old = await select.executeTakeFirst();
+          if (old) {
+            await trx.updateTable('s3_objects').set(values).where('id', '=', old.id).execute();
+            return { done: true, old: old.file };
+          }
+          const inserted = await trx
+            .insertInto('s3_objects')
+            .values({ bucket_id: bucketId, key, ...values })
+            .onConflict((oc) => oc.columns(['bucket_id', 'key']).doNothing())
+            .returning('id')
+            .executeTakeFirst();
+          return { done: inserted !== undefined, old: undefined };
+        });
+        // A concurrent first PUT of the same key won the insert: go again and replace it.
+        if (result.done || attempt >= 3) return result.old;
+      }
+    },
+
+    async deleteObject(bucketId: number, key: string): Promise<string | undefined> {
+      const row = await db
+        .deleteFrom('s3_objects')
+        .where('bucket_id', '=', bucketId)
+        .where('key', '=', key)
+        .returning('file')
+        .executeTakeFirst();
+      return row?.file;
+    },
+
+    /** One page of keys after `after`, under `prefix`, rolling keys up to `delimiter` when given. */
+    async listObjects(
+      bucketId: number,
+      options: { prefix: string; delimiter: string; after: string; maxKeys: number },
+    ): Promise<ListResult> {
+      const { prefix, delimiter, maxKeys } = options;
+      const result: ListResult = { contents: [], prefixes: [], truncated: false, next: undefined };
+      let after = options.after;
+      const batch = Math.min(Math.max(maxKeys + 1, 100), 1001);
+      let count = 0;
+      for (;;) {
+        let query = db
+          .selectFrom('s3_objects')
+          .select(['key', 'size', 'etag', 'last_modified'])
+          .where('bucket_id', '=', bucketId)
+          .where('key', '>', after)
+          .orderBy('key')
+          .limit(batch);
+        if (prefix !== '') {
+          query = query
+            .where('key', '>=', prefix)
+            .where(sql<string>`substr(key, 1, ${[...prefix].length})`, '=', prefix);
+        }
+        const rows = await query.execute();
+        let restart: string | undefined;
+        for (const row of rows) {
+          const rest = row.key.slice(prefix.length);
+          const cut = delimiter === '' ? -1 : rest.indexOf(delimiter);
+          if (count === maxKeys) {
+            result.truncated = true;
+            return result;
+          }
+          count += 1;
+          if (cut >= 0) {
+            const common = prefix + rest.slice(0, cut + delimiter.length);
+            result.prefixes.push(common);
+            // Skip every key under this common prefix in one jump.
+            result.next = restart = common + AFTER_ALL;
+            break;
+          }
+          result.contents.push(row);
+          result.next = row.key;
+        }
+        if (restart !== undefined) {
+          after = restart;
+          continue;
+        }
+        if (rows.length < batch) {
+          result.next = undefined;
+          return result;
+        }
+        after = rows[rows.length - 1]!.key;
+      }
+    },
+
+    createUpload: (values: {
+      upload_id: string;
+      bucket_id: number;
+      key: string;
+      headers: string;
+      created_at: string;
+    }) => db.insertInto('s3_uploads').values(values).execute(),
+
+    findUpload: (uploadId: string) =>
+      db.selectFrom('s3_uploads').selectAll().where('upload_id', '=', uploadId).executeTakeFirst(),
+
+    /** Records a part; returns the file of the part it replaced. */
+    async putPart(
+      uploadRowId: number,
+      partNumber: number,
+      values: { size: number; etag: string; file: string; last_modified: string },
+    ): Promise<string | undefined> {
+      return db.transaction().execute(async (trx) => {
+        let select = trx
+          .selectFrom('s3_upload_parts')
+          .select(['id', 'file'])
+          .where('upload_id', '=', uploadRowId)
+          .where('part_number', '=', partNumber);
+        if (locking) select = select.forUpdate();
+        const old = await select.executeTakeFirst();
+        if (old) {
+          await trx.updateTable('s3_upload_parts').set(values).where('id', '=', old.id).execute();
+          return old.file;
+        }
+        await trx
+          .insertInto('s3_upload_parts')
+          .values({ upload_id: uploadRowId, part_number: partNumber, ...values })
+          .execute();
+        return undefined;
+      });
+    },
+
+    listParts: (uploadRowId: number, after = 0, limit = 10_000) =>
+      db
+        .selectFrom('s3_upload_parts')
+        .select(['part_number', 'size', 'etag', 'file', 'last_modified'])
+        .where('upload_id', '=', uploadRowId)
+        .where('part_number', '>', after)
+        .orderBy('part_number')
+        .limit(limit)
+        .execute(),
+
+    /** Completes an upload: the object row replaces any old one and the upload goes, in one transaction. */
+    async completeUpload(uploadRowId: number, bucketId: number, key: string, values: NewObject) {
+      return db.transaction().execute(async (trx) => {
+        const gone = await trx.deleteFrom('s3_uploads').where('id', '=', uploadRowId).executeTakeFirst();
+        if (Number(gone.numDeletedRows) === 0) return { completed: false, old: undefined };
+        let select = trx
+          .selectFrom('s3_objects')
+          .select(['id', 'file'])
+          .where('bucket_id', '=', bucketId)
+          .where('key', '=', key);
+        if (locking) select = select.forUpdate();
+        const old = await select.executeTakeFirst();
+        if (old) await trx.updateTable('s3_objects').set(values).where('id', '=', old.id).execute();
+        else
+          await trx
+            .insertInto('s3_objects')
+            .values({ bucket_id: bucketId, key, ...values })
+            .execute();
+        return { completed: true, old: old?.file };
+      });
+    },
+
+    async abortUpload(uploadRowId: number): Promise<boolean> {
+      const gone = await db.deleteFrom('s3_uploads').where('id', '=', uploadRowId).executeTakeFirst();
+      return Number(gone.numDeletedRows) > 0;
+    },
+  };
+}
+
+export type ObjectMetadata = ReturnType<typeof createObjectMetadata>;

@@ -1,0 +1,861 @@
+// Berth's S3-compatible endpoint: a plain node:http server (no framework between the socket and the
+// bytes) that authenticates every request with SigV4, checks that the bucket belongs to the caller's
+// object storage and that the caller's policies allow the action, then serves the operation from
+// files in the data directory and metadata in the store.
+import { createHash, randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { pipeline } from 'node:stream/promises';
+import type { Kysely } from 'kysely';
+import type { Logger } from 'pino';
+import type { Dialect } from '../../../db/connect.js';
+import type { Database } from '../../../db/schema/index.js';
+import { iso, type Clock } from '../../../domain/clock.js';
+import type { SecretBox } from '../../../services/secret-box.js';
+import { memorySink, receiveBody } from './body.js';
+import { errors, S3Error } from './errors.js';
+import { createObjectFiles } from './files.js';
+import { createObjectMetadata, type BucketRow, type ObjectRow } from './metadata.js';
+import { compilePolicies, isAllowed, type AccessRequest, type Statement } from './policy.js';
+import {
+  headerValue,
+  parseQuery,
+  parseSignature,
+  splitTarget,
+  uriDecode,
+  uriEncode,
+  verifySignature,
+  type ParsedSignature,
+} from './sigv4.js';
+import { xmlDocument, parseCompleteMultipart, parseDeleteObjects, type XmlNode } from './xml.js';
+
+export interface S3ServerDeps {
+  db: Kysely<Database>;
+  dialect: Dialect;
+  clock: Clock;
+  secretBox: SecretBox;
+  logger: Logger;
+  dataDir: string;
+  /** Host names under which `<bucket>.<host>` means virtual-host-style addressing. */
+  virtualHostSuffixes: readonly string[];
+}
+
+export interface S3Server {
+  readonly port: number;
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+const MAX_OBJECT = 5 * 1024 ** 3;
+const MIN_PART = 5 * 1024 ** 2;
+const MAX_XML = 2 * 1024 * 1024;
+const STORED_HEADERS = [
+  'content-type',
+  'content-encoding',
+  'content-disposition',
+  'content-language',
+  'cache-control',
+  'expires',
+];
+const RESPONSE_OVERRIDES: Record<string, string> = {
+  'response-content-type': 'content-type',
+  'response-content-language': 'content-language',
+  'response-expires': 'expires',
+  'response-cache-control': 'cache-control',
+  'response-content-disposition': 'content-disposition',
+  'response-content-encoding': 'content-encoding',
+};
+
+export function isValidBucketName(name: string): boolean {
+  return (
+    /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(name) &&
+    !name.includes('..') &&
+    !/^\d+\.\d+\.\d+\.\d+$/.test(name) &&
+    !name.startsWith('xn--')
+  );
+}
+
+interface Caller {
+  storageId: number;
+  statements: readonly Statement[];
+  signature: ParsedSignature;
+  secret: string;
+}
+
+interface Exchange {
+  req: IncomingMessage;
+  res: ServerResponse;
+  requestId: string;
+  params: Map<string, string>;
+  bucket: string | undefined;
+  key: string | undefined;
+  caller: Caller;
+  /** Sends 100 Continue once the request is authenticated (Expect: 100-continue). */
+  proceed(): void;
+}
+
+/** True when the query names a sub-resource (?acl, ?versioning…), not just signing or SDK parameters. */
+function hasSubresource(params: Map<string, string>): boolean {
+  return [...params.keys()].some((k) => k !== 'x-id' && !k.startsWith('X-Amz-'));
+}
+
+const EXPOSED_HEADERS =
+  'ETag, Content-Length, Content-Range, Content-Type, Last-Modified, Accept-Ranges, x-amz-request-id';
+
+/** Sorts after every key that starts with the text before it (see metadata.listObjects). */
+const SKIP_UNDER = '\u{10FFFF}';
+
+const quoteEtag = (hex: string) => `"${hex}"`;
+const bareEtag = (etag: string) => etag.replace(/^"|"$/g, '');
+
+export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(deps.dataDir)) {
+  const meta = createObjectMetadata(deps.db, deps.dialect);
+  const compiled = new Map<string, readonly Statement[]>();
+  const suffixes = deps.virtualHostSuffixes.map((s) => s.toLowerCase());
+
+  function statementsOf(policies: string): readonly Statement[] {
+    let found = compiled.get(policies);
+    if (!found) {
+      try {
+        found = compilePolicies(JSON.parse(policies));
+      } catch {
+        found = []; // provisioning refuses policies it cannot compile; anything else grants nothing
+      }
+      if (compiled.size > 1000) compiled.clear();
+      compiled.set(policies, found);
+    }
+    return found;
+  }
+
+  function address(host: string | undefined, path: string): { bucket?: string; key?: string } {
+    const hostname = (host ?? '').toLowerCase().replace(/:\d+$/, '');
+    const suffix = suffixes.find((s) => hostname.endsWith(`.${s}`));
+    if (suffix && !hostname.startsWith('[')) {
+      const bucket = hostname.slice(0, -(suffix.length + 1));
+      const key = path.length > 1 ? uriDecode(path.slice(1)) : undefined;
+      return { bucket, ...(key !== undefined ? { key } : {}) };
+    }
+    const slash = path.indexOf('/', 1);
+    const bucketPart = slash < 0 ? path.slice(1) : path.slice(1, slash);
+    if (bucketPart === '') return {};
+    const keyPart = slash < 0 ? '' : path.slice(slash + 1);
+    return { bucket: uriDecode(bucketPart), ...(keyPart !== '' ? { key: uriDecode(keyPart) } : {}) };
+  }
+
+  async function authenticate(req: IncomingMessage): Promise<Caller> {
+    const signature = parseSignature(
+      { method: req.method ?? 'GET', url: req.url ?? '/', headers: req.headers },
+      deps.clock.now(),
+    );
+    if (!signature) throw errors.accessDenied('Anonymous access is not allowed');
+    const key = await meta.findAccessKey(signature.accessKeyId);
+    if (!key) throw errors.invalidAccessKeyId();
+    const secret = deps.secretBox.decrypt(key.secret_encrypted);
+    verifySignature(
+      { method: req.method ?? 'GET', url: req.url ?? '/', headers: req.headers },
+      signature,
+      secret,
+    );
+    return { storageId: key.object_storage_id, statements: statementsOf(key.policies), signature, secret };
+  }
+
+  function allow(x: Exchange, request: AccessRequest): void {
+    if (!isAllowed(x.caller.statements, request)) throw errors.accessDenied();
+  }
+
+  /** The caller's bucket: 404 if it does not exist, 403 if it belongs to another object storage. */
+  async function ownBucket(x: Exchange, name: string): Promise<BucketRow> {
+    const bucket = await meta.findBucket(name);
+    if (!bucket) throw errors.noSuchBucket(name);
+    if (bucket.object_storage_id !== x.caller.storageId) throw errors.accessDenied();
+    return bucket;
+  }
+
+  function send(
+    x: Exchange,
+    status: number,
+    headers: Record<string, string | number> = {},
+    body?: string,
+  ): void {
+    x.res.writeHead(status, {
+      'x-amz-request-id': x.requestId,
+      server: 'Berth',
+      ...(body !== undefined
+        ? { 'content-type': 'application/xml', 'content-length': Buffer.byteLength(body) }
+        : { 'content-length': 0 }),
+      ...headers,
+    });
+    x.res.end(body);
+  }
+
+  const sendXml = (x: Exchange, root: string, body: XmlNode, headers: Record<string, string | number> = {}) =>
+    send(x, 200, headers, xmlDocument(root, body));
+
+  /** Receives a body into a fresh temp file; on any failure the temp file is gone. */
+  async function receiveToTemp(x: Exchange): Promise<{ temp: string; size: number; md5: Buffer }> {
+    const temp = await files.temp();
+    x.proceed();
+    try {
+      const { size, md5 } = await receiveBody(
+        x.req,
+        x.caller.signature,
+        x.caller.secret,
+        fs.createWriteStream(temp, { flags: 'wx', highWaterMark: 1024 * 1024 }),
+        MAX_OBJECT,
+      );
+      return { temp, size, md5 };
+    } catch (error) {
+      await files.removeTemp(temp);
+      throw error;
+    }
+  }
+
+  async function receiveXml(x: Exchange): Promise<string> {
+    x.proceed();
+    const sink = memorySink(MAX_XML);
+    await receiveBody(x.req, x.caller.signature, x.caller.secret, sink, MAX_XML);
+    return sink.text();
+  }
+
+  function storedHeaders(req: IncomingMessage): string {
+    const stored: Record<string, string> = {};
+    for (const name of STORED_HEADERS) {
+      let value = headerValue(req.headers, name);
+      if (name === 'content-encoding' && value !== undefined) {
+        // aws-chunked describes the transfer, not the object.
+        value =
+          value
+            .split(',')
+            .map((v) => v.trim())
+            .filter((v) => v !== '' && v !== 'aws-chunked')
+            .join(',') || undefined;
+      }
+      if (value !== undefined) stored[name] = value;
+    }
+    for (const [name, value] of Object.entries(req.headers)) {
+      if (name.startsWith('x-amz-meta-') && value !== undefined)
+        stored[name] = Array.isArray(value) ? value.join(',') : value;
+    }
+    stored['content-type'] ??= 'application/octet-stream';
+    return JSON.stringify(stored);
+  }
+
+  function checkKey(key: string): void {
+    if (Buffer.byteLength(key) > 1024) throw errors.keyTooLong();
+  }
+
+  // ---- buckets ----
+
+  async function listBuckets(x: Exchange): Promise<void> {
+    allow(x, { action: 's3:ListAllMyBuckets' });
+    const buckets = await meta.listBuckets(x.caller.storageId);
+    sendXml(x, 'ListAllMyBucketsResult', {
+      Owner: { ID: String(x.caller.storageId), DisplayName: `storage-${x.caller.storageId}` },
+      Buckets: { Bucket: buckets.map((b) => ({ Name: b.name, CreationDate: b.created_at })) },
+    });
+  }
+
+  async function createBucket(x: Exchange, name: string): Promise<void> {
+    allow(x, { action: 's3:CreateBucket', bucket: name });
+    if (!isValidBucketName(name)) throw errors.invalidBucketName(name);
+    x.req.resume();
+    const id = await meta.createBucket(x.caller.storageId, name, iso(deps.clock.now()));
+    if (id === undefined) {
+      const holder = await meta.findBucket(name);
+      throw holder?.object_storage_id === x.caller.storageId
+        ? errors.bucketAlreadyOwnedByYou(name)
+        : errors.bucketAlreadyExists(name);
+    }
+    send(x, 200, { location: `/${name}` });
+  }
+
+  async function deleteBucket(x: Exchange, bucket: BucketRow): Promise<void> {
+    allow(x, { action: 's3:DeleteBucket', bucket: bucket.name });
+    const { deleted, uploads } = await meta.deleteBucket(bucket.id);
+    if (!deleted) throw errors.bucketNotEmpty(bucket.name);
+    await files.removeTree('data', bucket.id);
+    for (const upload of uploads) await files.removeTree('parts', upload);
+    send(x, 204);
+  }
+
+  async function listObjects(x: Exchange, bucket: BucketRow, v2: boolean): Promise<void> {
+    const p = x.params;
+    const prefix = p.get('prefix') ?? '';
+    const delimiter = p.get('delimiter') ?? '';
+    allow(x, { action: 's3:ListBucket', bucket: bucket.name, listPrefix: prefix });
+    const maxKeysText = p.get('max-keys') ?? '1000';
+    const maxKeys = Math.min(1000, Number(maxKeysText));
+    if (!/^\d+$/.test(maxKeysText)) throw errors.invalidArgument('max-keys must be a non-negative integer');
+    const urlEncode = p.get('encoding-type') === 'url';
+    if (p.has('encoding-type') && !urlEncode)
+      throw errors.invalidArgument('Invalid Encoding Method specified in Request');
+    const enc = (s: string) => (urlEncode ? uriEncode(s, false) : s);
+    let after = '';
+    const token = p.get('continuation-token');
+    if (v2) {
+      if (token !== undefined) {
+        after = Buffer.from(token, 'base64url').toString('utf8');
+        if (after === '') throw errors.invalidArgument('The continuation token provided is incorrect');
+      } else after = p.get('start-after') ?? '';
+    } else {
+      // V1 clients resume from the last key or common prefix they saw; after a common prefix,
+      // everything under it was already rolled up.
+      after = p.get('marker') ?? '';
+      if (delimiter !== '' && after.startsWith(prefix) && after.endsWith(delimiter)) after += SKIP_UNDER;
+    }
+    const page =
+      maxKeys === 0
+        ? { contents: [], prefixes: [], truncated: false, next: undefined }
+        : await meta.listObjects(bucket.id, { prefix, delimiter, after, maxKeys });
+    const contents = page.contents.map((o) => ({
+      Key: enc(o.key),
+      LastModified: o.last_modified,
+      ETag: o.etag,
+      Size: o.size,
+      StorageClass: 'STANDARD',
+    }));
+    const common = page.prefixes.map((cp) => ({ Prefix: enc(cp) }));
+    const nextToken = page.truncated && page.next !== undefined ? page.next : undefined;
+    if (v2) {
+      sendXml(x, 'ListBucketResult', {
+        Name: bucket.name,
+        Prefix: enc(prefix),
+        Delimiter: delimiter === '' ? undefined : enc(delimiter),
+        MaxKeys: maxKeys,
+        KeyCount: contents.length + common.length,
+        IsTruncated: page.truncated,
+        ContinuationToken: token,
+        NextContinuationToken:
+          nextToken === undefined ? undefined : Buffer.from(nextToken, 'utf8').toString('base64url'),
+        StartAfter: p.has('start-after') ? enc(p.get('start-after') ?? '') : undefined,
+        EncodingType: urlEncode ? 'url' : undefined,
+        Contents: contents,
+        CommonPrefixes: common,
+      });
+    } else {
+      sendXml(x, 'ListBucketResult', {
+        Name: bucket.name,
+        Prefix: enc(prefix),
+        Marker: enc(after),
+        NextMarker: nextToken === undefined ? undefined : enc(nextToken.replace(SKIP_UNDER, '')),
+        Delimiter: delimiter === '' ? undefined : enc(delimiter),
+        MaxKeys: maxKeys,
+        IsTruncated: page.truncated,
+        EncodingType: urlEncode ? 'url' : undefined,
+        Contents: contents,
+        CommonPrefixes: common,
+      });
+    }
+  }
+
+  // ---- objects ----
+
+  async function putObject(x: Exchange, bucket: BucketRow, key: string): Promise<void> {
+    allow(x, { action: 's3:PutObject', bucket: bucket.name, key });
+    checkKey(key);
+    const { temp, size, md5 } = await receiveToTemp(x);
+    const etag = quoteEtag(md5.toString('hex'));
+    const file = await files.place(temp, 'data', bucket.id);
+    let old: string | undefined;
+    try {
+      old = await meta.putObject(bucket.id, key, {
+        size,
+        etag,
+        file,
+        headers: storedHeaders(x.req),
+        last_modified: iso(deps.clock.now()),
+      });
+    } catch (error) {
+      await files.remove(file);
+      throw error;
+    }
+    await files.remove(old);
+    send(x, 200, { etag });
+  }
+
+  function conditional(x: Exchange, object: ObjectRow): number | undefined {
+    const ifMatch = headerValue(x.req.headers, 'if-match');
+    if (
+      ifMatch !== undefined &&
+      ifMatch.trim() !== '*' &&
+      !ifMatch.split(',').some((e) => bareEtag(e.trim()) === bareEtag(object.etag))
+    ) {
+      throw errors.preconditionFailed();
+    }
+    const ifNoneMatch = headerValue(x.req.headers, 'if-none-match');
+    if (
+      ifNoneMatch !== undefined &&
+      (ifNoneMatch.trim() === '*' ||
+        ifNoneMatch.split(',').some((e) => bareEtag(e.trim()) === bareEtag(object.etag)))
+    ) {
+      return 304;
+    }
+    const since = headerValue(x.req.headers, 'if-modified-since');
+    if (since !== undefined && ifNoneMatch === undefined) {
+      const t = Date.parse(since);
+      if (!Number.isNaN(t) && Math.floor(Date.parse(object.last_modified) / 1000) * 1000 <= t) return 304;
+    }
+    return undefined;
+  }
+
+  function parseRange(header: string | undefined, size: number): { start: number; end: number } | undefined {
+    if (header === undefined) return undefined;
+    const m = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
+    if (!m || (m[1] === '' && m[2] === '')) return undefined; // multiple or malformed ranges: whole object
+    if (m[1] === '') {
+      const n = Number(m[2]);
+      if (n === 0 || size === 0) throw errors.invalidRange();
+      return { start: Math.max(0, size - n), end: size - 1 };
+    }
+    const start = Number(m[1]);
+    const end = m[2] === '' ? size - 1 : Math.min(Number(m[2]), size - 1);
+    if (start >= size) throw errors.invalidRange();
+    return end < start ? undefined : { start, end };
+  }
+
+  async function getObject(x: Exchange, bucket: BucketRow, key: string, head: boolean): Promise<void> {
+    allow(x, { action: 's3:GetObject', bucket: bucket.name, key });
+    const object = await meta.findObject(bucket.id, key);
+    if (!object) throw errors.noSuchKey(key);
+    const headers: Record<string, string | number> = {
+      etag: object.etag,
+      'last-modified': new Date(object.last_modified).toUTCString(),
+      'accept-ranges': 'bytes',
+      ...(JSON.parse(object.headers) as Record<string, string>),
+    };
+    for (const [param, header] of Object.entries(RESPONSE_OVERRIDES)) {
+      const value = x.params.get(param);
+      if (value !== undefined) headers[header] = value;
+    }
+    const notModified = conditional(x, object);
+    if (notModified !== undefined) {
+      send(x, notModified, { etag: object.etag, 'last-modified': headers['last-modified']! });
+      return;
+    }
+    const range = parseRange(headerValue(x.req.headers, 'range'), object.size);
+    const start = range?.start ?? 0;
+    const end = range?.end ?? object.size - 1;
+    const length = object.size === 0 ? 0 : end - start + 1;
+    if (range) headers['content-range'] = `bytes ${start}-${end}/${object.size}`;
+    if (head || length === 0) {
+      send(x, range ? 206 : 200, { ...headers, 'content-length': length });
+      return;
+    }
+    // Open before answering: a file replaced after the lookup stays readable through its handle.
+    let handle: fs.promises.FileHandle;
+    try {
+      handle = await fs.promises.open(files.absolute(object.file), 'r');
+    } catch {
+      throw errors.noSuchKey(key);
+    }
+    x.res.writeHead(range ? 206 : 200, {
+      'x-amz-request-id': x.requestId,
+      server: 'Berth',
+      ...headers,
+      'content-length': length,
+    });
+    await pipeline(handle.createReadStream({ start, end, highWaterMark: 1024 * 1024 }), x.res);
+  }
+
+  async function deleteObject(x: Exchange, bucket: BucketRow, key: string): Promise<void> {
+    allow(x, { action: 's3:DeleteObject', bucket: bucket.name, key });
+    await files.remove(await meta.deleteObject(bucket.id, key));
+    send(x, 204);
+  }
+
+  async function deleteObjects(x: Exchange, bucket: BucketRow): Promise<void> {
+    const { quiet, keys } = parseDeleteObjects(await receiveXml(x));
+    const deleted: XmlNode[] = [];
+    const failed: XmlNode[] = [];
+    for (const key of keys) {
+      if (!isAllowed(x.caller.statements, { action: 's3:DeleteObject', bucket: bucket.name, key })) {
+        failed.push({ Key: key, Code: 'AccessDenied', Message: 'Access Denied' });
+        continue;
+      }
+      await files.remove(await meta.deleteObject(bucket.id, key));
+      if (!quiet) deleted.push({ Key: key });
+    }
+    sendXml(x, 'DeleteResult', { Deleted: deleted, Error: failed });
+  }
+
+  async function copyObject(x: Exchange, bucket: BucketRow, key: string, source: string): Promise<void> {
+    const raw = source.split('?')[0]!.replace(/^\//, '');
+    const slash = raw.indexOf('/');
+    if (slash <= 0) throw errors.invalidArgument('x-amz-copy-source must be bucket/key');
+    const sourceBucketName = uriDecode(raw.slice(0, slash));
+    const sourceKey = uriDecode(raw.slice(slash + 1));
+    const sourceBucket = await ownBucket(x, sourceBucketName);
+    allow(x, { action: 's3:GetObject', bucket: sourceBucket.name, key: sourceKey });
+    allow(x, { action: 's3:PutObject', bucket: bucket.name, key });
+    checkKey(key);
+    const object = await meta.findObject(sourceBucket.id, sourceKey);
+    if (!object) throw errors.noSuchKey(sourceKey);
+    const replace = headerValue(x.req.headers, 'x-amz-metadata-directive') === 'REPLACE';
+    if (!replace && sourceBucket.id === bucket.id && sourceKey === key) {
+      throw errors.invalidRequest(
+        "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata.",
+      );
+    }
+    x.req.resume();
+    const temp = await files.temp();
+    try {
+      await fs.promises.copyFile(files.absolute(object.file), temp);
+    } catch {
+      await files.removeTemp(temp);
+      throw errors.noSuchKey(sourceKey);
+    }
+    const file = await files.place(temp, 'data', bucket.id);
+    const lastModified = iso(deps.clock.now());
+    const old = await meta.putObject(bucket.id, key, {
+      size: object.size,
+      etag: object.etag,
+      file,
+      headers: replace ? storedHeaders(x.req) : object.headers,
+      last_modified: lastModified,
+    });
+    await files.remove(old);
+    sendXml(x, 'CopyObjectResult', { LastModified: lastModified, ETag: object.etag });
+  }
+
+  // ---- multipart ----
+
+  async function findUpload(x: Exchange, bucket: BucketRow, key: string) {
+    const uploadId = x.params.get('uploadId') ?? '';
+    const upload = await meta.findUpload(uploadId);
+    if (!upload || upload.bucket_id !== bucket.id || upload.key !== key) throw errors.noSuchUpload(uploadId);
+    return upload;
+  }
+
+  async function createUpload(x: Exchange, bucket: BucketRow, key: string): Promise<void> {
+    allow(x, { action: 's3:PutObject', bucket: bucket.name, key });
+    checkKey(key);
+    x.req.resume();
+    const uploadId = randomBytes(24).toString('base64url');
+    await meta.createUpload({
+      upload_id: uploadId,
+      bucket_id: bucket.id,
+      key,
+      headers: storedHeaders(x.req),
+      created_at: iso(deps.clock.now()),
+    });
+    sendXml(x, 'InitiateMultipartUploadResult', { Bucket: bucket.name, Key: key, UploadId: uploadId });
+  }
+
+  async function uploadPart(x: Exchange, bucket: BucketRow, key: string): Promise<void> {
+    allow(x, { action: 's3:PutObject', bucket: bucket.name, key });
+    const partNumber = Number(x.params.get('partNumber'));
+    if (!Number.isInteger(partNumber) || partNumber < 1 || partNumber > 10_000) {
+      throw errors.invalidArgument('Part number must be an integer between 1 and 10000, inclusive');
+    }
+    if (x.req.headers['x-amz-copy-source'] !== undefined) throw errors.notImplemented();
+    const upload = await findUpload(x, bucket, key);
+    const { temp, size, md5 } = await receiveToTemp(x);
+    const etag = quoteEtag(md5.toString('hex'));
+    const file = await files.place(temp, 'parts', upload.id);
+    try {
+      await files.remove(
+        await meta.putPart(upload.id, partNumber, { size, etag, file, last_modified: iso(deps.clock.now()) }),
+      );
+    } catch (error) {
+      await files.remove(file);
+      throw error;
+    }
+    send(x, 200, { etag });
+  }
+
+  async function completeUpload(x: Exchange, bucket: BucketRow, key: string): Promise<void> {
+    allow(x, { action: 's3:PutObject', bucket: bucket.name, key });
+    const upload = await findUpload(x, bucket, key);
+    const requested = parseCompleteMultipart(await receiveXml(x));
+    const stored = new Map((await meta.listParts(upload.id)).map((p) => [p.part_number, p]));
+    let previous = 0;
+    const chosen = requested.map((r, i) => {
+      if (r.partNumber <= previous) throw errors.invalidPartOrder();
+      previous = r.partNumber;
+      const part = stored.get(r.partNumber);
+      if (!part || bareEtag(part.etag) !== r.etag) throw errors.invalidPart();
+      if (i < requested.length - 1 && part.size < MIN_PART) throw errors.entityTooSmall();
+      return part;
+    });
+    const temp = await files.temp();
+    let size = 0;
+    const md5s = createHash('md5');
+    try {
+      const out = fs.createWriteStream(temp, { flags: 'wx' });
+      for (const part of chosen) {
+        await pipeline(fs.createReadStream(files.absolute(part.file), { highWaterMark: 1024 * 1024 }), out, {
+          end: false,
+        });
+        size += part.size;
+        md5s.update(Buffer.from(bareEtag(part.etag), 'hex'));
+      }
+      await new Promise<void>((resolve, reject) =>
+        out.end((error?: Error | null) => (error ? reject(error) : resolve())),
+      );
+    } catch (error) {
+      await files.removeTemp(temp);
+      throw error;
+    }
+    const etag = quoteEtag(`${md5s.digest('hex')}-${chosen.length}`);
+    const file = await files.place(temp, 'data', bucket.id);
+    const result = await meta.completeUpload(upload.id, bucket.id, key, {
+      size,
+      etag,
+      file,
+      headers: upload.headers,
+      last_modified: iso(deps.clock.now()),
+    });
+    if (!result.completed) {
+      await files.remove(file);
+      throw errors.noSuchUpload(upload.upload_id);
+    }
+    await files.remove(result.old);
+    await files.removeTree('parts', upload.id);
+    sendXml(x, 'CompleteMultipartUploadResult', {
+      Location: `/${bucket.name}/${uriEncode(key, false)}`,
+      Bucket: bucket.name,
+      Key: key,
+      ETag: etag,
+    });
+  }
+
+  async function abortUpload(x: Exchange, bucket: BucketRow, key: string): Promise<void> {
+    allow(x, { action: 's3:AbortMultipartUpload', bucket: bucket.name, key });
+    const upload = await findUpload(x, bucket, key);
+    await meta.abortUpload(upload.id);
+    await files.removeTree('parts', upload.id);
+    send(x, 204);
+  }
+
+  async function listParts(x: Exchange, bucket: BucketRow, key: string): Promise<void> {
+    allow(x, { action: 's3:ListMultipartUploadParts', bucket: bucket.name, key });
+    const upload = await findUpload(x, bucket, key);
+    const marker = Number(x.params.get('part-number-marker') ?? '0') || 0;
+    const maxParts = Math.min(1000, Number(x.params.get('max-parts') ?? '1000') || 1000);
+    const parts = await meta.listParts(upload.id, marker, maxParts + 1);
+    const truncated = parts.length > maxParts;
+    const shown = parts.slice(0, maxParts);
+    sendXml(x, 'ListPartsResult', {
+      Bucket: bucket.name,
+      Key: key,
+      UploadId: upload.upload_id,
+      PartNumberMarker: marker,
+      NextPartNumberMarker: shown.at(-1)?.part_number ?? marker,
+      MaxParts: maxParts,
+      IsTruncated: truncated,
+      Part: shown.map((p) => ({
+        PartNumber: p.part_number,
+        LastModified: p.last_modified,
+        ETag: p.etag,
+        Size: p.size,
+      })),
+      StorageClass: 'STANDARD',
+    });
+  }
+
+  // ---- dispatch ----
+
+  async function dispatch(x: Exchange): Promise<void> {
+    const method = x.req.method ?? 'GET';
+    const p = x.params;
+    if (x.bucket === undefined) {
+      if (method === 'GET') return listBuckets(x);
+      throw errors.methodNotAllowed();
+    }
+    if (x.key === undefined) {
+      if (method === 'PUT' && !hasSubresource(p)) return createBucket(x, x.bucket);
+      const bucket = await ownBucket(x, x.bucket);
+      switch (method) {
+        case 'HEAD':
+          allow(x, { action: 's3:ListBucket', bucket: bucket.name });
+          return send(x, 200, { 'x-amz-bucket-region': x.caller.signature.region });
+        case 'DELETE':
+          if (!hasSubresource(p)) return deleteBucket(x, bucket);
+          break;
+        case 'GET':
+          if (p.has('location')) {
+            allow(x, { action: 's3:GetBucketLocation', bucket: bucket.name });
+            return sendXml(x, 'LocationConstraint', {});
+          }
+          if (
+            p.has('uploads') ||
+            p.has('versioning') ||
+            p.has('policy') ||
+            p.has('acl') ||
+            p.has('cors') ||
+            p.has('lifecycle')
+          )
+            break;
+          return listObjects(x, bucket, p.get('list-type') === '2');
+        case 'POST':
+          if (p.has('delete')) return deleteObjects(x, bucket);
+          break;
+        default:
+          break;
+      }
+      throw errors.notImplemented();
+    }
+    const key = x.key;
+    const bucket = await ownBucket(x, x.bucket);
+    switch (method) {
+      case 'PUT': {
+        if (p.has('uploadId')) return uploadPart(x, bucket, key);
+        const source = headerValue(x.req.headers, 'x-amz-copy-source');
+        if (source !== undefined) return copyObject(x, bucket, key, source);
+        if (p.has('acl') || p.has('tagging') || p.has('retention')) throw errors.notImplemented();
+        return putObject(x, bucket, key);
+      }
+      case 'GET':
+        if (p.has('uploadId')) return listParts(x, bucket, key);
+        if (p.has('acl') || p.has('tagging')) throw errors.notImplemented();
+        return getObject(x, bucket, key, false);
+      case 'HEAD':
+        return getObject(x, bucket, key, true);
+      case 'DELETE':
+        if (p.has('uploadId')) return abortUpload(x, bucket, key);
+        return deleteObject(x, bucket, key);
+      case 'POST':
+        if (p.has('uploads')) return createUpload(x, bucket, key);
+        if (p.has('uploadId')) return completeUpload(x, bucket, key);
+        throw errors.notImplemented();
+      default:
+        throw errors.methodNotAllowed();
+    }
+  }
+
+  function sendError(
+    req: IncomingMessage,
+    res: ServerResponse,
+    requestId: string,
+    error: unknown,
+    resource: string,
+  ): void {
+    const code = (error as NodeJS.ErrnoException | undefined)?.code;
+    let s3: S3Error;
+    if (error instanceof S3Error) s3 = error;
+    else if (code === 'ERR_STREAM_PREMATURE_CLOSE' || code === 'ECONNRESET' || req.destroyed) {
+      s3 = errors.incompleteBody(); // the client went away mid-request: nothing to log
+    } else {
+      deps.logger.error({ err: error, method: req.method }, 's3 request failed');
+      s3 = errors.internal();
+    }
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    const body =
+      req.method === 'HEAD'
+        ? undefined
+        : xmlDocument('Error', {
+            Code: s3.code,
+            Message: s3.message,
+            ...s3.details,
+            Resource: resource,
+            RequestId: requestId,
+          }).replace(' xmlns="http://s3.amazonaws.com/doc/2006-03-01/"', '');
+    res.writeHead(s3.status, {
+      'x-amz-request-id': requestId,
+      server: 'Berth',
+      'content-type': 'application/xml',
+      'content-length': body === undefined ? 0 : Buffer.byteLength(body),
+      // A body we did not read must not be taken for the next request on this connection.
+      ...(req.complete ? {} : { connection: 'close' }),
+    });
+    res.end(body);
+  }
+
+  /**
+   * Browsers may call the endpoint from any origin (presigned uploads from a web page). Every request
+   * carries its own signature and no ambient credential, so allowing any origin exposes nothing a
+   * holder of the URL could not already read. Answers preflights itself; returns true when it did.
+   */
+  function cors(req: IncomingMessage, res: ServerResponse): boolean {
+    const origin = headerValue(req.headers, 'origin');
+    if (origin === undefined) return false;
+    res.setHeader('access-control-allow-origin', origin);
+    res.setHeader('vary', 'Origin');
+    res.setHeader('access-control-expose-headers', EXPOSED_HEADERS);
+    const method = headerValue(req.headers, 'access-control-request-method');
+    if (req.method !== 'OPTIONS' || method === undefined) return false;
+    res.writeHead(200, {
+      'access-control-allow-methods': 'GET, PUT, POST, DELETE, HEAD',
+      'access-control-allow-headers': headerValue(req.headers, 'access-control-request-headers') ?? '*',
+      'access-control-max-age': '3000',
+      'content-length': 0,
+    });
+    res.end();
+    return true;
+  }
+
+  return async function handle(
+    req: IncomingMessage,
+    res: ServerResponse,
+    expectContinue: boolean,
+  ): Promise<void> {
+    const requestId = randomBytes(8).toString('hex').toUpperCase();
+    const { path, query } = splitTarget(req.url ?? '/');
+    if (cors(req, res)) return;
+    try {
+      const params = parseQuery(query);
+      const { bucket, key } = address(req.headers.host, path);
+      const caller = await authenticate(req);
+      let continued = !expectContinue;
+      const x: Exchange = {
+        req,
+        res,
+        requestId,
+        params,
+        bucket,
+        key,
+        caller,
+        proceed() {
+          if (!continued) {
+            continued = true;
+            res.writeContinue();
+          }
+        },
+      };
+      await dispatch(x);
+    } catch (error) {
+      sendError(req, res, requestId, error, path);
+    }
+  };
+}
+
+export async function startS3Server(
+  deps: S3ServerDeps,
+  listen: { host: string; port: number },
+): Promise<S3Server> {
+  const files = createObjectFiles(deps.dataDir);
+  // File times are wall-clock times, so the wall clock (not the injected one) judges their age.
+  await files.sweepTemp(new Date(), 24 * 3600_000);
+  const handle = createS3Handler(deps, files);
+  // Uploads of several GiB may take longer than Node's default 5-minute request timeout; a socket
+  // that stays silent for two minutes is dropped instead.
+  const server = http.createServer({ keepAliveTimeout: 5000, requestTimeout: 0 });
+  server.timeout = 120_000;
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => void handle(req, res, false));
+  // Authenticate before the client sends a large body it would send in vain.
+  server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => void handle(req, res, true));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(listen.port, listen.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const { port } = server.address() as AddressInfo;
+  let closing: Promise<void> | undefined;
+  return {
+    port,
+    url: `http://${listen.host.includes(':') ? `[${listen.host}]` : listen.host}:${port}`,
+    close() {
+      closing ??= new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeIdleConnections();
+      });
+      return closing;
+    },
+  };
+}

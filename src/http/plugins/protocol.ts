@@ -1,0 +1,96 @@
+// The spec's status table on every API: 405 with Allow, 406 from Accept, 503 in maintenance,
+// a request id on every answer, and every route declaring its authentication.
+import type { FastifyInstance } from 'fastify';
+import FindMyWay, { type HTTPMethod } from 'find-my-way';
+import type { AppContext } from '../../context.js';
+import { AppError } from '../../domain/errors.js';
+import type { RouteAuth } from '../types.js';
+import { sendError } from './errors.js';
+
+const ALWAYS_OPEN = new Set(['/healthz', '/readyz']);
+const METHODS: HTTPMethod[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
+
+/** True when the Accept header allows one of the types the route produces. */
+export function accepts(acceptHeader: string | undefined, produces: readonly string[]): boolean {
+  if (!acceptHeader || acceptHeader.trim() === '') return true;
+  const ranges = acceptHeader.split(',').map((part) => {
+    const [range = '', ...params] = part.trim().split(';');
+    const q = params.map((p) => p.trim()).find((p) => p.startsWith('q='));
+    return { range: range.trim().toLowerCase(), q: q ? Number(q.slice(2)) : 1 };
+  });
+  return produces.some((type) => {
+    const [major] = type.split('/');
+    return ranges.some(
+      ({ range, q }) => q > 0 && (range === '*/*' || range === type || range === `${major ?? ''}/*`),
+    );
+  });
+}
+
+export interface RouteEntry {
+  method: string;
+  url: string;
+  auth: RouteAuth;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Every route with its declared authentication (for the 401 sweep in tests and for docs). */
+    routeTable: RouteEntry[];
+  }
+}
+
+export function registerProtocol(app: FastifyInstance, ctx: AppContext): void {
+  const routes = FindMyWay();
+  const routeTable: RouteEntry[] = [];
+  app.decorate('routeTable', routeTable);
+
+  app.addHook('onRoute', (route) => {
+    route.config ??= {};
+    if (route.url.startsWith('/docs')) route.config.auth ??= 'none';
+    if (route.config.auth === undefined) {
+      throw new Error(`route ${String(route.method)} ${route.url} does not declare its authentication`);
+    }
+    for (const method of [route.method].flat()) {
+      routeTable.push({ method, url: route.url, auth: route.config.auth });
+      if (method === 'HEAD' && route.url.includes('*')) continue;
+      try {
+        routes.on(method as HTTPMethod, route.url, () => undefined);
+      } catch {
+        // The same path registered twice (HEAD from GET): nothing to add.
+      }
+    }
+  });
+
+  app.addHook('onRequest', async (request, reply) => {
+    void reply.header('x-request-id', request.id);
+    const path = request.url.split('?')[0] ?? '';
+    if (!ALWAYS_OPEN.has(path) && (await ctx.maintenance.isOn())) {
+      throw new AppError('maintenance', 'Berth is down for maintenance. Please retry shortly.', {
+        retryAfter: 60,
+      });
+    }
+    const produces = request.routeOptions.config?.produces ?? ['application/json'];
+    if (request.routeOptions.url !== undefined && !accepts(request.headers.accept, produces)) {
+      throw new AppError('not_acceptable', `This resource can only answer with ${produces.join(', ')}`);
+    }
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0] ?? '';
+    const allowed = METHODS.filter((method) => routes.find(method, path) !== null);
+    if (allowed.length > 0) {
+      return sendError(
+        request,
+        reply,
+        new AppError(
+          'method_not_allowed',
+          `The ${request.method} method is not supported for this route. Supported methods: ${allowed.join(', ')}.`,
+          {
+            headers: { allow: allowed.join(', ') },
+          },
+        ),
+      );
+    }
+    return sendError(request, reply, new AppError('not_found', `Route ${request.method} ${path} not found`));
+  });
+}

@@ -1,0 +1,71 @@
+// GET /1.3/database and /1.3/database/{uuid}: the caller's managed databases as UpCloud service
+// objects. Databases of the caller's teams are visible; passwords only to the teams' owners.
+import type { FastifyInstance } from 'fastify';
+import { Type, type Static } from 'typebox';
+import type { AppContext } from '../../../context.js';
+import { AppError } from '../../../domain/errors.js';
+import { managedDatabases } from '../../../services/managed-databases/index.js';
+import { createManagedDatabaseRepository } from '../../../services/managed-databases/repository.js';
+import { serviceObject } from '../../../services/managed-databases/view.js';
+import { principalOf } from '../../types.js';
+
+const UuidParam = Type.Object({ uuid: Type.String({ minLength: 1, maxLength: 64 }) });
+const ListQuery = Type.Object({
+  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100 })),
+  offset: Type.Optional(Type.Integer({ minimum: 0, default: 0 })),
+});
+
+const tags = ['managed databases'];
+const security = [{ basic: [] }];
+
+export function registerManagedDatabaseApiRoutes(app: FastifyInstance, ctx: AppContext): void {
+  const config = { auth: 'db_api' as const };
+  const repo = createManagedDatabaseRepository(ctx.db);
+
+  async function teamsOf(userId: number): Promise<Map<number, string>> {
+    return new Map((await ctx.identity.teamsOfUser(userId)).map((t) => [t.id, t.role]));
+  }
+
+  app.get<{ Querystring: Static<typeof ListQuery> }>(
+    '/1.3/database',
+    { config, schema: { tags, security, querystring: ListQuery } },
+    async (request) => {
+      const teams = await teamsOf(principalOf(request).userId);
+      const rows = await repo.databasesOfTeams([...teams.keys()]);
+      const offset = request.query.offset ?? 0;
+      const page = rows.slice(offset, offset + (request.query.limit ?? 100));
+      const instances = new Map(
+        (await repo.instancesOf(page.map((r) => r.id))).map((i) => [i.managed_database_id, i]),
+      );
+      const service = managedDatabases(ctx);
+      return page.map((row) => {
+        const instance = instances.get(row.id);
+        const owner = teams.get(row.team_id) === 'owner';
+        return serviceObject(row, instance, owner && instance ? service.credentialsOf(instance) : undefined);
+      });
+    },
+  );
+
+  app.get<{ Params: Static<typeof UuidParam> }>(
+    '/1.3/database/:uuid',
+    { config, schema: { tags, security, params: UuidParam } },
+    async (request) => {
+      const row = await repo.findDatabase(request.params.uuid);
+      if (!row) {
+        throw new AppError('not_found', `Managed database ${request.params.uuid} not found`, {
+          apiCode: 'SERVICE_NOT_FOUND',
+        });
+      }
+      const role = (await teamsOf(principalOf(request).userId)).get(row.team_id);
+      if (role === undefined) {
+        throw new AppError('forbidden', `Managed database ${row.uuid} belongs to another account`, {
+          apiCode: 'ACCOUNT_FORBIDDEN',
+        });
+      }
+      const instance = await repo.findInstance(row.id);
+      const secrets =
+        role === 'owner' && instance ? managedDatabases(ctx).credentialsOf(instance) : undefined;
+      return serviceObject(row, instance, secrets);
+    },
+  );
+}

@@ -1,0 +1,86 @@
+// Reading applications: list, one (settings, domains, secret keys, volumes, services, schedule,
+// health check, latest deployment), deployments, and the per-application YAML export (Ploi Cloud's
+// GET /applications/{application}/export-yaml). Changes go through apply; PATCH/PUT live elsewhere.
+import type { FastifyInstance } from 'fastify';
+import { Type, type Static } from 'typebox';
+import type { AppContext } from '../../../context.js';
+import { createInfrastructureQueries } from '../../../services/infrastructure/queries.js';
+import { principalOf } from '../../types.js';
+import { YAML_PRODUCES } from './infrastructure.js';
+
+const IdParam = Type.Object({ id: Type.Integer({ minimum: 1 }) });
+const ListQuery = Type.Object({ team: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })) });
+const DeploymentsQuery = Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })) });
+
+const tags = ['applications'];
+const security = [{ bearer: [] }];
+
+export function registerApplicationRoutes(app: FastifyInstance, ctx: AppContext): void {
+  const queries = createInfrastructureQueries({ db: ctx.db, identity: ctx.identity });
+  const config = { auth: 'api_token' as const };
+
+  app.get<{ Querystring: Static<typeof ListQuery> }>(
+    '/api/v1/applications',
+    {
+      config,
+      schema: {
+        tags,
+        security,
+        summary: 'Applications of your teams (filter: ?team=<id or name>)',
+        querystring: ListQuery,
+      },
+    },
+    async (request) => ({
+      data: await queries.listApplications(principalOf(request).userId, request.query.team),
+    }),
+  );
+
+  app.get<{ Params: Static<typeof IdParam> }>(
+    '/api/v1/applications/:id',
+    {
+      config,
+      schema: { tags, security, summary: 'One application with everything attached', params: IdParam },
+    },
+    async (request) => ({
+      data: await queries.getApplication(principalOf(request).userId, request.params.id),
+    }),
+  );
+
+  app.get<{ Params: Static<typeof IdParam>; Querystring: Static<typeof DeploymentsQuery> }>(
+    '/api/v1/applications/:id/deployments',
+    {
+      config,
+      schema: {
+        tags,
+        security,
+        summary: 'Deployments of an application, newest first',
+        params: IdParam,
+        querystring: DeploymentsQuery,
+      },
+    },
+    async (request) => ({
+      data: await queries.listDeployments(
+        principalOf(request).userId,
+        request.params.id,
+        request.query.limit ?? 50,
+      ),
+    }),
+  );
+
+  app.get<{ Params: Static<typeof IdParam> }>(
+    '/api/v1/applications/:id/export-yaml',
+    {
+      config: { ...config, produces: YAML_PRODUCES },
+      schema: {
+        tags,
+        security,
+        summary: 'Export one application as an Infrastructure document',
+        params: IdParam,
+      },
+    },
+    async (request, reply) => {
+      const yaml = await queries.exportApplication(principalOf(request).userId, request.params.id);
+      return reply.type('application/yaml; charset=utf-8').send(yaml);
+    },
+  );
+}

@@ -1,0 +1,35 @@
+// The panel's action for a plan or zone change that apply reported but did not carry out (spec,
+// apply rule 5): the database restarts with the new plan's limits; a zone change is recorded.
+import type { FastifyInstance } from 'fastify';
+import { Type, type Static } from 'typebox';
+import type { AppContext } from '../../../context.js';
+import { managedDatabases } from '../../../services/managed-databases/index.js';
+import { principalOf } from '../../types.js';
+
+const UuidParam = Type.Object({ uuid: Type.String({ minLength: 1, maxLength: 64 }) });
+const tags = ['managed databases'];
+const security = [{ bearer: [] }];
+
+export function registerManagedDatabasePanelRoutes(app: FastifyInstance, ctx: AppContext): void {
+  app.post<{ Params: Static<typeof UuidParam> }>(
+    '/api/v1/managed-databases/:uuid/apply-pending-change',
+    { config: { auth: 'api_token' }, schema: { tags, security, params: UuidParam } },
+    async (request, reply) => {
+      const row = await managedDatabases(ctx).applyPendingChange(
+        principalOf(request).userId,
+        request.params.uuid,
+      );
+      // Accepted: the restart with the new limits runs as a job; the state shows its progress.
+      return reply.code(202).send({
+        data: {
+          uuid: row.uuid,
+          name: row.name,
+          type: row.type,
+          plan: row.plan,
+          zone: row.zone,
+          state: row.state,
+        },
+      });
+    },
+  );
+}

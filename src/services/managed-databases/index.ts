@@ -1,0 +1,542 @@
+// Managed databases after apply: the provisioning job, daily base backups, a supervisor that restarts
+// dead server processes (and, on its first pass, brings every instance back after a restart of
+// Berth), the panel's "apply pending plan/zone change", and the stop of every instance at close.
+// One service per AppContext, shared by the job handlers, the supervisor and the routes.
+import path from 'node:path';
+import type { AppContext } from '../../context.js';
+import { createLocalDatabaseDriver } from '../../drivers/databases/local/index.js';
+import { baseBackupRetention, limitsFor } from '../../drivers/databases/plan-limits.js';
+import {
+  PermanentDriverError,
+  type DatabaseEngine,
+  type InstanceSpec,
+  type ManagedDatabaseDriver,
+} from '../../drivers/databases/types.js';
+import { iso } from '../../domain/clock.js';
+import { AppError } from '../../domain/errors.js';
+import { enqueueJob } from '../../jobs/queue.js';
+import type { JobHandler } from '../../jobs/runner.js';
+import {
+  createManagedDatabaseRepository,
+  type ManagedDatabaseRow,
+  type ManagedInstanceRow,
+} from './repository.js';
+
+export const PROVISION_JOB = 'managed_database.provision';
+export const BASE_BACKUP_JOB = 'managed_database.base_backup';
+export const BASE_BACKUP_INTERVAL_MS = 24 * 60 * 60 * 1000;
+const ADMIN_USER = 'upadmin';
+const STORAGE_CHECK_MS = 60_000;
+
+export const provisionJobKey = (uuid: string): string => `${PROVISION_JOB}:${uuid}`;
+export const baseBackupJobKey = (uuid: string): string => `${BASE_BACKUP_JOB}:${uuid}`;
+
+interface DocumentUser {
+  username?: string;
+  authentication?: string;
+}
+interface DocumentDatabase {
+  name?: string;
+  character_set?: string;
+  collation?: string;
+}
+
+export function engineOf(type: string): DatabaseEngine {
+  if (type === 'pg' || type === 'mysql' || type === 'valkey') return type;
+  if (type === 'redis') return 'valkey';
+  throw new PermanentDriverError(`unknown managed database type '${type}'`);
+}
+
+function parseJson<T>(text: string | null | undefined, fallback: T): T {
+  if (!text) return fallback;
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    return fallback;
+  }
+}
+
+/** The document's users, each with a name (entries without one are numbered). */
+export function declaredUsers(row: ManagedDatabaseRow): Array<{ username: string; authentication?: string }> {
+  return parseJson<DocumentUser[]>(row.users, []).map((u, i) => ({
+    username: u.username ?? `user${i + 1}`,
+    ...(u.authentication ? { authentication: u.authentication } : {}),
+  }));
+}
+
+export function declaredDatabases(row: ManagedDatabaseRow): DocumentDatabase[] {
+  return parseJson<DocumentDatabase[]>(row.logical_databases, []).filter((d) => !!d.name);
+}
+
+export interface Supervisor {
+  /** Resolves after one full pass (reconcile); used by tests and at start. */
+  tick(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export interface ManagedDatabaseService {
+  readonly driver: ManagedDatabaseDriver;
+  handlers(): Record<string, JobHandler>;
+  /**
+   * Starts the supervisor; its first pass starts every instance that should run. `warmUp` also
+   * builds the local driver's engine templates in the background (a serving Berth does).
+   */
+  startSupervisor(options?: { intervalMs?: number; warmUp?: boolean }): Supervisor;
+  /** Passwords of an instance, unsealed: admin and per user. */
+  credentialsOf(instance: ManagedInstanceRow): { admin: string; users: Record<string, string> };
+  /** Carries out a pending plan/zone change from apply; the database restarts with the new limits. */
+  applyPendingChange(userId: number, uuid: string): Promise<ManagedDatabaseRow>;
+  powerOff(uuid: string): Promise<void>;
+  powerOn(uuid: string): Promise<void>;
+  /** Removes the instance, its processes and files, and the database row. */
+  remove(uuid: string): Promise<void>;
+  /** Stops the supervisor and every instance this data dir runs. Registered on ctx.onClose. */
+  close(): Promise<void>;
+}
+
+const services = new WeakMap<AppContext, ManagedDatabaseService>();
+const chosenDrivers = new WeakMap<AppContext, ManagedDatabaseDriver>();
+
+/** Chooses the driver of a context before its first use (default: the local driver on the data dir). */
+export function useManagedDatabaseDriver(ctx: AppContext, driver: ManagedDatabaseDriver): void {
+  if (services.has(ctx)) throw new Error('the managed-database service of this context is already running');
+  chosenDrivers.set(ctx, driver);
+}
+
+/** The one service of a context (job handlers, supervisor and routes must share its locks). */
+export function managedDatabases(ctx: AppContext): ManagedDatabaseService {
+  let service = services.get(ctx);
+  if (!service) {
+    service = createManagedDatabaseService(
+      ctx,
+      chosenDrivers.get(ctx) ?? createLocalDatabaseDriver({ dataDir: ctx.config.dataDir }),
+    );
+    services.set(ctx, service);
+    ctx.onClose(() => (service as ManagedDatabaseService).close());
+  }
+  return service;
+}
+
+function createManagedDatabaseService(
+  ctx: AppContext,
+  driver: ManagedDatabaseDriver,
+): ManagedDatabaseService {
+  const repo = createManagedDatabaseRepository(ctx.db);
+  const now = () => iso(ctx.clock.now());
+  const log = ctx.logger.child({ component: 'managed-databases' });
+  const locks = new Map<string, Promise<unknown>>();
+  const supervisors = new Set<Supervisor>();
+  let closing = false;
+
+  /** One operation per database at a time in this process (job, supervisor, panel action). */
+  function locked<T>(uuid: string, work: () => Promise<T>): Promise<T> {
+    const previous = locks.get(uuid) ?? Promise.resolve();
+    const next = previous.then(work, work);
+    const settled = next.catch(() => undefined);
+    locks.set(uuid, settled);
+    void settled.then(() => {
+      if (locks.get(uuid) === settled) locks.delete(uuid);
+    });
+    return next;
+  }
+
+  function credentialsOf(instance: ManagedInstanceRow) {
+    return {
+      admin: ctx.secretBox.decrypt(instance.admin_password_encrypted),
+      users: JSON.parse(ctx.secretBox.decrypt(instance.user_passwords_encrypted)) as Record<string, string>,
+    };
+  }
+
+  function specOf(row: ManagedDatabaseRow, instance: ManagedInstanceRow, plan = row.plan): InstanceSpec {
+    const secrets = credentialsOf(instance);
+    const engine = engineOf(row.type);
+    return {
+      id: row.uuid,
+      engine,
+      plan,
+      ...(instance.port ? { port: instance.port } : {}),
+      adminUser: instance.admin_username,
+      adminPassword: secrets.admin,
+      users: declaredUsers(row).map((u) => ({
+        username: u.username,
+        password: secrets.users[u.username] ?? '',
+        ...(u.authentication ? { authentication: u.authentication } : {}),
+      })),
+      databases:
+        engine === 'valkey'
+          ? []
+          : declaredDatabases(row).map((d) => ({
+              name: d.name as string,
+              ...(d.character_set ? { characterSet: d.character_set } : {}),
+              ...(d.collation ? { collation: d.collation } : {}),
+            })),
+    };
+  }
+
+  /** The instance row with a sealed password for every declared user (new users get new ones). */
+  async function instanceWithPasswords(row: ManagedDatabaseRow): Promise<ManagedInstanceRow> {
+    const at = now();
+    const existing = await repo.findInstance(row.id);
+    const users = existing ? credentialsOf(existing).users : {};
+    let changed = !existing;
+    for (const user of declaredUsers(row)) {
+      if (!users[user.username]) {
+        users[user.username] = ctx.ids.token(18);
+        changed = true;
+      }
+    }
+    if (!changed && existing) return existing;
+    const sealedUsers = ctx.secretBox.encrypt(JSON.stringify(users));
+    if (existing) {
+      await repo.updateInstance(row.id, { user_passwords_encrypted: sealedUsers, updated_at: at });
+    } else {
+      await repo.insertInstance({
+        managed_database_id: row.id,
+        driver: driver.name,
+        port: null,
+        pid: null,
+        data_dir: null,
+        version: null,
+        applied_plan: null,
+        admin_username: ADMIN_USER,
+        admin_password_encrypted: ctx.secretBox.encrypt(ctx.ids.token(18)),
+        user_passwords_encrypted: sealedUsers,
+        powered: 1,
+        storage_bytes: null,
+        restarts: 0,
+        last_restart_at: null,
+        last_restart_reason: null,
+        backups: '[]',
+        last_backup_at: null,
+        created_at: at,
+        updated_at: at,
+      });
+    }
+    return (await repo.findInstance(row.id)) as ManagedInstanceRow;
+  }
+
+  async function recordRunning(
+    row: ManagedDatabaseRow,
+    runtime: Awaited<ReturnType<ManagedDatabaseDriver['provision']>>,
+    extra: Partial<ManagedInstanceRow> = {},
+  ): Promise<void> {
+    const at = now();
+    await ctx.db.transaction().execute(async (trx) => {
+      const r = createManagedDatabaseRepository(trx);
+      const instance = await r.findInstance(row.id);
+      await r.updateInstance(row.id, {
+        port: runtime.port,
+        pid: runtime.pid,
+        data_dir: runtime.location,
+        version: runtime.version,
+        applied_plan: runtime.plan,
+        updated_at: at,
+        ...extra,
+      });
+      await r.setState(row.id, 'running', null, at);
+      // The first base backup follows provisioning at once; it then repeats daily.
+      if (engineOf(row.type) === 'pg' && instance && instance.last_backup_at === null) {
+        await enqueueJob(
+          trx,
+          {
+            type: BASE_BACKUP_JOB,
+            key: baseBackupJobKey(row.uuid),
+            payload: { uuid: row.uuid },
+            runAt: ctx.clock.now(),
+          },
+          ctx.clock.now(),
+        );
+      }
+    });
+  }
+
+  const provision: JobHandler = async (job) => {
+    const { uuid } = job.payload as { uuid: string };
+    await locked(uuid, async () => {
+      const row = await repo.findDatabase(uuid);
+      if (!row) return; // deleted meanwhile
+      const previous = await repo.findInstance(row.id);
+      if (previous && previous.powered === 0) return; // powered off: nothing to converge now
+      await repo.setState(row.id, 'setup-service', null, now());
+      try {
+        const instance = await instanceWithPasswords(row);
+        const runtime = await driver.provision(specOf(row, instance));
+        await recordRunning(row, runtime);
+        log.info({ uuid, port: runtime.port, pid: runtime.pid }, 'managed database running');
+      } catch (error) {
+        const reason = error instanceof Error ? error.message : String(error);
+        await repo.setState(row.id, 'error', reason.slice(0, 1000), now());
+        log.warn({ uuid, err: error }, 'managed database provisioning failed');
+        // A fault in the request itself will not go away by retrying.
+        if (!(error instanceof PermanentDriverError)) throw error;
+      }
+    });
+  };
+
+  const baseBackup: JobHandler = async (job) => {
+    const { uuid } = job.payload as { uuid: string };
+    return locked(uuid, async () => {
+      const row = await repo.findDatabase(uuid);
+      if (!row || engineOf(row.type) !== 'pg') return;
+      const instance = await repo.findInstance(row.id);
+      if (!instance || instance.applied_plan === null || row.state !== 'running') {
+        // Not provisioned yet (or restarting): try again soon; powered off: tomorrow.
+        const later = instance?.powered === 0 ? BASE_BACKUP_INTERVAL_MS : 60_000;
+        return { runAgainAt: new Date(ctx.clock.now().getTime() + later) };
+      }
+      const backups = await driver.baseBackup(specOf(row, instance), baseBackupRetention(row.plan));
+      await repo.updateInstance(row.id, {
+        backups: JSON.stringify(backups),
+        last_backup_at: now(),
+        updated_at: now(),
+      });
+      log.info({ uuid, kept: backups.length }, 'base backup taken');
+      return { runAgainAt: new Date(ctx.clock.now().getTime() + BASE_BACKUP_INTERVAL_MS) };
+    });
+  };
+
+  async function auditRestart(row: ManagedDatabaseRow, reason: string): Promise<void> {
+    await ctx.db
+      .insertInto('audit_log')
+      .values({
+        at: now(),
+        user_id: null,
+        team_id: row.team_id,
+        action: 'managed_database.process_restarted',
+        target: row.uuid,
+        details: JSON.stringify({ reason }),
+      })
+      .execute();
+  }
+
+  let warming: Promise<void> | undefined;
+
+  function startSupervisor(options: { intervalMs?: number; warmUp?: boolean } = {}): Supervisor {
+    if (options.warmUp && driver.warmUp) {
+      warming ??= driver
+        .warmUp(ADMIN_USER)
+        .catch((error: unknown) =>
+          log.warn({ err: error }, 'building database templates failed; the first provisioning will retry'),
+        );
+    }
+    const intervalMs = options.intervalMs ?? 1000;
+    const backoff = new Map<string, { until: number; delay: number }>();
+    const storageCheckedAt = new Map<string, number>();
+    let timer: NodeJS.Timeout | undefined;
+    let stopped = false;
+    let passing: Promise<void> | undefined;
+
+    async function superviseOne(
+      instance: ManagedInstanceRow & { uuid: string; state: string },
+    ): Promise<void> {
+      const wait = backoff.get(instance.uuid);
+      if (wait && wait.until > Date.now()) return;
+      if (instance.powered === 0 || !['running', 'error', 'setup-service'].includes(instance.state)) return;
+      if (instance.data_dir && !isUnder(instance.data_dir, ctx.config.dataDir)) return; // another Berth's
+      await locked(instance.uuid, async () => {
+        if (stopped || closing) return;
+        const row = await repo.findDatabase(instance.uuid);
+        const fresh = row && (await repo.findInstance(row.id));
+        if (!row || !fresh || fresh.powered === 0 || fresh.applied_plan === null) return;
+        const ref = { id: row.uuid, engine: engineOf(row.type) };
+        const status = await driver.status(ref);
+        if (status.running) {
+          const checked = storageCheckedAt.get(row.uuid) ?? 0;
+          if (Date.now() - checked > STORAGE_CHECK_MS || fresh.pid !== status.pid) {
+            storageCheckedAt.set(row.uuid, Date.now());
+            await repo.updateInstance(row.id, { storage_bytes: status.storageBytes, pid: status.pid });
+          }
+          return;
+        }
+        // pid null: Berth stopped it at its last shutdown, so starting it again is no incident.
+        const died = fresh.pid !== null;
+        const reason = died ? `process ${fresh.pid} exited` : 'started after Berth restarted';
+        if (died) await repo.setState(row.id, 'setup-service', `${reason}; restarting`, now());
+        try {
+          const runtime = await driver.start(specOf(row, fresh, fresh.applied_plan));
+          await recordRunning(
+            row,
+            runtime,
+            died ? { restarts: fresh.restarts + 1, last_restart_at: now(), last_restart_reason: reason } : {},
+          );
+          backoff.delete(row.uuid);
+          if (died) {
+            await auditRestart(row, reason);
+            log.warn({ uuid: row.uuid, reason, pid: runtime.pid }, 'managed database process restarted');
+          }
+        } catch (error) {
+          const delay = Math.min(60_000, (wait?.delay ?? intervalMs) * 2);
+          backoff.set(row.uuid, { until: Date.now() + delay, delay });
+          const message = error instanceof Error ? error.message : String(error);
+          await repo.setState(row.id, 'error', `restart failed: ${message}`.slice(0, 1000), now());
+          log.error({ uuid: row.uuid, err: error }, 'managed database restart failed');
+        }
+      });
+    }
+
+    async function pass(): Promise<void> {
+      const instances = await repo.provisionedInstances();
+      // Instances start in parallel: a restart of Berth should not take the sum of every start.
+      await Promise.all(
+        instances.map((instance) =>
+          superviseOne(instance).catch((error: unknown) =>
+            log.error({ uuid: instance.uuid, err: error }, 'supervising failed'),
+          ),
+        ),
+      );
+    }
+
+    function tick(): Promise<void> {
+      passing ??= pass().finally(() => {
+        passing = undefined;
+      });
+      return passing;
+    }
+
+    function schedule(): void {
+      if (stopped) return;
+      timer = setTimeout(() => {
+        void tick().finally(schedule);
+      }, intervalMs);
+      timer.unref?.();
+    }
+
+    const supervisor: Supervisor = {
+      tick,
+      async stop() {
+        stopped = true;
+        if (timer) clearTimeout(timer);
+        await passing;
+        supervisors.delete(supervisor);
+      },
+    };
+    supervisors.add(supervisor);
+    void tick().finally(schedule);
+    return supervisor;
+  }
+
+  async function forDatabase(
+    uuid: string,
+  ): Promise<{ row: ManagedDatabaseRow; instance: ManagedInstanceRow }> {
+    const row = await repo.findDatabase(uuid);
+    const instance = row && (await repo.findInstance(row.id));
+    if (!row || !instance) throw new AppError('not_found', `Managed database ${uuid} has no instance`);
+    return { row, instance };
+  }
+
+  return {
+    driver,
+    credentialsOf,
+    handlers: () => ({ [PROVISION_JOB]: provision, [BASE_BACKUP_JOB]: baseBackup }),
+    startSupervisor,
+
+    async applyPendingChange(userId, uuid) {
+      const row = await repo.findDatabase(uuid);
+      if (!row)
+        throw new AppError('not_found', `Managed database ${uuid} not found`, {
+          apiCode: 'SERVICE_NOT_FOUND',
+        });
+      const membership = (await ctx.identity.teamsOfUser(userId)).find((t) => t.id === row.team_id);
+      if (!membership) throw new AppError('forbidden', `Managed database ${uuid} belongs to another team`);
+      if (row.pending_plan === null && row.pending_zone === null) {
+        throw new AppError('conflict', `Managed database '${row.name}' has no pending plan or zone change`);
+      }
+      const plan = row.pending_plan ?? row.plan;
+      limitsFor(engineOf(row.type), plan); // rejects a plan name the driver cannot size
+      const at = now();
+      await ctx.db.transaction().execute(async (trx) => {
+        // On one host every zone is this host: a zone change is recorded, nothing moves.
+        await trx
+          .updateTable('managed_databases')
+          .set({
+            plan,
+            zone: row.pending_zone ?? row.zone,
+            pending_plan: null,
+            pending_zone: null,
+            state: 'pending',
+            state_reason: null,
+            updated_at: at,
+          })
+          .where('id', '=', row.id)
+          .execute();
+        await enqueueJob(
+          trx,
+          { type: PROVISION_JOB, key: provisionJobKey(uuid), payload: { uuid }, runAt: ctx.clock.now() },
+          ctx.clock.now(),
+        );
+      });
+      return (await repo.findDatabase(uuid)) as ManagedDatabaseRow;
+    },
+
+    powerOff: (uuid) =>
+      locked(uuid, async () => {
+        const { row } = await forDatabase(uuid);
+        await driver.stop({ id: uuid, engine: engineOf(row.type) });
+        await ctx.db.transaction().execute(async (trx) => {
+          const r = createManagedDatabaseRepository(trx);
+          await r.updateInstance(row.id, { powered: 0, pid: null, updated_at: now() });
+          await r.setState(row.id, 'stopped', null, now());
+        });
+      }),
+
+    powerOn: (uuid) =>
+      locked(uuid, async () => {
+        const { row, instance } = await forDatabase(uuid);
+        await repo.updateInstance(row.id, { powered: 1, updated_at: now() });
+        const runtime = await driver.start(specOf(row, instance, instance.applied_plan ?? row.plan));
+        await recordRunning(row, runtime);
+      }),
+
+    remove: (uuid) =>
+      locked(uuid, async () => {
+        const row = await repo.findDatabase(uuid);
+        if (!row) return;
+        await repo.setState(row.id, 'delete-service', null, now());
+        await driver.delete({ id: uuid, engine: engineOf(row.type) });
+        await ctx.db.transaction().execute(async (trx) => {
+          await trx
+            .deleteFrom('jobs')
+            .where('key', 'in', [provisionJobKey(uuid), baseBackupJobKey(uuid)])
+            .execute();
+          await trx.deleteFrom('managed_instances').where('managed_database_id', '=', row.id).execute();
+          await trx.deleteFrom('managed_databases').where('id', '=', row.id).execute();
+        });
+      }),
+
+    async close() {
+      if (closing) return;
+      closing = true;
+      await Promise.all([...supervisors].map((s) => s.stop()));
+      await warming;
+      // Wait for operations in flight, then stop every instance of this data dir.
+      await Promise.all([...locks.values()]);
+      const instances = await repo.provisionedInstances().catch(() => []);
+      await Promise.all(
+        instances
+          .filter((i) => i.data_dir !== null && isUnder(i.data_dir, ctx.config.dataDir))
+          .map(async (instance) => {
+            const row = await repo.findDatabase(instance.uuid);
+            if (!row) return;
+            await driver.stop({ id: instance.uuid, engine: engineOf(row.type) });
+            // pid null marks a deliberate stop: the next start is not reported as a crash.
+            await repo.updateInstance(row.id, { pid: null, updated_at: now() });
+          }),
+      );
+    },
+  };
+}
+
+function isUnder(child: string, parent: string): boolean {
+  const relative = path.relative(path.resolve(parent), path.resolve(child));
+  return relative !== '' && !relative.startsWith('..') && !path.isAbsolute(relative);
+}
+
+/** Starts the supervisor for a serving Berth (lifecycle.ts). */
+export function startManagedDatabases(ctx: AppContext, options: { intervalMs?: number } = {}): Supervisor {
+  return managedDatabases(ctx).startSupervisor({ warmUp: true, ...options });
+}
+
+/** Job handlers of this feature (jobs/index.ts). */
+export function managedDatabaseJobHandlers(ctx: AppContext): Record<string, JobHandler> {
+  return managedDatabases(ctx).handlers();
+}

@@ -1,0 +1,198 @@
+// The mail outbox. Every message is a row first (recipient, subject, body, state, attempts) written in
+// the transaction of the state change that caused it; a job per message then sends it over SMTP and
+// retries with backoff. Without SMTP configured, messages stay `unsent` and visible through the API.
+import type { Kysely, Transaction } from 'kysely';
+import type { Logger } from 'pino';
+import type { AppContext } from '../../context.js';
+import { iso, type Clock } from '../../domain/clock.js';
+import type { Database } from '../../db/schema/index.js';
+import type {
+  NotificationKind,
+  NotificationState,
+  NotificationsTable,
+} from '../../db/schema/scheduled-deletion.js';
+import { createSmtpMailer, defaultSender, type Mailer } from '../../drivers/mail/index.js';
+import { enqueueJob } from '../../jobs/queue.js';
+import type { JobHandler, RunningJob } from '../../jobs/runner.js';
+
+type Db = Kysely<Database> | Transaction<Database>;
+
+export const NOTIFICATION_SEND_JOB = 'notifications.send';
+export const sendJobKey = (id: number): string => `${NOTIFICATION_SEND_JOB}:${id}`;
+
+export interface NewNotification {
+  team_id: number;
+  application_id: number | null;
+  kind: NotificationKind;
+  dedupe_key: string;
+  recipient: string;
+  subject: string;
+  body: string;
+  scheduled_for: string | null;
+}
+
+export interface NotificationView {
+  id: number;
+  kind: NotificationKind;
+  application_id: number | null;
+  recipient: string;
+  subject: string;
+  body: string;
+  state: NotificationState;
+  attempts: number;
+  last_error: string | null;
+  scheduled_for: string | null;
+  created_at: string;
+  sent_at: string | null;
+}
+
+type NotificationRow = Omit<NotificationsTable, 'id'> & { id: number };
+
+/** Says whether a queued message still means something (a warning about a schedule that changed does not). */
+export type RelevanceCheck = (db: Db, row: NotificationRow, now: Date) => Promise<boolean>;
+
+/**
+ * Writes the messages and their send jobs inside the caller's transaction, so that a warning marker and
+ * its mail commit together or not at all.
+ */
+export async function queueNotifications(trx: Db, messages: NewNotification[], now: Date): Promise<number[]> {
+  const at = iso(now);
+  const ids: number[] = [];
+  for (const message of messages) {
+    const row = await trx
+      .insertInto('notifications')
+      .values({ ...message, state: 'unsent', attempts: 0, created_at: at, updated_at: at })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    await enqueueJob(
+      trx,
+      { type: NOTIFICATION_SEND_JOB, key: sendJobKey(row.id), payload: { id: row.id }, runAt: now },
+      now,
+    );
+    ids.push(row.id);
+  }
+  return ids;
+}
+
+export async function listTeamNotifications(
+  db: Db,
+  teamId: number,
+  options: { limit: number; beforeId?: number | undefined },
+): Promise<NotificationView[]> {
+  let query = db
+    .selectFrom('notifications')
+    .select([
+      'id',
+      'kind',
+      'application_id',
+      'recipient',
+      'subject',
+      'body',
+      'state',
+      'attempts',
+      'last_error',
+      'scheduled_for',
+      'created_at',
+      'sent_at',
+    ])
+    .where('team_id', '=', teamId);
+  if (options.beforeId !== undefined) query = query.where('id', '<', options.beforeId);
+  return query.orderBy('id', 'desc').limit(options.limit).execute();
+}
+
+export interface NotificationSenderDeps {
+  db: Kysely<Database>;
+  clock: Clock;
+  logger: Logger;
+  /** Undefined when no SMTP is configured: messages then stay unsent. */
+  mailer: Mailer | undefined;
+  relevance?: Partial<Record<NotificationKind, RelevanceCheck>>;
+}
+
+/** The handler of `notifications.send`: one message, re-read before acting, sent at most once per success. */
+export function createNotificationSendHandler(deps: NotificationSenderDeps): JobHandler {
+  const { db, clock, logger, mailer } = deps;
+  return async (job: RunningJob) => {
+    const id = (job.payload as { id?: unknown }).id;
+    if (typeof id !== 'number') return;
+    const row = await db.selectFrom('notifications').selectAll().where('id', '=', id).executeTakeFirst();
+    if (!row || row.state !== 'unsent') return;
+    const now = clock.now();
+    const check = deps.relevance?.[row.kind];
+    if (check && !(await check(db, row, now))) {
+      await db
+        .updateTable('notifications')
+        .set({ state: 'cancelled', updated_at: iso(now) })
+        .where('id', '=', id)
+        .where('state', '=', 'unsent')
+        .execute();
+      return;
+    }
+    // No SMTP: the message stays unsent and visible; a start with SMTP configured sends it then.
+    if (!mailer) return;
+    try {
+      await mailer.send({ to: row.recipient, subject: row.subject, text: row.body });
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      const last = job.attempts >= job.maxAttempts;
+      await db
+        .updateTable('notifications')
+        .set((eb) => ({
+          attempts: eb('attempts', '+', 1),
+          last_error: message.slice(0, 2000),
+          state: last ? 'failed' : 'unsent',
+          updated_at: iso(clock.now()),
+        }))
+        .where('id', '=', id)
+        .execute();
+      if (last) logger.error({ notification: id }, 'giving up on a notification');
+      throw error; // the runner retries with backoff
+    }
+    const at = iso(clock.now());
+    await db
+      .updateTable('notifications')
+      .set((eb) => ({
+        state: 'sent',
+        attempts: eb('attempts', '+', 1),
+        last_error: null,
+        sent_at: at,
+        updated_at: at,
+      }))
+      .where('id', '=', id)
+      .execute();
+  };
+}
+
+/** Queues a send job for every unsent message (after a start with SMTP configured). */
+export async function requeueUnsent(db: Kysely<Database>, now: Date, limit = 10_000): Promise<number> {
+  const rows = await db
+    .selectFrom('notifications')
+    .select('id')
+    .where('state', '=', 'unsent')
+    .orderBy('id')
+    .limit(limit)
+    .execute();
+  for (const { id } of rows) {
+    await enqueueJob(
+      db,
+      { type: NOTIFICATION_SEND_JOB, key: sendJobKey(id), payload: { id }, runAt: now },
+      now,
+    );
+  }
+  return rows.length;
+}
+
+const mailers = new WeakMap<AppContext, Mailer | null>();
+
+/** The context's SMTP mailer, made once and closed with the context; undefined without BERTH_SMTP_URL. */
+export function mailerOf(ctx: AppContext): Mailer | undefined {
+  const known = mailers.get(ctx);
+  if (known !== undefined) return known ?? undefined;
+  const url = ctx.config.smtpUrl;
+  const mailer = url
+    ? createSmtpMailer({ url, defaultFrom: defaultSender(ctx.config.publicUrl) })
+    : undefined;
+  mailers.set(ctx, mailer ?? null);
+  if (mailer) ctx.onClose(() => mailer.close());
+  return mailer;
+}

@@ -1,0 +1,186 @@
+// Object storage use cases: the provisioning job that apply enqueues, the endpoint's start, and the
+// owner's view of a storage (endpoint, buckets, credentials).
+import type { AppContext } from '../../context.js';
+import { iso } from '../../domain/clock.js';
+import { AppError } from '../../domain/errors.js';
+import type { Role } from '../../db/schema/foundation.js';
+import { ProvisionError, type ObjectStorageDriver } from '../../drivers/objectstorage/driver.js';
+import {
+  createLocalObjectStorageDriver,
+  s3EndpointUrl,
+  virtualHostSuffixes,
+} from '../../drivers/objectstorage/local/index.js';
+import { compilePolicies, PolicyError } from '../../drivers/objectstorage/local/policy.js';
+import { isValidBucketName, startS3Server, type S3Server } from '../../drivers/objectstorage/local/server.js';
+import type { JobHandler } from '../../jobs/runner.js';
+
+export const PROVISION_JOB = 'object_storage.provision';
+
+/** The port the endpoint of a context really listens on (BERTH_S3_PORT may be 0: any free port). */
+const listening = new WeakMap<AppContext, number>();
+
+export function objectStorageDriver(ctx: AppContext): ObjectStorageDriver {
+  return createLocalObjectStorageDriver({
+    db: ctx.db,
+    clock: ctx.clock,
+    secretBox: ctx.secretBox,
+    endpoint: () => s3EndpointUrl(ctx.config, listening.get(ctx)),
+  });
+}
+
+/** Starts the S3 endpoint on BERTH_S3_PORT (0: any free port). */
+export async function startObjectStorageEndpoint(ctx: AppContext): Promise<S3Server> {
+  const server = await startS3Server(
+    {
+      db: ctx.db,
+      dialect: ctx.store.dialect,
+      clock: ctx.clock,
+      secretBox: ctx.secretBox,
+      logger: ctx.logger,
+      dataDir: ctx.config.dataDir,
+      virtualHostSuffixes: virtualHostSuffixes(ctx.config),
+    },
+    { host: ctx.config.host, port: ctx.config.s3Port },
+  );
+  const previous = listening.get(ctx);
+  listening.set(ctx, server.port);
+  return {
+    port: server.port,
+    url: server.url,
+    async close() {
+      await server.close();
+      if (listening.get(ctx) !== server.port) return;
+      if (previous === undefined) listening.delete(ctx);
+      else listening.set(ctx, previous);
+    },
+  };
+}
+
+/**
+ * What provisioning would refuse, for apply to report as 422 field errors before anything is created:
+ * invalid bucket names and policies in a form the endpoint does not accept. Paths are relative to
+ * the entry (`buckets[0]`, `users[1].policies`). A bucket name taken by another storage is found
+ * only at provisioning.
+ */
+export function objectStorageEntryErrors(entry: {
+  buckets: readonly string[];
+  users: ReadonlyArray<{ username?: string | undefined; policies: unknown }>;
+}): Array<{ path: string; message: string }> {
+  const problems: Array<{ path: string; message: string }> = [];
+  entry.buckets.forEach((name, i) => {
+    if (!isValidBucketName(name)) {
+      problems.push({
+        path: `buckets[${i}]`,
+        message: `'${name}' is not a valid bucket name (3-63 lower-case letters, digits, '.' and '-')`,
+      });
+    }
+  });
+  entry.users.forEach((user, i) => {
+    try {
+      compilePolicies(user.policies);
+    } catch (error) {
+      if (!(error instanceof PolicyError)) throw error;
+      problems.push({ path: `users[${i}].policies`, message: error.message });
+    }
+  });
+  return problems;
+}
+
+interface StoredUser {
+  username?: string;
+  policies?: unknown[];
+}
+
+/**
+ * Handler of `object_storage.provision` ({uuid}): buckets and keys, then `running`, in one transaction.
+ * A problem a retry cannot fix sets `error` with the reason; anything else throws and is retried.
+ */
+export function provisionObjectStorageHandler(ctx: AppContext): JobHandler {
+  const driver = objectStorageDriver(ctx);
+  return async (job) => {
+    const { uuid } = job.payload as { uuid?: string };
+    if (typeof uuid !== 'string') return;
+    const row = await ctx.db
+      .selectFrom('object_storages')
+      .selectAll()
+      .where('uuid', '=', uuid)
+      .executeTakeFirst();
+    if (!row) return; // deleted since the job was queued
+    try {
+      await ctx.db.transaction().execute(async (trx) => {
+        const users = JSON.parse(row.users) as StoredUser[];
+        await driver.provision(trx, {
+          id: row.id,
+          uuid: row.uuid,
+          name: row.name,
+          buckets: JSON.parse(row.buckets) as string[],
+          users: users.map((u) => ({ username: u.username, policies: u.policies ?? [] })),
+        });
+        await trx
+          .updateTable('object_storages')
+          .set({ state: 'running', state_reason: null, updated_at: iso(ctx.clock.now()) })
+          .where('id', '=', row.id)
+          .execute();
+      });
+    } catch (error) {
+      if (!(error instanceof ProvisionError)) throw error;
+      await ctx.db
+        .updateTable('object_storages')
+        .set({ state: 'error', state_reason: error.message, updated_at: iso(ctx.clock.now()) })
+        .where('id', '=', row.id)
+        .execute();
+    }
+  };
+}
+
+export interface ObjectStorageView {
+  uuid: string;
+  name: string;
+  zone: string;
+  plan: string | null;
+  state: string;
+  state_reason: string | null;
+  endpoint: string;
+  region: string;
+  path_style: boolean;
+  buckets: string[];
+  users: Array<{ username: string; access_key_id: string; secret_key: string | null; policies: unknown[] }>;
+  created_at: string;
+  updated_at: string;
+}
+
+/** The team's object storages as its members see them; secret keys only for owners. */
+export async function viewObjectStorages(
+  ctx: AppContext,
+  team: { id: number; role: Role },
+  ref?: string,
+): Promise<ObjectStorageView[]> {
+  const driver = objectStorageDriver(ctx);
+  let query = ctx.db.selectFrom('object_storages').selectAll().where('team_id', '=', team.id).orderBy('name');
+  if (ref !== undefined) query = query.where((eb) => eb.or([eb('uuid', '=', ref), eb('name', '=', ref)]));
+  const rows = await query.execute();
+  if (ref !== undefined && rows.length === 0)
+    throw new AppError('not_found', `Object storage '${ref}' not found`);
+  return Promise.all(
+    rows.map(async (row) => ({
+      uuid: row.uuid,
+      name: row.name,
+      zone: row.zone,
+      plan: row.plan,
+      state: row.state,
+      state_reason: row.state_reason,
+      endpoint: driver.endpoint(),
+      region: 'us-east-1',
+      path_style: true,
+      buckets: await driver.buckets(row.id),
+      users: (await driver.credentials(row.id)).map((c) => ({
+        username: c.username,
+        access_key_id: c.accessKeyId,
+        secret_key: team.role === 'owner' ? c.secretKey : null,
+        policies: c.policies,
+      })),
+      created_at: row.created_at,
+      updated_at: row.updated_at,
+    })),
+  );
+}

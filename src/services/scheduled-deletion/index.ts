@@ -1,0 +1,458 @@
+// Scheduled deletion of applications: a recurring sweep over the schedule index sends the 7-day and
+// 1-day warnings and queues one deletion job per due application. Every action is a compare-and-set
+// against the current `scheduled_deletion_at`, so any number of runners on one database act once, and
+// a schedule changed by any writer (apply, PATCH, dashboard) makes its warnings due again.
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { sql, type Kysely, type Transaction } from 'kysely';
+import type { Logger } from 'pino';
+import type { AppContext } from '../../context.js';
+import { iso, type Clock } from '../../domain/clock.js';
+import type { Database } from '../../db/schema/index.js';
+import { enqueueJob } from '../../jobs/queue.js';
+import type { JobHandler, JobResult } from '../../jobs/runner.js';
+import {
+  createNotificationSendHandler,
+  mailerOf,
+  NOTIFICATION_SEND_JOB,
+  queueNotifications,
+  requeueUnsent,
+  type RelevanceCheck,
+} from '../notifications/index.js';
+import { warningMessage, type ApplicationInventory } from './message.js';
+import { dueWarning, MINUTE_MS, ONE_DAY_MS, SEVEN_DAYS_MS, type WarningKind } from './policy.js';
+
+type Db = Kysely<Database> | Transaction<Database>;
+
+export const SWEEP_JOB = 'scheduled_deletion.sweep';
+export const SWEEP_JOB_KEY = SWEEP_JOB;
+export const DELETE_JOB = 'scheduled_deletion.delete';
+export const deleteJobKey = (applicationId: number, scheduledFor: string): string =>
+  `${DELETE_JOB}:${applicationId}:${scheduledFor}`;
+
+/** Longest gap between sweeps: picks up schedules written by apply, which does not wake the sweep. */
+export const SWEEP_INTERVAL_MS = MINUTE_MS;
+const SWEEP_MAX_ATTEMPTS = 1_000_000;
+/** Rows handled per query; a full batch makes the sweep run again at once. */
+const BATCH = 500;
+
+// Kept textually identical to the partial indexes of migration 004 so both planners use them.
+const PENDING_7D = sql`scheduled_deletion_at IS NOT NULL
+  AND (deletion_warning_7d_for IS NULL OR deletion_warning_7d_for <> scheduled_deletion_at)`;
+const PENDING_1D = sql`scheduled_deletion_at IS NOT NULL
+  AND (deletion_warning_1d_for IS NULL OR deletion_warning_1d_for <> scheduled_deletion_at)`;
+
+export interface SweepResult {
+  runAgainAt: Date;
+  warningsSent: number;
+  deletionsQueued: number;
+}
+
+export type DeletionOutcome = 'deleted' | 'skipped';
+
+export interface ScheduledDeletionDeps {
+  db: Kysely<Database>;
+  clock: Clock;
+  logger: Logger;
+  publicUrl: string;
+  dataDir: string;
+  /** What other features stop or remove before an application is deleted (see onApplicationDeletion). */
+  cleanups?: () => readonly ApplicationCleanup[];
+}
+
+export interface DeletingApplication {
+  id: number;
+  name: string;
+  teamId: number;
+}
+
+/**
+ * Work another feature must do before an application is deleted: stop what a runtime started for it,
+ * drop its services' databases. Runs before the deletion's transaction, so it must be idempotent; a
+ * throw fails the deletion job, which the runner retries with backoff, and nothing is deleted meanwhile.
+ */
+export type ApplicationCleanup = (app: DeletingApplication) => Promise<void>;
+
+interface Candidate {
+  id: number;
+  scheduled_deletion_at: string;
+}
+
+export function createScheduledDeletionService(deps: ScheduledDeletionDeps) {
+  const { db, clock, logger } = deps;
+
+  async function inventory(trx: Db, appId: number): Promise<ApplicationInventory | undefined> {
+    const app = await trx
+      .selectFrom('applications')
+      .innerJoin('teams', 'teams.id', 'applications.team_id')
+      .select([
+        'applications.id',
+        'applications.name',
+        'applications.scheduled_deletion_at',
+        'applications.team_id',
+        'teams.name as team_name',
+      ])
+      .where('applications.id', '=', appId)
+      .executeTakeFirst();
+    if (!app?.scheduled_deletion_at) return undefined;
+    const names = async (table: 'services' | 'container_services' | 'volumes') =>
+      (
+        await trx
+          .selectFrom(table)
+          .select('name')
+          .where('application_id', '=', appId)
+          .orderBy('name')
+          .execute()
+      ).map((r) => r.name);
+    const count = async (table: 'secrets' | 'deployments') =>
+      Number(
+        (
+          await trx
+            .selectFrom(table)
+            .select((eb) => eb.fn.countAll().as('n'))
+            .where('application_id', '=', appId)
+            .executeTakeFirstOrThrow()
+        ).n,
+      );
+    const domains = await trx
+      .selectFrom('domains')
+      .select('domain')
+      .where('application_id', '=', appId)
+      .orderBy('domain')
+      .execute();
+    return {
+      id: app.id,
+      name: app.name,
+      teamId: app.team_id,
+      teamName: app.team_name,
+      scheduledAt: app.scheduled_deletion_at,
+      domains: domains.map((d) => d.domain),
+      services: [...(await names('services')), ...(await names('container_services'))],
+      volumes: await names('volumes'),
+      secrets: await count('secrets'),
+      deployments: await count('deployments'),
+    };
+  }
+
+  /**
+   * Marks the warning as handled for this exact schedule and writes its mails, in one transaction.
+   * The UPDATE's WHERE is the compare-and-set: only the runner that flips the marker sends.
+   */
+  async function warn(candidate: Candidate, kind: WarningKind, now: Date): Promise<boolean> {
+    const t = candidate.scheduled_deletion_at;
+    return db.transaction().execute(async (trx) => {
+      const flip =
+        kind === '1d'
+          ? // The 1-day warning supersedes a 7-day one not yet sent: that one is never sent late.
+            sql`UPDATE applications SET deletion_warning_1d_for = ${t}, deletion_warning_7d_for = ${t}
+                WHERE id = ${candidate.id} AND scheduled_deletion_at = ${t}
+                  AND (deletion_warning_1d_for IS NULL OR deletion_warning_1d_for <> ${t})`
+          : sql`UPDATE applications SET deletion_warning_7d_for = ${t}
+                WHERE id = ${candidate.id} AND scheduled_deletion_at = ${t}
+                  AND (deletion_warning_7d_for IS NULL OR deletion_warning_7d_for <> ${t})`;
+      const result = await flip.execute(trx);
+      if (Number(result.numAffectedRows ?? 0) !== 1) return false;
+      const app = await inventory(trx, candidate.id);
+      if (!app) return false;
+      const teamId = app.teamId;
+      const owners = await trx
+        .selectFrom('memberships')
+        .innerJoin('users', 'users.id', 'memberships.user_id')
+        .select(['users.id', 'users.email'])
+        .where('memberships.team_id', '=', teamId)
+        .where('memberships.role', '=', 'owner')
+        .orderBy('users.id')
+        .execute();
+      if (owners.length === 0)
+        logger.warn({ application: app.id }, 'deletion warning: the team has no owner');
+      const { subject, body } = warningMessage(app, now, deps.publicUrl);
+      await queueNotifications(
+        trx,
+        owners.map((owner) => ({
+          team_id: teamId,
+          application_id: app.id,
+          kind: kind === '7d' ? 'deletion_warning_7d' : 'deletion_warning_1d',
+          dedupe_key: `deletion_warning_${kind}:${app.id}:${t}:${owner.id}`,
+          recipient: owner.email,
+          subject,
+          body,
+          scheduled_for: t,
+        })),
+        now,
+      );
+      return true;
+    });
+  }
+
+  async function nextMoment(after: string, pending?: typeof PENDING_7D): Promise<string | undefined> {
+    const row = await sql<{ t: string | null }>`
+      SELECT MIN(scheduled_deletion_at) AS t FROM applications
+      WHERE ${pending ?? sql`scheduled_deletion_at IS NOT NULL`} AND scheduled_deletion_at > ${after}`.execute(
+      db,
+    );
+    return row.rows[0]?.t ?? undefined;
+  }
+
+  async function pendingWarnings(pending: typeof PENDING_7D, from: string, to: string): Promise<Candidate[]> {
+    const result = await sql<Candidate>`
+      SELECT id, scheduled_deletion_at FROM applications
+      WHERE ${pending} AND scheduled_deletion_at > ${from} AND scheduled_deletion_at <= ${to}
+      ORDER BY scheduled_deletion_at LIMIT ${BATCH}`.execute(db);
+    return result.rows;
+  }
+
+  return {
+    /** One pass: queue due deletions, send due warnings, and say when the next pass is needed. */
+    async sweep(): Promise<SweepResult> {
+      const now = clock.now();
+      const nowIso = iso(now);
+      const dayIso = iso(new Date(now.getTime() + ONE_DAY_MS));
+      const weekIso = iso(new Date(now.getTime() + SEVEN_DAYS_MS));
+
+      const due = await db
+        .selectFrom('applications')
+        .select(['id', 'scheduled_deletion_at'])
+        .where('scheduled_deletion_at', 'is not', null)
+        .where('scheduled_deletion_at', '<=', nowIso)
+        .orderBy('scheduled_deletion_at')
+        .limit(BATCH)
+        .execute();
+      let deletionsQueued = 0;
+      for (const app of due) {
+        const scheduledFor = app.scheduled_deletion_at ?? '';
+        const key = deleteJobKey(app.id, scheduledFor);
+        // Once per (application, time): a failing deletion keeps its own backoff and is not reset here.
+        const known = await db.selectFrom('jobs').select('id').where('key', '=', key).executeTakeFirst();
+        if (known) continue;
+        await enqueueJob(
+          db,
+          { type: DELETE_JOB, key, payload: { applicationId: app.id, scheduledFor }, runAt: now },
+          now,
+        );
+        deletionsQueued += 1;
+      }
+
+      const in1d = await pendingWarnings(PENDING_1D, nowIso, dayIso);
+      const in7d = await pendingWarnings(PENDING_7D, nowIso, weekIso);
+      const candidates = new Map<number, Candidate>();
+      for (const c of [...in1d, ...in7d]) candidates.set(c.id, c);
+      let warningsSent = 0;
+      for (const candidate of candidates.values()) {
+        const kind = dueWarning(new Date(candidate.scheduled_deletion_at), now);
+        if (kind && (await warn(candidate, kind, now))) warningsSent += 1;
+      }
+
+      const moments = [now.getTime() + SWEEP_INTERVAL_MS];
+      const nextDeletion = await nextMoment(nowIso);
+      if (nextDeletion) moments.push(new Date(nextDeletion).getTime());
+      const next1d = await nextMoment(dayIso, PENDING_1D);
+      if (next1d) moments.push(new Date(next1d).getTime() - ONE_DAY_MS);
+      const next7d = await nextMoment(weekIso, PENDING_7D);
+      if (next7d) moments.push(new Date(next7d).getTime() - SEVEN_DAYS_MS);
+      const full = due.length === BATCH || in1d.length === BATCH || in7d.length === BATCH;
+      return {
+        runAgainAt: full ? now : new Date(Math.min(...moments)),
+        warningsSent,
+        deletionsQueued,
+      };
+    },
+
+    /**
+     * Deletes the application if it is still scheduled for exactly `scheduledFor` and that time has come.
+     * Children (domains, secrets, volumes, services, deployments) go with it by cascade; the tombstone,
+     * the audit record and the row's removal commit together.
+     */
+    async deleteDue(applicationId: number, scheduledFor: string): Promise<DeletionOutcome> {
+      const now = clock.now();
+      const nowIso = iso(now);
+      const pending = await db
+        .selectFrom('applications')
+        .select(['id', 'name', 'team_id'])
+        .where('id', '=', applicationId)
+        .where('scheduled_deletion_at', '=', scheduledFor)
+        .where('scheduled_deletion_at', '<=', nowIso)
+        .executeTakeFirst();
+      if (!pending) return 'skipped';
+      // Outside the transaction: stopping processes can take seconds, and SQLite has one writer.
+      for (const cleanup of deps.cleanups?.() ?? []) {
+        await cleanup({ id: pending.id, name: pending.name, teamId: pending.team_id });
+      }
+      let trashed: string | undefined;
+      const remove = db.transaction().execute(async (trx): Promise<DeletionOutcome> => {
+        // The claim: a compare-and-set that also takes the row lock on PostgreSQL, so a second runner
+        // waits here and then finds the row gone or changed. Everything below reads a stable row.
+        const claimed = await trx
+          .updateTable('applications')
+          .set({ updated_at: nowIso })
+          .where('id', '=', applicationId)
+          .where('scheduled_deletion_at', '=', scheduledFor)
+          .where('scheduled_deletion_at', '<=', nowIso)
+          .executeTakeFirst();
+        if (Number(claimed.numUpdatedRows) !== 1) return 'skipped';
+        const app = await inventory(trx, applicationId);
+        if (!app) return 'skipped';
+        await trx.deleteFrom('applications').where('id', '=', applicationId).execute();
+        const details = {
+          domains: app.domains,
+          services: app.services,
+          volumes: app.volumes,
+          secrets: app.secrets,
+          deployments: app.deployments,
+        };
+        await trx
+          .insertInto('application_tombstones')
+          .values({
+            id: app.id,
+            name: app.name,
+            team_id: app.teamId,
+            team_name: app.teamName,
+            scheduled_deletion_at: scheduledFor,
+            deleted_at: nowIso,
+            details: JSON.stringify(details),
+          })
+          .execute();
+        await trx
+          .insertInto('audit_log')
+          .values({
+            at: nowIso,
+            user_id: null,
+            team_id: app.teamId,
+            action: 'application.deleted',
+            target: `application:${app.id}`,
+            details: JSON.stringify({
+              reason: 'scheduled_deletion',
+              name: app.name,
+              scheduled_deletion_at: scheduledFor,
+              ...details,
+            }),
+          })
+          .execute();
+        // Warnings still waiting for SMTP would now be wrong: the deletion has happened.
+        await trx
+          .updateTable('notifications')
+          .set({ state: 'cancelled', updated_at: nowIso })
+          .where('application_id', '=', applicationId)
+          .where('state', '=', 'unsent')
+          .execute();
+        // Per-application files live under <data dir>/applications/<id>. A rename is instant, so the
+        // transaction (and SQLite's one writer) does not wait for a large tree to be removed.
+        trashed = await moveToTrash(deps.dataDir, applicationId);
+        return 'deleted';
+      });
+      let outcome: DeletionOutcome;
+      try {
+        outcome = await remove;
+      } catch (error) {
+        // Not committed: the application still exists, so its files go back where they were.
+        if (trashed)
+          await fs.rename(trashed, applicationDir(deps.dataDir, applicationId)).catch(() => undefined);
+        throw error;
+      }
+      if (trashed) await fs.rm(trashed, { recursive: true, force: true });
+      if (outcome === 'deleted') {
+        logger.info({ application: applicationId, scheduledFor }, 'application deleted as scheduled');
+      }
+      return outcome;
+    },
+  };
+}
+
+export type ScheduledDeletionService = ReturnType<typeof createScheduledDeletionService>;
+
+const applicationDir = (dataDir: string, id: number) => path.join(dataDir, 'applications', String(id));
+const trashDir = (dataDir: string) => path.join(dataDir, 'applications', '.deleted');
+
+async function moveToTrash(dataDir: string, id: number): Promise<string | undefined> {
+  const target = path.join(trashDir(dataDir), `${id}-${Date.now()}`);
+  await fs.mkdir(trashDir(dataDir), { recursive: true });
+  try {
+    await fs.rename(applicationDir(dataDir, id), target);
+    return target;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  }
+}
+
+const cleanupsByContext = new WeakMap<AppContext, ApplicationCleanup[]>();
+
+/** Registers work to do before any application of this context is deleted (a runtime's processes…). */
+export function onApplicationDeletion(ctx: AppContext, cleanup: ApplicationCleanup): void {
+  const list = cleanupsByContext.get(ctx) ?? [];
+  list.push(cleanup);
+  cleanupsByContext.set(ctx, list);
+}
+
+/** A warning is only worth sending while its schedule still holds and the deletion is still ahead. */
+export const deletionWarningStillRelevant: RelevanceCheck = async (db, row, now) => {
+  if (row.application_id === null || row.scheduled_for === null) return false;
+  if (row.scheduled_for <= iso(now)) return false;
+  const app = await db
+    .selectFrom('applications')
+    .select('scheduled_deletion_at')
+    .where('id', '=', row.application_id)
+    .executeTakeFirst();
+  return app?.scheduled_deletion_at === row.scheduled_for;
+};
+
+/** Queues the sweep to run now (after a schedule change, and at start). */
+export async function wakeSweep(db: Db, now: Date): Promise<void> {
+  // A recurring job must not die of a passing outage (the store restarting): it keeps retrying with the
+  // runner's capped backoff instead of being marked dead after the usual ten attempts.
+  await enqueueJob(
+    db,
+    { type: SWEEP_JOB, key: SWEEP_JOB_KEY, runAt: now, maxAttempts: SWEEP_MAX_ATTEMPTS },
+    now,
+  );
+}
+
+export function scheduledDeletionServiceOf(ctx: AppContext): ScheduledDeletionService {
+  return createScheduledDeletionService({
+    db: ctx.db,
+    clock: ctx.clock,
+    logger: ctx.logger,
+    publicUrl: ctx.config.publicUrl,
+    dataDir: ctx.config.dataDir,
+    cleanups: () => cleanupsByContext.get(ctx) ?? [],
+  });
+}
+
+/** The job handlers of this feature, including the outbox's sender. */
+export function scheduledDeletionJobHandlers(ctx: AppContext): Record<string, JobHandler> {
+  const service = scheduledDeletionServiceOf(ctx);
+  return {
+    [SWEEP_JOB]: async (job): Promise<JobResult> => {
+      const { runAgainAt } = await service.sweep();
+      // A wake-up that arrived while this pass ran (a schedule changed meanwhile) sets `rerun`; the
+      // runner would let runAgainAt override it, so honour it here: run again at once.
+      const row = await ctx.db.selectFrom('jobs').select('rerun').where('id', '=', job.id).executeTakeFirst();
+      return { runAgainAt: row?.rerun === 1 ? ctx.clock.now() : runAgainAt };
+    },
+    [DELETE_JOB]: async (job) => {
+      const { applicationId, scheduledFor } = job.payload as { applicationId: number; scheduledFor: string };
+      await service.deleteDue(applicationId, scheduledFor);
+    },
+    [NOTIFICATION_SEND_JOB]: createNotificationSendHandler({
+      db: ctx.db,
+      clock: ctx.clock,
+      logger: ctx.logger,
+      mailer: mailerOf(ctx),
+      relevance: {
+        deletion_warning_7d: deletionWarningStillRelevant,
+        deletion_warning_1d: deletionWarningStillRelevant,
+      },
+    }),
+  };
+}
+
+/**
+ * At start: make sure the recurring sweep exists and runs now (it deletes what fell due while Berth was
+ * down), and hand messages that waited for SMTP to the sender.
+ */
+export async function startScheduledDeletion(ctx: AppContext): Promise<void> {
+  const now = ctx.clock.now();
+  // Files of applications deleted just before a crash, moved aside but not yet removed.
+  await fs.rm(trashDir(ctx.config.dataDir), { recursive: true, force: true });
+  await wakeSweep(ctx.db, now);
+  if (mailerOf(ctx)) await requeueUnsent(ctx.db, now);
+}

@@ -1,0 +1,244 @@
+// The tools use cases: charge a credit, run the work on a warm engine, give the credit back on failure.
+// One ToolsService per AppContext, created on first use, so engines start lazily (never in buildApp) and
+// stop with the context.
+import MarkdownIt from 'markdown-it';
+import type { AppContext } from '../../context.js';
+import { AppError } from '../../domain/errors.js';
+import {
+  CHROMIUM_PATH,
+  ChromiumEngine,
+  EngineError,
+  PageBlockedError,
+  type EngineStatus,
+  type PageSource,
+  type PdfSettings,
+  type ScreenshotSettings,
+} from '../../drivers/chromium/engine.js';
+import {
+  OfficeEngine,
+  OfficeEngineError,
+  UnreadableDocumentError,
+  type OfficeStatus,
+} from '../../drivers/libreoffice/engine.js';
+import { createAddressGuard, BlockedAddressError, type AddressGuard } from '../../drivers/net/guard.js';
+import { InvalidPdfError, mergePdfs } from '../../drivers/pdf/merge.js';
+import { createCreditLedger, type CreditLedger } from './credits.js';
+import { MARKDOWN_STYLESHEET } from './markdown-style.js';
+import { createWorkQueue, type WorkQueue } from './queue.js';
+
+export interface ToolsOptions {
+  chromiumPath: string;
+  /** Jobs Chromium runs at once (warm slots). */
+  chromiumSlots: number;
+  chromiumTimeoutMs: number;
+  chromiumMaxQueued: number;
+  chromiumJobsPerSlot: number;
+  chromiumJobsPerBrowser: number;
+  officeListeners: number;
+  officeTimeoutMs: number;
+  officeMaxQueued: number;
+  officeJobsPerListener: number;
+  mergeMaxQueued: number;
+}
+
+export const DEFAULT_TOOLS_OPTIONS: ToolsOptions = {
+  chromiumPath: CHROMIUM_PATH,
+  chromiumSlots: 4,
+  chromiumTimeoutMs: 30_000,
+  chromiumMaxQueued: 100,
+  chromiumJobsPerSlot: 200,
+  chromiumJobsPerBrowser: 2_000,
+  officeListeners: 2,
+  officeTimeoutMs: 60_000,
+  officeMaxQueued: 50,
+  officeJobsPerListener: 200,
+  mergeMaxQueued: 100,
+};
+
+export interface Charged<T> {
+  result: T;
+  remaining: number;
+  blocked?: string[];
+}
+
+export interface ToolsHealth {
+  status: 'ok' | 'degraded';
+  engines: {
+    chromium: EngineStatus & { running: number; queued: number };
+    libreoffice: OfficeStatus & { running: number; queued: number };
+    pdf: { status: 'ready'; running: number; queued: number };
+  };
+}
+
+export interface ToolsService {
+  readonly credits: CreditLedger;
+  readonly guard: AddressGuard;
+  /** Reserve a credit, run `work`, refund when it throws. */
+  charge<T>(
+    userId: number,
+    operation: string,
+    requestId: string,
+    work: () => Promise<T>,
+  ): Promise<{ result: T; remaining: number }>;
+  renderPdf(source: PageSource, settings: PdfSettings): Promise<{ body: Buffer; blocked: string[] }>;
+  screenshot(source: PageSource, settings: ScreenshotSettings): Promise<{ body: Buffer; blocked: string[] }>;
+  markdownToHtml(markdown: string, template?: string): string;
+  office(bytes: Buffer, extension: string): Promise<Buffer>;
+  merge(files: readonly Uint8Array[]): Promise<Buffer>;
+  health(): ToolsHealth;
+  /** Engines, for tests that simulate crashes. */
+  readonly engines: { chromium: ChromiumEngine; office: OfficeEngine };
+  close(): Promise<void>;
+}
+
+const services = new WeakMap<AppContext, ToolsService>();
+
+/** The context's tools service; `overrides` only count on the first call (tests set small limits). */
+export function toolsServiceFor(ctx: AppContext, overrides: Partial<ToolsOptions> = {}): ToolsService {
+  let service = services.get(ctx);
+  if (!service) {
+    service = createToolsService(ctx, { ...DEFAULT_TOOLS_OPTIONS, ...overrides });
+    services.set(ctx, service);
+    const created = service;
+    ctx.onClose(() => created.close());
+  }
+  return service;
+}
+
+function engineFailure(error: unknown): AppError {
+  if (error instanceof AppError) return error;
+  if (error instanceof PageBlockedError || error instanceof BlockedAddressError) {
+    const blocked = error instanceof PageBlockedError ? error.blockedBy : error;
+    return new AppError('validation', 'The given data was invalid.', {
+      errors: { url: [`The url must lead to a public address: ${blocked.message}.`] },
+    });
+  }
+  if (error instanceof UnreadableDocumentError) {
+    return new AppError('validation', 'The given data was invalid.', {
+      errors: { file: [`The file could not be read: ${error.message}.`] },
+    });
+  }
+  if (error instanceof InvalidPdfError) {
+    return new AppError('validation', 'The given data was invalid.', {
+      errors: { [`files.${error.index}`]: [`The file files.${error.index} ${error.message}.`] },
+    });
+  }
+  const detail =
+    error instanceof EngineError || error instanceof OfficeEngineError ? `: ${error.message}` : '';
+  return new AppError('engine_failed', `The conversion engine failed${detail}. Please retry later.`, {
+    cause: error,
+  });
+}
+
+function createToolsService(ctx: AppContext, options: ToolsOptions): ToolsService {
+  const guard = createAddressGuard({ allow: ctx.config.toolsAllowPrivate });
+  const credits = createCreditLedger({
+    db: ctx.db,
+    clock: ctx.clock,
+    allowance: () => ctx.config.toolsMonthlyCredits,
+  });
+  const chromium = new ChromiumEngine({
+    executablePath: options.chromiumPath,
+    slots: options.chromiumSlots,
+    jobTimeoutMs: options.chromiumTimeoutMs,
+    maxJobsPerSlot: options.chromiumJobsPerSlot,
+    maxJobsPerBrowser: options.chromiumJobsPerBrowser,
+    guard,
+    maxResourceBytes: 50 * 1024 * 1024,
+  });
+  const office = new OfficeEngine({
+    listeners: options.officeListeners,
+    jobTimeoutMs: options.officeTimeoutMs,
+    maxJobsPerListener: options.officeJobsPerListener,
+    startTimeoutMs: 60_000,
+  });
+  const chromiumQueue = createWorkQueue({
+    name: 'Chromium',
+    concurrency: options.chromiumSlots,
+    maxQueued: options.chromiumMaxQueued,
+    secondsPerJob: 0.2,
+  });
+  const officeQueue = createWorkQueue({
+    name: 'LibreOffice',
+    concurrency: options.officeListeners,
+    maxQueued: options.officeMaxQueued,
+    secondsPerJob: 0.5,
+  });
+  // pdf-lib runs on the event loop: one merge at a time keeps the API responsive.
+  const mergeQueue = createWorkQueue({
+    name: 'merge',
+    concurrency: 1,
+    maxQueued: options.mergeMaxQueued,
+    secondsPerJob: 0.05,
+  });
+  const markdown = new MarkdownIt({ html: false, linkify: true, typographer: false });
+
+  const queued = (queue: WorkQueue) => ({ running: queue.running, queued: queue.queued });
+
+  return {
+    credits,
+    guard,
+    engines: { chromium, office },
+
+    async charge(userId, operation, requestId, work) {
+      const reservation = await credits.reserve(userId, operation, requestId);
+      try {
+        const result = await work();
+        return { result, remaining: reservation.remaining };
+      } catch (error) {
+        const mapped = engineFailure(error);
+        await credits.refund(reservation, mapped.message).catch((refundError: unknown) => {
+          ctx.logger.error({ err: refundError, chargeId: reservation.chargeId }, 'credit refund failed');
+        });
+        if (mapped.status >= 500) ctx.logger.warn({ err: error, operation }, 'tools job failed');
+        throw mapped;
+      }
+    },
+
+    renderPdf(source, settings) {
+      return chromiumQueue.run(() => chromium.pdf(source, settings));
+    },
+
+    screenshot(source, settings) {
+      return chromiumQueue.run(() => chromium.screenshot(source, settings));
+    },
+
+    markdownToHtml(text, template) {
+      const body = markdown.render(text);
+      if (template !== undefined) {
+        // Ploi/Gotenberg templates mark the spot with {{ toHTML "file.md" }}; {{ content }} works too.
+        const marker = /\{\{\s*(?:toHTML\s+"[^"]*"|content)\s*\}\}/;
+        if (marker.test(template)) return template.replace(marker, () => body);
+        return template.includes('</body>')
+          ? template.replace('</body>', () => `${body}</body>`)
+          : template + body;
+      }
+      return `<!doctype html><html><head><meta charset="utf-8"><style>${MARKDOWN_STYLESHEET}</style></head><body><main>${body}</main></body></html>`;
+    },
+
+    office(bytes, extension) {
+      return officeQueue.run(() => office.convert(bytes, extension));
+    },
+
+    merge(files) {
+      return mergeQueue.run(() => mergePdfs(files));
+    },
+
+    health() {
+      const c = chromium.status();
+      const o = office.status();
+      return {
+        status: c.status === 'failed' || o.status === 'failed' ? 'degraded' : 'ok',
+        engines: {
+          chromium: { ...c, ...queued(chromiumQueue) },
+          libreoffice: { ...o, ...queued(officeQueue) },
+          pdf: { status: 'ready', ...queued(mergeQueue) },
+        },
+      };
+    },
+
+    async close() {
+      await Promise.all([chromium.close(), office.close()]);
+    },
+  };
+}

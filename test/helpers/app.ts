@@ -1,0 +1,73 @@
+// A Berth app on a test store, with a fixed clock when asked, and a first user with credentials.
+import os from 'node:os';
+import path from 'node:path';
+import fs from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import { pino } from 'pino';
+import { buildApp } from '../../src/app.js';
+import { loadConfig, type Config } from '../../src/config/index.js';
+import { createContext, type AppContext } from '../../src/context.js';
+import type { Clock } from '../../src/domain/clock.js';
+import type { Dialect } from '../../src/db/connect.js';
+import type { CreatedUser } from '../../src/services/identity.js';
+import { openTestStore } from './store.js';
+
+export interface TestApp {
+  ctx: AppContext;
+  app: FastifyInstance;
+  user: CreatedUser;
+  /** Headers for each API as the first user. */
+  auth: { platform: Record<string, string>; tools: Record<string, string>; dbApi: Record<string, string> };
+  close(): Promise<void>;
+}
+
+export function testConfig(env: Record<string, string> = {}): Config {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-test-'));
+  return loadConfig({
+    BERTH_DATA_DIR: dataDir,
+    BERTH_LOG_LEVEL: 'silent',
+    BERTH_RATE_LIMIT_PER_MINUTE: '0',
+    // The S3 endpoint (started by startBackground) on any free port, never the fixed default.
+    BERTH_S3_PORT: '0',
+    ...env,
+  });
+}
+
+export function authHeaders(user: CreatedUser): TestApp['auth'] {
+  return {
+    platform: { authorization: `Bearer ${user.api_token}` },
+    tools: { authorization: user.tools_api_key },
+    dbApi: {
+      authorization: `Basic ${Buffer.from(`${user.db_api_username}:${user.db_api_password}`).toString('base64')}`,
+    },
+  };
+}
+
+export async function createTestApp(
+  dialect: Dialect,
+  options: { clock?: Clock; env?: Record<string, string>; team?: string } = {},
+): Promise<TestApp> {
+  const config = testConfig(options.env);
+  const store = await openTestStore(dialect);
+  const ctx = await createContext(config, {
+    store,
+    logger: pino({ level: 'silent' }),
+    masterKey: randomBytes(32),
+    ...(options.clock ? { clock: options.clock } : {}),
+  });
+  const app = await buildApp(ctx);
+  await app.ready();
+  const user = await ctx.identity.createUser({ email: 'owner@example.com', team: options.team ?? 'acme' });
+  return {
+    ctx,
+    app,
+    user,
+    auth: authHeaders(user),
+    async close() {
+      await app.close();
+      await ctx.close();
+      fs.rmSync(config.dataDir, { recursive: true, force: true });
+    },
+  };
+}

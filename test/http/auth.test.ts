@@ -1,0 +1,58 @@
+// Every route answers 401 without, with a malformed, a revoked, or another kind's credential.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DIALECTS } from '../helpers/store.js';
+import { authHeaders, createTestApp, type TestApp } from '../helpers/app.js';
+import type { CreatedUser } from '../../src/services/identity.js';
+
+const OPEN = ['/healthz', '/readyz', '/openapi.json'];
+
+describe.each(DIALECTS)('authentication (%s)', (dialect) => {
+  let t: TestApp;
+  let revoked: CreatedUser;
+  beforeAll(async () => {
+    t = await createTestApp(dialect);
+    revoked = await t.ctx.identity.createUser({ email: 'gone@example.com', team: 'acme' });
+    for (const row of await t.ctx.identity.listCredentials(revoked.user_id)) {
+      await t.ctx.identity.revokeCredential(revoked.user_id, row.id);
+    }
+  });
+  afterAll(() => t.close());
+
+  it('only probes, the OpenAPI document and the docs UI are open', () => {
+    const open = t.app.routeTable.filter((r) => r.auth === 'none').map((r) => r.url);
+    for (const url of open)
+      expect(OPEN.includes(url) || url.startsWith('/docs') || url.startsWith('/schemas/')).toBe(true);
+  });
+
+  it('answers 401 on every route for a missing, malformed, revoked or wrong-kind credential', async () => {
+    const good = authHeaders(t.user);
+    const gone = authHeaders(revoked);
+    const guarded = t.app.routeTable.filter((r) => r.auth !== 'none' && r.method !== 'HEAD');
+    expect(guarded.length).toBeGreaterThan(5);
+    for (const { method, url, auth } of guarded) {
+      const path = url.replace(/:(\w+)/g, '1');
+      const own = auth === 'db_api' ? good.dbApi : auth === 'tools_key' ? good.tools : good.platform;
+      const wrongKinds = [good.platform, good.tools, good.dbApi].filter((h) => h !== own);
+      const variants: Array<Record<string, string>> = [
+        {},
+        { authorization: '' },
+        { authorization: 'Bearer' },
+        { authorization: 'Basic !!!' },
+        { authorization: 'two words here' },
+        auth === 'db_api' ? gone.dbApi : auth === 'tools_key' ? gone.tools : gone.platform,
+        ...wrongKinds,
+      ];
+      for (const headers of variants) {
+        const res = await t.app.inject({ method: method as 'GET', url: path, headers });
+        expect(res.statusCode, `${method} ${path} with ${JSON.stringify(headers)}`).toBe(401);
+        expect(res.json()).toHaveProperty(path.startsWith('/1.3') ? 'error_code' : 'message');
+      }
+    }
+  });
+
+  it('accepts the right credential', async () => {
+    const res = await t.app.inject({ url: '/api/v1/user', headers: t.auth.platform });
+    expect(res.statusCode).toBe(200);
+    expect(res.json<{ data: { email: string } }>().data.email).toBe('owner@example.com');
+  });
+});

@@ -1,0 +1,148 @@
+// The `berth` command, run as a real process.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { execFileAsync, freePort, waitFor } from '../helpers/processes.js';
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-cli-'));
+const env = { ...process.env, BERTH_DATA_DIR: dataDir, BERTH_LOG_LEVEL: 'silent' };
+
+async function berth(...args: string[]): Promise<{ stdout: string; stderr: string; code: number }> {
+  try {
+    const { stdout, stderr } = await execFileAsync(
+      process.execPath,
+      ['--import', 'tsx', 'src/cli/index.ts', ...args],
+      {
+        cwd: ROOT,
+        env,
+      },
+    );
+    return { stdout, stderr, code: 0 };
+  } catch (error) {
+    const e = error as { stdout: string; stderr: string; code: number };
+    return { stdout: e.stdout, stderr: e.stderr, code: e.code };
+  }
+}
+
+describe('berth CLI', () => {
+  afterAll(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+
+  it('documents every command in --help', async () => {
+    const { stdout, code } = await berth('--help');
+    expect(code).toBe(0);
+    for (const word of [
+      'serve',
+      'create-user',
+      'create-credential',
+      'list-credentials',
+      'revoke-credential',
+      'maintenance',
+      'BERTH_DATABASE_URL',
+    ]) {
+      expect(stdout).toContain(word);
+    }
+  });
+
+  it('creates a user and prints its credentials as one JSON object; credentials can be added and revoked', async () => {
+    const created = await berth('admin', 'create-user', '--email', 'Ops@Example.com', '--team', 'ops');
+    expect(created.code).toBe(0);
+    const user = JSON.parse(created.stdout) as Record<string, unknown>;
+    expect(Object.keys(user).sort()).toEqual(
+      [
+        'api_token',
+        'db_api_password',
+        'db_api_username',
+        'email',
+        'team',
+        'team_id',
+        'tools_api_key',
+        'user_id',
+      ].sort(),
+    );
+    expect(user).toMatchObject({ email: 'ops@example.com', team: 'ops' });
+
+    const issued = await berth(
+      'admin',
+      'create-credential',
+      '--email',
+      'ops@example.com',
+      '--kind',
+      'tools_key',
+    );
+    const credential = JSON.parse(issued.stdout) as { id: number; token: string };
+    expect(credential.token).toMatch(/^berth_tk_/);
+    const listed = await berth('admin', 'list-credentials', '--email', 'ops@example.com');
+    expect(listed.stdout).not.toContain(credential.token);
+    expect((JSON.parse(listed.stdout) as unknown[]).length).toBe(4);
+    const revoked = await berth('admin', 'revoke-credential', '--id', String(credential.id));
+    expect(JSON.parse(revoked.stdout)).toEqual({ revoked: credential.id });
+  });
+
+  it('rejects bad input with exit code 2 and one message listing every bad variable', async () => {
+    const bad = await berth('admin', 'create-credential', '--email', 'ops@example.com', '--kind', 'nope');
+    expect(bad.code).toBe(2);
+    const config = await berth('serve', '--port', 'x', '--log-level', 'loud');
+    expect(config.code).toBe(2);
+    expect(config.stderr).toContain('BERTH_PORT');
+    expect(config.stderr).toContain('BERTH_LOG_LEVEL');
+  });
+
+  it('serves, bootstraps, honours maintenance mode set from another process, and stops on SIGTERM', async () => {
+    const serveDir = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-serve-'));
+    const port = await freePort();
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', 'src/cli/index.ts', 'serve', '--port', String(port), '--data-dir', serveDir],
+      {
+        cwd: ROOT,
+        env: { ...process.env, BERTH_LOG_LEVEL: 'silent' },
+        stdio: 'ignore',
+      },
+    );
+    const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+    try {
+      const base = `http://127.0.0.1:${port}`;
+      await waitFor(async () => ((await fetch(`${base}/readyz`)).ok ? true : undefined), 20_000);
+      const file = path.join(serveDir, 'bootstrap.json');
+      expect(fs.statSync(file).mode & 0o777).toBe(0o600);
+      const boot = JSON.parse(fs.readFileSync(file, 'utf8')) as { api_token: string; team: string };
+      expect(boot.team).toBe('default');
+      const me = await fetch(`${base}/api/v1/user`, {
+        headers: { authorization: `Bearer ${boot.api_token}` },
+      });
+      expect(me.status).toBe(200);
+      const openapi = (await (await fetch(`${base}/openapi.json`)).json()) as { paths: object };
+      expect(Object.keys(openapi.paths)).toContain('/api/v1/user');
+
+      const on = await execFileAsync(
+        process.execPath,
+        ['--import', 'tsx', 'src/cli/index.ts', 'admin', 'maintenance', 'on', '--data-dir', serveDir],
+        { cwd: ROOT },
+      );
+      expect(on.stdout).toContain('"on"');
+      await waitFor(
+        async () =>
+          (await fetch(`${base}/api/v1/user`, { headers: { authorization: `Bearer ${boot.api_token}` } }))
+            .status === 503
+            ? true
+            : undefined,
+        5000,
+      );
+      await execFileAsync(
+        process.execPath,
+        ['--import', 'tsx', 'src/cli/index.ts', 'admin', 'maintenance', 'off', '--data-dir', serveDir],
+        { cwd: ROOT },
+      );
+
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0);
+      await expect(fetch(`${base}/healthz`)).rejects.toThrow();
+    } finally {
+      child.kill('SIGKILL');
+      fs.rmSync(serveDir, { recursive: true, force: true });
+    }
+  });
+});

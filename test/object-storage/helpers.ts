@@ -1,0 +1,61 @@
+// Object storages inserted and enqueued exactly as apply does, and S3 clients for their users.
+import { S3Client } from '@aws-sdk/client-s3';
+import { iso } from '../../src/domain/clock.js';
+import { enqueueJob } from '../../src/jobs/queue.js';
+import type { AppContext } from '../../src/context.js';
+
+export interface StorageInput {
+  name: string;
+  buckets: string[];
+  users: Array<{ username?: string; policies: unknown[] }>;
+}
+
+/** Inserts a pending object storage and its provisioning job in one transaction (what apply does). */
+export async function applyObjectStorage(
+  ctx: AppContext,
+  teamId: number,
+  input: StorageInput,
+): Promise<string> {
+  const uuid = ctx.ids.uuid();
+  const now = ctx.clock.now();
+  await ctx.db.transaction().execute(async (trx) => {
+    await trx
+      .insertInto('object_storages')
+      .values({
+        uuid,
+        team_id: teamId,
+        name: input.name,
+        zone: 'fi-hel1',
+        plan: null,
+        buckets: JSON.stringify(input.buckets),
+        users: JSON.stringify(input.users),
+        state: 'pending',
+        state_reason: null,
+        pending_zone: null,
+        created_at: iso(now),
+        updated_at: iso(now),
+      })
+      .execute();
+    await enqueueJob(
+      trx,
+      {
+        type: 'object_storage.provision',
+        key: `object_storage.provision:${uuid}`,
+        payload: { uuid },
+        runAt: now,
+      },
+      now,
+    );
+  });
+  return uuid;
+}
+
+export function s3Client(endpoint: string, accessKeyId: string, secretAccessKey: string): S3Client {
+  return new S3Client({
+    endpoint,
+    region: 'us-east-1',
+    forcePathStyle: true,
+    credentials: { accessKeyId, secretAccessKey },
+    maxAttempts: 1,
+  });
+}

@@ -1,0 +1,127 @@
+// The outbox: a relay that is down makes a message wait and retry with backoff; without SMTP the
+// messages stay unsent until a start with SMTP configured sends the ones that still hold and drops
+// warnings about a schedule that has changed since.
+import { randomBytes } from 'node:crypto';
+import { pino } from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createContext } from '../../src/context.js';
+import { createManualClock } from '../../src/domain/clock.js';
+import { createBackgroundWork } from '../../src/jobs/index.js';
+import { mailerOf, sendJobKey } from '../../src/services/notifications/index.js';
+import { startScheduledDeletion } from '../../src/services/scheduled-deletion/index.js';
+import { createTestApp, testConfig, type TestApp } from '../helpers/app.js';
+import { freePort } from '../helpers/processes.js';
+import { DIALECTS } from '../helpers/store.js';
+import { HOUR, insertApplication, startSmtpSink, type SmtpSink } from './helpers.js';
+
+const START = '2026-09-01T00:00:00.000Z';
+const at = (offsetMs: number) => new Date(new Date(START).getTime() + offsetMs).toISOString();
+
+describe.each(DIALECTS)('notification outbox (%s)', (dialect) => {
+  let t: TestApp | undefined;
+  let sink: SmtpSink | undefined;
+  afterEach(async () => {
+    await t?.close();
+    await sink?.close();
+    t = undefined;
+    sink = undefined;
+  });
+
+  it('retries with backoff while the relay is down, then delivers once', async () => {
+    const clock = createManualClock(START);
+    const port = await freePort(); // nothing listens here yet
+    t = await createTestApp(dialect, {
+      clock,
+      env: {
+        BERTH_SMTP_URL: `smtp://127.0.0.1:${port}/?from=${encodeURIComponent('Ops <ops@example.com>')}`,
+      },
+    });
+    await insertApplication(t.ctx.db, {
+      teamId: t.user.team_id,
+      name: 'web',
+      scheduledDeletionAt: at(5 * HOUR),
+    });
+    await startScheduledDeletion(t.ctx);
+    await createBackgroundWork(t.ctx).runDue();
+
+    const note = await t.ctx.db.selectFrom('notifications').selectAll().executeTakeFirstOrThrow();
+    expect(note).toMatchObject({ state: 'unsent', attempts: 1, sent_at: null });
+    expect(note.last_error).toMatch(/ECONNREFUSED|connect/i);
+    const job = await t.ctx.db
+      .selectFrom('jobs')
+      .select(['state', 'run_at', 'attempts'])
+      .where('key', '=', sendJobKey(note.id))
+      .executeTakeFirstOrThrow();
+    expect(job).toEqual({ state: 'queued', run_at: at(1000), attempts: 1 });
+
+    sink = await startSmtpSink(port);
+    await createBackgroundWork(t.ctx).runDue(); // the backoff has not passed: nothing is tried
+    expect(sink.mails).toHaveLength(0);
+    clock.set(at(1000));
+    await createBackgroundWork(t.ctx).runDue();
+    expect(sink.mails.map((m) => m.to)).toEqual([['owner@example.com']]);
+    expect(sink.mails[0]?.from).toBe('ops@example.com');
+    expect(await t.ctx.db.selectFrom('notifications').selectAll().executeTakeFirstOrThrow()).toMatchObject({
+      state: 'sent',
+      attempts: 2,
+      last_error: null,
+      sent_at: at(1000),
+    });
+    await createBackgroundWork(t.ctx).runDue();
+    expect(sink.mails).toHaveLength(1);
+  });
+
+  it('keeps messages unsent without SMTP; a start with SMTP sends those that still hold', async () => {
+    const clock = createManualClock(START);
+    t = await createTestApp(dialect, { clock });
+    const keep = await insertApplication(t.ctx.db, {
+      teamId: t.user.team_id,
+      name: 'keep',
+      scheduledDeletionAt: at(5 * HOUR),
+    });
+    const moved = await insertApplication(t.ctx.db, {
+      teamId: t.user.team_id,
+      name: 'moved',
+      scheduledDeletionAt: at(6 * HOUR),
+    });
+    await startScheduledDeletion(t.ctx);
+    await createBackgroundWork(t.ctx).runDue();
+    let outbox = await t.ctx.db.selectFrom('notifications').select(['application_id', 'state']).execute();
+    expect(outbox.map((n) => n.state)).toEqual(['unsent', 'unsent']);
+
+    // `moved` gets a new date far away: its warning no longer holds.
+    await t.ctx.db
+      .updateTable('applications')
+      .set({ scheduled_deletion_at: at(30 * 24 * HOUR) })
+      .where('id', '=', moved)
+      .execute();
+
+    // Berth starts again, now with SMTP, on the same store.
+    sink = await startSmtpSink();
+    const restarted = await createContext(testConfig({ BERTH_SMTP_URL: sink.url }), {
+      store: t.ctx.store,
+      clock,
+      masterKey: randomBytes(32),
+      logger: pino({ level: 'silent' }),
+    });
+    try {
+      clock.set(at(HOUR));
+      await startScheduledDeletion(restarted);
+      await createBackgroundWork(restarted).runDue();
+    } finally {
+      await mailerOf(restarted)?.close(); // not restarted.close(): the store belongs to `t`
+    }
+    expect(sink.mails.map((m) => m.subject)).toEqual([
+      `Application "keep" (team acme) will be deleted on 2026-09-01 05:00 UTC`,
+    ]);
+    outbox = await t.ctx.db
+      .selectFrom('notifications')
+      .select(['application_id', 'state'])
+      .orderBy('id')
+      .execute();
+    expect(outbox).toEqual([
+      { application_id: keep, state: 'sent' },
+      { application_id: moved, state: 'cancelled' },
+    ]);
+  });
+});

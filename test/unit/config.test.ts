@@ -1,0 +1,63 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../../src/config/index.js';
+
+describe('config', () => {
+  it('has embedded defaults', () => {
+    const config = loadConfig({});
+    expect(config).toMatchObject({
+      port: 8080,
+      host: '127.0.0.1',
+      databaseUrl: undefined,
+      secretKey: undefined,
+      publicUrl: 'http://127.0.0.1:8080',
+      logLevel: 'info',
+      rateLimitPerMinute: 60,
+      toolsMonthlyCredits: 1000,
+    });
+    expect(config.dataDir.endsWith('/data')).toBe(true);
+    expect(Object.isFrozen(config)).toBe(true);
+  });
+
+  it('lets flags override the environment', () => {
+    const config = loadConfig({ BERTH_PORT: '9000', BERTH_LOG_LEVEL: 'warn' }, { port: '9100' });
+    expect(config.port).toBe(9100);
+    expect(config.logLevel).toBe('warn');
+  });
+
+  it('reports every bad variable in one error', () => {
+    let error: unknown;
+    try {
+      loadConfig({
+        BERTH_PORT: 'eighty',
+        BERTH_DATABASE_URL: 'mysql://x',
+        BERTH_SECRET_KEY: 'short',
+        BERTH_PUBLIC_URL: 'ftp://x',
+        BERTH_SMTP_URL: 'http://mail',
+        BERTH_LOG_LEVEL: 'loud',
+        BERTH_RATE_LIMIT_PER_MINUTE: '-1',
+      });
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    const problems = (error as ConfigError).problems.join('\n');
+    for (const name of [
+      'BERTH_PORT',
+      'BERTH_DATABASE_URL',
+      'BERTH_SECRET_KEY',
+      'BERTH_PUBLIC_URL',
+      'BERTH_SMTP_URL',
+      'BERTH_LOG_LEVEL',
+      'BERTH_RATE_LIMIT_PER_MINUTE',
+    ]) {
+      expect(problems).toContain(name);
+    }
+    expect((error as ConfigError).problems).toHaveLength(7);
+  });
+
+  it('accepts a 32-byte key as hex or base64', () => {
+    expect(loadConfig({ BERTH_SECRET_KEY: 'ab'.repeat(32) }).secretKey).toBe('ab'.repeat(32));
+    const b64 = Buffer.alloc(32, 7).toString('base64');
+    expect(loadConfig({ BERTH_SECRET_KEY: b64 }).secretKey).toBe(b64);
+  });
+});
