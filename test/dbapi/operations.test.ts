@@ -249,7 +249,9 @@ describe.each(DIALECTS)('/1.3 database operations on %s', (dialect) => {
     const clone = (body: Record<string, unknown>) => call('POST', `/1.3/database/${uuid}/clone`, body);
     expect((await clone({ title: 'x' })).json()).toMatchObject({ error_code: 'INVALID_REQUEST' });
     expect((await clone({ name: 'target-pg' })).json()).toMatchObject({ error_code: 'SERVICE_EXISTS' });
-    expect((await clone({ name: 'c1', zone: 'mars-1' })).json()).toMatchObject({ error_code: 'ZONE_INVALID' });
+    expect((await clone({ name: 'c1', zone: 'mars-1' })).json()).toMatchObject({
+      error_code: 'ZONE_INVALID',
+    });
     expect((await clone({ name: 'c1', plan: 'huge' })).json()).toMatchObject({ error_code: 'PLAN_INVALID' });
     const invalid = await clone({ name: 'c1', recovery_time: 'yesterday' });
     expect(invalid.statusCode).toBe(400);
@@ -286,7 +288,23 @@ describe.each(DIALECTS)('/1.3 database operations on %s', (dialect) => {
     expect(row.state_reason).toBeNull();
     expect(row).toMatchObject({ state: 'running', team_id: owner.team_id });
     const object = (await call('GET', `/1.3/database/${clone.uuid}`)).json<{ service_uri: string }>();
-    console.log('DBG', JSON.stringify(await query(withDb(object.service_uri.replace(/\?.*$/, ''), 'postgres'), "SELECT datname FROM pg_database")), JSON.stringify(await query(withDb(object.service_uri.replace(/\?.*$/, ''), 'postgres'), "SELECT tablename FROM pg_tables WHERE schemaname='public'")), object.service_uri.replace(/:[^:@]*@/, ':***@'), appUrl.replace(/:[^:@]*@/, ':***@'));
+    console.log(
+      'DBG',
+      JSON.stringify(
+        await query(
+          withDb(object.service_uri.replace(/\?.*$/, ''), 'postgres'),
+          'SELECT datname FROM pg_database',
+        ),
+      ),
+      JSON.stringify(
+        await query(
+          withDb(object.service_uri.replace(/\?.*$/, ''), 'postgres'),
+          "SELECT tablename FROM pg_tables WHERE schemaname='public'",
+        ),
+      ),
+      object.service_uri.replace(/:[^:@]*@/, ':***@'),
+      appUrl.replace(/:[^:@]*@/, ':***@'),
+    );
     const ids = await query<{ id: number }>(
       withDb(object.service_uri.replace(/\?.*$/, ''), 'postgres'),
       'SELECT id FROM events ORDER BY id',

@@ -21,7 +21,6 @@ import {
   clonePostgres,
   dumpMigrate,
   flushWalToArchive,
-
   isOperationError,
   replicationStatus,
   startReplication,

@@ -448,7 +448,9 @@ export function registerDbOperationRoutes(app: FastifyInstance, ctx: AppContext)
           const time = parseRecoveryTime(recovery, at);
           const backups = restorableBackups(running);
           if (backups.length === 0) {
-            throw new AppError('conflict', 'The database has no base backup yet', { apiCode: 'NO_BASE_BACKUP' });
+            throw new AppError('conflict', 'The database has no base backup yet', {
+              apiCode: 'NO_BASE_BACKUP',
+            });
           }
           const backup = backups.filter((b) => new Date(b.finishedAt).getTime() <= time.getTime()).at(-1);
           if (!backup) {
