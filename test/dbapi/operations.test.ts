@@ -288,23 +288,6 @@ describe.each(DIALECTS)('/1.3 database operations on %s', (dialect) => {
     expect(row.state_reason).toBeNull();
     expect(row).toMatchObject({ state: 'running', team_id: owner.team_id });
     const object = (await call('GET', `/1.3/database/${clone.uuid}`)).json<{ service_uri: string }>();
-    console.log(
-      'DBG',
-      JSON.stringify(
-        await query(
-          withDb(object.service_uri.replace(/\?.*$/, ''), 'postgres'),
-          'SELECT datname FROM pg_database',
-        ),
-      ),
-      JSON.stringify(
-        await query(
-          withDb(object.service_uri.replace(/\?.*$/, ''), 'postgres'),
-          "SELECT tablename FROM pg_tables WHERE schemaname='public'",
-        ),
-      ),
-      object.service_uri.replace(/:[^:@]*@/, ':***@'),
-      appUrl.replace(/:[^:@]*@/, ':***@'),
-    );
     const ids = await query<{ id: number }>(
       withDb(object.service_uri.replace(/\?.*$/, ''), 'postgres'),
       'SELECT id FROM events ORDER BY id',

@@ -343,12 +343,14 @@ export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandl
   }
 
   async function runClone(payload: ClonePayload, signal: AbortSignal): Promise<JobResult> {
+    // Enqueued by the target's provisioning once its server runs (the target waits in `setup-service`).
     const target = await loadDatabase(ctx.db, payload.target);
     if (!target.row || target.row.state === 'error' || target.row.state === 'deleted') return; // reason stands
-    if (target.row.state !== 'running' || !target.instance?.port) {
-      return { runAgainAt: new Date(ctx.clock.now().getTime() + 1000) }; // still provisioning
+    if (!target.instance?.port) {
+      return { runAgainAt: new Date(ctx.clock.now().getTime() + 1000) }; // restarting meanwhile
     }
     const targetRow = target.row;
+    const repo = createManagedDatabaseRepository(ctx.db);
     try {
       const source = await loadDatabase(ctx.db, payload.source);
       if (!source.row || !source.instance?.port) {
@@ -365,10 +367,11 @@ export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandl
       if (status.status === 'failed') {
         throw new OperationError('CLONE_FAILED', status.error ?? 'Copying the data failed');
       }
+      await repo.setState(targetRow.id, 'running', null, now());
     } catch (error) {
       if (!isOperationError(error)) log.warn({ err: error, database: payload.target }, 'clone failed');
       const reason = isOperationError(error) ? `${error.code}: ${error.message}` : 'The clone failed';
-      await createManagedDatabaseRepository(ctx.db).setState(targetRow.id, 'error', reason, now());
+      await repo.setState(targetRow.id, 'error', reason, now());
     }
   }
 

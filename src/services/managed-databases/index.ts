@@ -14,7 +14,7 @@ import {
 } from '../../drivers/databases/types.js';
 import { iso } from '../../domain/clock.js';
 import { AppError } from '../../domain/errors.js';
-import { enqueueJob } from '../../jobs/queue.js';
+import { enqueueJob, type NewJob } from '../../jobs/queue.js';
 import type { JobHandler } from '../../jobs/runner.js';
 import {
   createManagedDatabaseRepository,
@@ -30,6 +30,15 @@ const STORAGE_CHECK_MS = 60_000;
 
 export const provisionJobKey = (uuid: string): string => `${PROVISION_JOB}:${uuid}`;
 export const baseBackupJobKey = (uuid: string): string => `${BASE_BACKUP_JOB}:${uuid}`;
+
+export interface ProvisionPayload {
+  uuid: string;
+  /**
+   * Work that must finish before the database is ready (a clone's data copy): enqueued once the server
+   * runs, with the database left in `setup-service`; that job sets `running` itself.
+   */
+  followUp?: Omit<NewJob, 'runAt'>;
+}
 
 interface DocumentUser {
   username?: string;
@@ -219,6 +228,7 @@ function createManagedDatabaseService(
     row: ManagedDatabaseRow,
     runtime: Awaited<ReturnType<ManagedDatabaseDriver['provision']>>,
     extra: Partial<ManagedInstanceRow> = {},
+    followUp?: Omit<NewJob, 'runAt'>,
   ): Promise<void> {
     const at = now();
     await ctx.db.transaction().execute(async (trx) => {
@@ -233,7 +243,13 @@ function createManagedDatabaseService(
         updated_at: at,
         ...extra,
       });
-      await r.setState(row.id, 'running', null, at);
+      if (followUp) {
+        // The server is up but not ready for its owner: the follow-up (a clone's copy) sets `running`.
+        await r.setState(row.id, 'setup-service', 'server started; copying data', at);
+        await enqueueJob(trx, { ...followUp, runAt: ctx.clock.now() }, ctx.clock.now());
+      } else {
+        await r.setState(row.id, 'running', null, at);
+      }
       // The first base backup follows provisioning at once; it then repeats daily.
       if (engineOf(row.type) === 'pg' && instance && instance.last_backup_at === null) {
         await enqueueJob(
@@ -251,7 +267,7 @@ function createManagedDatabaseService(
   }
 
   const provision: JobHandler = async (job) => {
-    const { uuid } = job.payload as { uuid: string };
+    const { uuid, followUp } = job.payload as ProvisionPayload;
     await locked(uuid, async () => {
       const row = await repo.findDatabase(uuid);
       if (!row) return; // deleted meanwhile
@@ -261,7 +277,7 @@ function createManagedDatabaseService(
       try {
         const instance = await instanceWithPasswords(row);
         const runtime = await driver.provision(specOf(row, instance));
-        await recordRunning(row, runtime);
+        await recordRunning(row, runtime, {}, followUp);
         log.info({ uuid, port: runtime.port, pid: runtime.pid }, 'managed database running');
       } catch (error) {
         const reason = error instanceof Error ? error.message : String(error);

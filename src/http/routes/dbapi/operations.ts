@@ -15,7 +15,11 @@ import { iso } from '../../../domain/clock.js';
 import { AppError, type ErrorCode } from '../../../domain/errors.js';
 import { MANAGED_DATABASE_ZONES, isPlanOffered } from '../../../domain/plans.js';
 import { enqueueJob } from '../../../jobs/queue.js';
-import { PROVISION_JOB, provisionJobKey } from '../../../services/managed-databases/index.js';
+import {
+  PROVISION_JOB,
+  provisionJobKey,
+  type ProvisionPayload,
+} from '../../../services/managed-databases/index.js';
 import {
   CLONE_JOB,
   cloneJobKey,
@@ -499,15 +503,14 @@ export function registerDbOperationRoutes(app: FastifyInstance, ctx: AppContext)
           })
           .execute();
         const target = payload.target;
+        const provision: ProvisionPayload = {
+          uuid: target,
+          // maxAttempts 1: a failed copy leaves the clone in `error` with its reason rather than retrying.
+          followUp: { type: CLONE_JOB, key: cloneJobKey(target), payload, maxAttempts: 1 },
+        };
         await enqueueJob(
           trx,
-          { type: PROVISION_JOB, key: provisionJobKey(target), payload: { uuid: target }, runAt: at },
-          at,
-        );
-        // maxAttempts 1: a failed copy leaves the clone in `error` with its reason rather than retrying.
-        await enqueueJob(
-          trx,
-          { type: CLONE_JOB, key: cloneJobKey(target), payload, runAt: at, maxAttempts: 1 },
+          { type: PROVISION_JOB, key: provisionJobKey(target), payload: provision, runAt: at },
           at,
         );
       });
