@@ -24,12 +24,14 @@ import {
   isOperationError,
   replicationStatus,
   startReplication,
+  stopReplication,
   upgradeCheck,
   type MigrationMethod,
   type MigrationStatus,
   type ResultCode,
 } from '../../drivers/databases/operations/index.js';
 import { iso } from '../../domain/clock.js';
+import { AppError } from '../../domain/errors.js';
 import type { JobHandler, JobResult } from '../../jobs/runner.js';
 import { managedDatabases } from '../managed-databases/index.js';
 import {
@@ -235,6 +237,8 @@ export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandl
         updated_at: now(),
       })
       .where('database_uuid', '=', uuid)
+      // A stop during the job wins over the job's late status.
+      .where('status', '<>', 'stopped')
       .execute();
   }
 
@@ -399,7 +403,9 @@ export async function migrationStatusOf(
     .executeTakeFirst();
   if (!migration) return undefined;
   const stored = JSON.parse(migration.status_json) as MigrationStatus;
-  if (migration.method !== 'replication' || migration.status === 'failed' || !instance) return stored;
+  // Only a replication that still runs is asked live; a stopped one keeps its final status.
+  const active = migration.status === 'running' || migration.status === 'done';
+  if (migration.method !== 'replication' || !active || !instance) return stored;
   if (stored.databases.length === 0) return stored; // the subscriptions are still being created
   try {
     const live = await replicationStatus({
@@ -412,4 +418,77 @@ export async function migrationStatusOf(
   } catch (error) {
     return isOperationError(error) ? { ...stored, status: 'failed', error: error.message } : stored;
   }
+}
+
+/**
+ * Stops a migration, UpCloud's `properties.migration: null`: a replication's subscriptions are dropped on
+ * the target (and with them their slots on the source), then the publications on the source. A finished
+ * dump has nothing to drop. The row stays, `stopped`, so migration-status shows the end with
+ * `source_active: false`. Throws 409 NO_MIGRATION when nothing is left to stop, 409 MIGRATION_IN_PROGRESS
+ * while a dump still copies (it runs to its end).
+ */
+export async function stopMigration(
+  ctx: AppContext,
+  row: ManagedDatabaseRow,
+  instance: ManagedInstanceRow | undefined,
+): Promise<MigrationStatus> {
+  const migration = await ctx.db
+    .selectFrom('managed_database_migrations')
+    .selectAll()
+    .where('database_uuid', '=', row.uuid)
+    .executeTakeFirst();
+  if (!migration || migration.status === 'stopped') {
+    throw new AppError('conflict', 'No migration is running that can be stopped', {
+      apiCode: 'NO_MIGRATION',
+    });
+  }
+  const stored = JSON.parse(migration.status_json) as MigrationStatus;
+  if (migration.method !== 'replication' && migration.status === 'running') {
+    throw new AppError('conflict', 'A dump migration cannot be stopped; it ends by itself', {
+      apiCode: 'MIGRATION_IN_PROGRESS',
+    });
+  }
+  let databases = stored.databases;
+  if (migration.method === 'replication') {
+    if (!instance?.port) {
+      throw new AppError('conflict', `Managed database ${row.uuid} is not running (state ${row.state})`, {
+        apiCode: 'SERVICE_NOT_RUNNING',
+      });
+    }
+    try {
+      const stopped = await stopReplication({
+        sourceUri: ctx.secretBox.decrypt(migration.source),
+        targetUri: adminUriOf(ctx, row, instance),
+        ssl: migration.ssl === 1,
+      });
+      if (stopped.orphanedSlots.length > 0) {
+        ctx.logger.warn(
+          { database: row.uuid, slots: stopped.orphanedSlots },
+          'source unreachable: replication slots left on the source',
+        );
+      }
+    } catch (error) {
+      // No subscription yet (the job has not created them; `stopped` keeps it from doing so) is fine.
+      if (!isOperationError(error) || error.code !== 'REPLICATION_NOT_RUNNING') throw error;
+    }
+    databases = databases.map((d) => ({ dbname: d.dbname, method: d.method, status: 'done' as const }));
+  }
+  const status: MigrationStatus = {
+    status: 'done',
+    method: stored.method,
+    seconds_behind_master: 0,
+    source_active: false,
+    databases,
+  };
+  await ctx.db
+    .updateTable('managed_database_migrations')
+    .set({
+      status: 'stopped',
+      status_json: JSON.stringify(status),
+      error: null,
+      updated_at: iso(ctx.clock.now()),
+    })
+    .where('database_uuid', '=', row.uuid)
+    .execute();
+  return status;
 }

@@ -31,6 +31,7 @@ import {
   migrationJobKey,
   migrationStatusOf,
   pgBinDirFor,
+  stopMigration,
   taskJobKey,
   taskObject,
   type TaskRequest,
@@ -119,6 +120,14 @@ function asAppError(error: unknown): unknown {
   return new AppError(ERROR_CODE_OF_STATUS[status] ?? 'internal', error.message, { apiCode: error.code });
 }
 
+const IDLE_MIGRATION_STATUS = {
+  status: 'done',
+  method: '',
+  seconds_behind_master: 0,
+  source_active: false,
+  databases: [],
+};
+
 /** `15.18` → `15`; `10.11.19-MariaDB` → `10`. */
 const majorOf = (version: string | null): number => Number.parseInt(version ?? '', 10);
 
@@ -143,6 +152,15 @@ export function registerDbOperationRoutes(app: FastifyInstance, ctx: AppContext)
       });
     }
     return { row, instance: await repo.findInstance(row.id), role };
+  }
+
+  function serviceObjectFor(
+    row: ManagedDatabaseRow,
+    instance: ManagedInstanceRow | undefined,
+    role: string,
+  ): Record<string, unknown> {
+    const secrets = role === 'owner' && instance ? managedDatabases(ctx).credentialsOf(instance) : undefined;
+    return serviceObject(row, instance, secrets);
   }
 
   function requireSqlEngine(row: ManagedDatabaseRow): 'pg' | 'mysql' {
@@ -269,10 +287,8 @@ export function registerDbOperationRoutes(app: FastifyInstance, ctx: AppContext)
         .where('database_uuid', '=', row.uuid)
         .executeTakeFirst();
       if (body.source_service_uri === null) {
-        // Stopping replication is not wired yet: say so rather than pretend.
-        throw new AppError('conflict', 'No migration is running that can be stopped', {
-          apiCode: 'NO_MIGRATION',
-        });
+        await stopMigration(ctx, row, instance);
+        return serviceObjectFor(row, instance, role);
       }
       const method = body.method ?? 'dump';
       if (method === 'replication' && engine !== 'pg') {
@@ -326,9 +342,7 @@ export function registerDbOperationRoutes(app: FastifyInstance, ctx: AppContext)
           now(),
         );
       });
-      const secrets =
-        role === 'owner' && instance ? managedDatabases(ctx).credentialsOf(instance) : undefined;
-      const object = serviceObject(row, instance, secrets);
+      const object = serviceObjectFor(row, instance, role);
       const source = validateSourceUri(body.source_service_uri, engine, ssl);
       // UpCloud echoes the migration under properties; Berth leaves the password out.
       const properties = (object.properties ?? {}) as Record<string, unknown>;
@@ -350,18 +364,26 @@ export function registerDbOperationRoutes(app: FastifyInstance, ctx: AppContext)
     },
   );
 
+  // Berth's spelling of stopping; POST …/migration with a null source does the same.
+  app.delete<{ Params: Static<typeof UuidParam> }>(
+    '/1.3/database/:uuid/migration',
+    { config, schema: { tags, security, params: UuidParam } },
+    async (request) => {
+      const { row, instance, role } = await ownedDatabase(principalOf(request).userId, request.params.uuid);
+      requireSqlEngine(row);
+      await stopMigration(ctx, row, instance);
+      return serviceObjectFor(row, instance, role);
+    },
+  );
+
   app.get<{ Params: Static<typeof UuidParam> }>(
     '/1.3/database/:uuid/migration-status',
     { config, schema: { tags, security, params: UuidParam } },
     async (request) => {
       const { row, instance } = await ownedDatabase(principalOf(request).userId, request.params.uuid);
-      const status = await migrationStatusOf(ctx, row, instance);
-      if (!status) {
-        throw new AppError('not_found', 'No migration has been started for this database', {
-          apiCode: 'NO_MIGRATION',
-        });
-      }
-      return status;
+      requireSqlEngine(row);
+      // UpCloud answers a database that never migrated with an idle `done` status, not an error.
+      return (await migrationStatusOf(ctx, row, instance)) ?? IDLE_MIGRATION_STATUS;
     },
   );
 
