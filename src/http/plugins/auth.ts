@@ -14,7 +14,8 @@ const CHALLENGE: Record<CredentialKind, string> = {
 
 function unauthenticated(kind: CredentialKind, why: string): AppError {
   return new AppError('unauthenticated', why, {
-    apiCode: 'UNAUTHORIZED',
+    // UpCloud's code for a failed login (reference/upcloud/dbapi-notes.md §3).
+    apiCode: 'AUTHENTICATION_FAILED',
     headers: { 'www-authenticate': CHALLENGE[kind] },
   });
 }

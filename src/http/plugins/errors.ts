@@ -7,7 +7,7 @@ const DB_API_PREFIX = '/1.3';
 /** UpCloud-style codes for the /1.3 API where the thrower gave none. */
 const DEFAULT_API_CODE: Record<number, string> = {
   400: 'INVALID_REQUEST',
-  401: 'UNAUTHORIZED',
+  401: 'AUTHENTICATION_FAILED',
   403: 'FORBIDDEN',
   404: 'NOT_FOUND',
   405: 'METHOD_NOT_ALLOWED',

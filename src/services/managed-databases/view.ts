@@ -145,6 +145,9 @@ export function serviceObject(
     })),
     components: ready ? [{ component: engine, host, port, route: 'dynamic', usage: 'primary' }] : [],
     users,
+    // Recorded list answers carry these two; Berth has no extra disks or integrations.
+    additional_disk_space_gib: 0,
+    service_integrations: [],
   };
   if (engine !== 'valkey') {
     body.databases = [
