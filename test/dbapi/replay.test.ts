@@ -398,6 +398,25 @@ describe.each(DIALECTS)('replaying UpCloud against Berth on %s', (dialect) => {
     });
   }
 
+  it('fails a check task with a wrong source password as SOURCE_AUTH_FAILED, without echoing it', async () => {
+    for (const engine of ['pg', 'mysql'] as const) {
+      const uri = new URL(engine === 'pg' ? pgSource.url : mySource.url);
+      uri.password = 'Wr0ng-secret';
+      const created = await call('POST', `/1.3/database/${uuid[engine]}/tasks`, {
+        operation: 'migration_check',
+        migration_check: { source_service_uri: uri.toString() },
+      });
+      expect(created.statusCode).toBe(201);
+      await runJobs();
+      const task = await call(
+        'GET',
+        `/1.3/database/${uuid[engine]}/tasks/${created.json<{ id: string }>().id}`,
+      );
+      expect(task.json()).toMatchObject({ success: false, result_codes: [{ code: 'SOURCE_AUTH_FAILED' }] });
+      expect(task.body).not.toContain('Wr0ng-secret');
+    }
+  });
+
   // Last: the clone's provisioning is left pending (no jobs run after it).
   it.each(clones.map((r) => [`${labelOf(r)} ${r.method} ${r.path}`, r] as const))(
     '%s',
