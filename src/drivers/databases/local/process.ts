@@ -45,7 +45,12 @@ export function run(
         } else resolve({ stdout, stderr });
       },
     );
-    if (options.input !== undefined) child.stdin?.end(options.input);
+    if (options.input !== undefined) {
+      // A child that exits before reading its input (a failed login) makes the write fail with EPIPE:
+      // its exit status and stderr above are the error, not this unhandled stream error.
+      child.stdin?.on('error', () => undefined);
+      child.stdin?.end(options.input);
+    }
   });
 }
 
