@@ -168,6 +168,25 @@ describe.each(DIALECTS)('/1.3 upgrade and maintenance on %s', (dialect) => {
     await query(await url('postgres'), 'ALTER DATABASE shop RESET force_parallel_mode');
   });
 
+  it('a switch-over cut short by a crash is undone at the next start: 15 runs with its data', async () => {
+    // What a crash between the renames of the switch-over leaves: the old files moved aside, no data/.
+    await managedDatabases(berth.ctx).powerOff(uuid);
+    const dir = (await instanceRow()).data_dir as string;
+    for (const name of ['wal-archive', 'base-backups', 'data']) {
+      fs.renameSync(path.join(dir, name), path.join(dir, `${name}.pre-upgrade`));
+    }
+    fs.mkdirSync(path.join(dir, 'wal-archive'));
+    await managedDatabases(berth.ctx).powerOn(uuid);
+    expect(
+      await query(
+        await app(),
+        `SELECT count(*)::int AS n, current_setting('server_version') AS v FROM items`,
+      ),
+    ).toEqual([{ n: 500, v: expect.stringMatching(/^15\./) as unknown }]);
+    expect(fs.readdirSync(dir).filter((n) => n.includes('.pre-upgrade'))).toEqual([]);
+    expect(fs.readdirSync(path.join(dir, 'wal-archive')).length).toBeGreaterThan(0);
+  });
+
   it('upgrades 15 → 16: data, users and passwords kept, WAL archived and base backups taken on 16', async () => {
     const response = await call('POST', `/1.3/database/${uuid}/upgrade`, { target_version: '16' });
     expect(response.statusCode).toBe(201);
