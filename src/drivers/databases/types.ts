@@ -93,6 +93,17 @@ export interface ManagedDatabaseDriver {
   /** Applies `spec.plan`'s limits (a restart on the local driver). */
   setPlan(spec: InstanceSpec): Promise<InstanceRuntime>;
   /**
+   * Stops and starts a running instance (maintenance): settings that wait for a restart take effect
+   * and the newest installed minor of its major runs.
+   */
+  restart(spec: InstanceSpec): Promise<InstanceRuntime>;
+  /**
+   * Major upgrade (PostgreSQL only): the instance comes back on `targetMajor` with its data, users
+   * and passwords, and later starts use that major. On failure it runs on its old major again with
+   * its data, and the error is thrown. Drivers without it refuse upgrades.
+   */
+  upgrade?(spec: InstanceSpec, targetMajor: number): Promise<InstanceRuntime>;
+  /**
    * Takes a base backup and keeps the newest `retain` (PostgreSQL; continuous WAL archiving makes
    * them the starting points of point-in-time recovery). Returns the backups kept, oldest first.
    */

