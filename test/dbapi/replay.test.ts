@@ -55,6 +55,7 @@ const REPLAYED = new Set([
   'GET /1.3/database',
   'GET /1.3/database/{uuid}',
   'POST /1.3/database/{uuid}/clone',
+  'POST /1.3/database/{uuid}/upgrade',
 ]);
 
 /** The other recorded /1.3/database endpoints, each with why it is not replayed. */
@@ -63,8 +64,6 @@ const EXCLUDED: Record<string, string> = {
   'PATCH /1.3/database/{uuid}':
     'Berth changes managed databases by apply; /1.3 has no PATCH (nor termination protection)',
   'DELETE /1.3/database/{uuid}': 'Berth deletes managed databases by apply, not through /1.3',
-  'POST /1.3/database/{uuid}/upgrade':
-    'the upgrade route is being wired on branch helper/upgrade; it answers OPERATION_NOT_SUPPORTED here',
   'GET /1.3/database/service-types': 'service types are not part of Berth’s /1.3 API',
   'GET /1.3/database/service-types/mysql': 'service types are not part of Berth’s /1.3 API',
   'GET /1.3/database/service-types/opensearch': 'service types are not part of Berth’s /1.3 API',
@@ -120,6 +119,7 @@ const engineExclusionOf = (r: Recorded): string | undefined => {
 };
 const replayed = databaseInteractions.filter((r) => REPLAYED.has(endpointOf(r)) && !engineExclusionOf(r));
 const clones = replayed.filter((r) => r.path.endsWith('/clone'));
+const upgrades = replayed.filter((r) => r.path.endsWith('/upgrade'));
 const reads = replayed.filter((r) => r.method === 'GET');
 const docEngineOf = (r: Recorded): 'pg' | 'mysql' => (r.source.includes(':mysql/') ? 'mysql' : 'pg');
 
@@ -159,6 +159,7 @@ describe('the recorded UpCloud interactions', () => {
     expect(reads.filter((r) => r.path !== '/1.3/database')).toHaveLength(10);
     expect(reads.filter((r) => r.path === '/1.3/database')).toHaveLength(3);
     expect(clones).toHaveLength(1);
+    expect(upgrades).toHaveLength(1);
     for (const doc of fixtures.doc_examples) {
       const known =
         endpointOf(doc) in DOC_EXCLUDED ||
@@ -176,6 +177,8 @@ describe.each(DIALECTS)('replaying UpCloud against Berth on %s', (dialect) => {
   let pgSource: PostgresServer;
   let mySource: MariaDbServer;
   const uuid: Record<'pg' | 'mysql' | 'valkey', string> = { pg: '', mysql: '', valkey: '' };
+  /** A PostgreSQL of its own for the upgrade, which leaves it `rebalancing` (the job is not run here). */
+  let upgradeUuid = '';
 
   const runJobs = () => createBackgroundWork(berth.ctx).runDue();
   const call = (method: string, url: string, payload?: unknown) =>
@@ -220,6 +223,11 @@ describe.each(DIALECTS)('replaying UpCloud against Berth on %s', (dialect) => {
     uuid.mysql = await applyManagedDatabase(berth.ctx, owner.team_id, {
       name: 'replay-mysql',
       type: 'mysql',
+      plan: '1x1xCPU-2GB-25GB',
+    });
+    upgradeUuid = await applyManagedDatabase(berth.ctx, owner.team_id, {
+      name: 'replay-pg-upgrade',
+      type: 'pg',
       plan: '1x1xCPU-2GB-25GB',
     });
     uuid.valkey = await applyManagedDatabase(berth.ctx, owner.team_id, {
@@ -417,7 +425,26 @@ describe.each(DIALECTS)('replaying UpCloud against Berth on %s', (dialect) => {
     }
   });
 
-  // Last: the clone's provisioning is left pending (no jobs run after it).
+  // The recording upgrades 14 → 15; Berth runs 15, so the target is the next major, after its check task.
+  it.each(upgrades.map((r) => [`${labelOf(r)} ${r.method} ${r.path}`, r] as const))(
+    '%s',
+    async (_label, recorded) => {
+      const target = String(Number((recorded.request_body as { target_version: string }).target_version) + 1);
+      const check = await call('POST', `/1.3/database/${upgradeUuid}/tasks`, {
+        operation: 'upgrade_check',
+        target_version: target,
+      });
+      expect(check.statusCode).toBe(201);
+      await runJobs();
+      const path = recorded.path.replace(/^\/1\.3\/database\/[^/]+/, `/1.3/database/${upgradeUuid}`);
+      const response = await call(recorded.method, path, { target_version: target });
+      expect(response.statusCode).toBe(recorded.status);
+      expectRecordedFields(response.json(), recorded.response_body);
+      expect(response.json()).toMatchObject({ uuid: upgradeUuid, state: 'rebalancing' });
+    },
+  );
+
+  // Last: the clone's provisioning and the upgrade are left pending (no jobs run after them).
   it.each(clones.map((r) => [`${labelOf(r)} ${r.method} ${r.path}`, r] as const))(
     '%s',
     async (_label, recorded) => {
