@@ -307,5 +307,14 @@ describe.each(DIALECTS)('/1.3 database operations on %s', (dialect) => {
       'SELECT id FROM events ORDER BY id',
     );
     expect(ids.map((r) => r.id)).toEqual([1]);
+
+    // The clone is the team's like any other managed database: the export lists it, password as placeholder.
+    const exported = await berth.app.inject({
+      url: `/api/v1/teams/${owner.team_id}/export-yaml`,
+      headers: authHeaders(owner).platform,
+    });
+    expect(exported.statusCode).toBe(200);
+    expect(exported.body).toContain('name: pitr-copy');
+    expect(exported.body).toContain('${DB_PITR_COPY_PASSWORD}');
   });
 });
