@@ -369,10 +369,11 @@ export function createApplyService(deps: InfrastructureDeps) {
               .setIsolationLevel('repeatable read')
               .execute(async (trx) => {
                 const repo = createInfrastructureRepository(trx);
-                const revision = await repo.teamRevision(team.id);
+                // Only documents of the document cache (frozen) are kept, so only they need the revision.
+                const revision = Object.isFrozen(doc) ? await repo.teamRevision(team.id) : undefined;
                 const state = await loadState(repo, dialect, team.id, doc);
                 const made = { appId: state.application?.id, result: plan(doc, state, clock.now()) };
-                if (revision !== undefined && Object.isFrozen(doc) && dependsOnTeamOnly(doc, state))
+                if (revision !== undefined && dependsOnTeamOnly(doc, state))
                   planned.set(doc, deepFreeze({ teamId: team.id, revision, ...made }));
                 return made;
               });
