@@ -90,6 +90,19 @@ export function createIdentityService(deps: { db: Kysely<Database>; clock: Clock
     return { id, kind, name, token };
   }
 
+  async function requireTeamAt(
+    userId: number,
+    ref: string | number,
+  ): Promise<TeamRow & { role: Role; revision: number | null }> {
+    const text = String(ref).trim();
+    // One read: the team and the caller's membership together.
+    const found = await repo.findTeamWithRole(text, /^\d+$/.test(text) ? Number(text) : undefined, userId);
+    if (!found) throw new AppError('not_found', `Team '${text}' not found`);
+    const { role, ...team } = found;
+    if (role === null) throw new AppError('forbidden', `You are not a member of team '${team.name}'`);
+    return { ...team, role };
+  }
+
   return {
     /** Creates the user (or reuses it by e-mail), the team if needed, the membership and one credential of each kind. */
     async createUser(input: { email: string; team: string; role?: Role }): Promise<CreatedUser> {
@@ -175,14 +188,12 @@ export function createIdentityService(deps: { db: Kysely<Database>; clock: Clock
 
     /** A team by id or name; 404 if none, 403 if the user is not a member. */
     async requireTeam(userId: number, ref: string | number): Promise<TeamRow & { role: Role }> {
-      const text = String(ref).trim();
-      // One read: the team and the caller's membership together.
-      const found = await repo.findTeamWithRole(text, /^\d+$/.test(text) ? Number(text) : undefined, userId);
-      if (!found) throw new AppError('not_found', `Team '${text}' not found`);
-      const { role, ...team } = found;
-      if (role === null) throw new AppError('forbidden', `You are not a member of team '${team.name}'`);
-      return { ...team, role };
+      const { revision: _revision, ...team } = await requireTeamAt(userId, ref);
+      return team;
     },
+
+    /** requireTeam with the team's current revision (null if it has none), in the same read. */
+    requireTeamAt,
   };
 }
 

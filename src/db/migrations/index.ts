@@ -8,6 +8,7 @@ import * as m006 from './006_object_storage.js';
 import * as m004 from './004_scheduled_deletion.js';
 import * as m005 from './005_managed_instances.js';
 import * as m008 from './008_db_operations.js';
+import * as m009 from './009_team_revisions.js';
 
 type DialectMigration = { up(db: Kysely<unknown>, dialect: Dialect): Promise<void> };
 
@@ -19,6 +20,7 @@ const MIGRATIONS: Record<string, DialectMigration> = {
   '004_scheduled_deletion': m004,
   '005_managed_instances': m005,
   '008_db_operations': m008,
+  '009_team_revisions': m009,
 };
 
 export async function migrateToLatest(db: Kysely<unknown>, dialect: Dialect): Promise<void> {

@@ -69,13 +69,15 @@ export function createIdentityRepository(db: Db) {
       name: string,
       id: number | undefined,
       userId: number,
-    ): Promise<(TeamRow & { role: Role | null }) | undefined> {
+    ): Promise<(TeamRow & { role: Role | null; revision: number | null }) | undefined> {
       const rows = await db
         .selectFrom('teams')
         .leftJoin('memberships', (join) =>
           join.onRef('memberships.team_id', '=', 'teams.id').on('memberships.user_id', '=', userId),
         )
-        .select(['teams.id', 'teams.name', 'teams.created_at', 'memberships.role'])
+        // The team's revision comes along for apply's plan cache: a primary-key join, no extra read.
+        .leftJoin('team_revisions', 'team_revisions.team_id', 'teams.id')
+        .select(['teams.id', 'teams.name', 'teams.created_at', 'memberships.role', 'team_revisions.revision'])
         .where((eb) =>
           id === undefined
             ? eb('teams.name', '=', name)

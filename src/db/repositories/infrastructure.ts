@@ -302,6 +302,16 @@ export function createInfrastructureRepository(db: Db) {
       };
     },
 
+    /** The team's revision (migration 009), undefined if it has none. */
+    async teamRevision(teamId: number): Promise<number | undefined> {
+      const row = await db
+        .selectFrom('team_revisions')
+        .select('revision')
+        .where('team_id', '=', teamId)
+        .executeTakeFirst();
+      return row?.revision;
+    },
+
     /** Serialises applies of one team across replicas (PostgreSQL); SQLite transactions are already serial. */
     async lockTeam(dialect: Dialect, teamId: number): Promise<void> {
       if (dialect === 'postgres') {

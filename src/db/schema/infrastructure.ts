@@ -149,6 +149,12 @@ export interface ObjectStoragesTable {
   updated_at: string;
 }
 
+/** Raised by triggers on every write to the tables apply plans against (migration 009). */
+export interface TeamRevisionsTable {
+  team_id: number;
+  revision: number;
+}
+
 export interface InfrastructureTables {
   applications: ApplicationsTable;
   domains: DomainsTable;
@@ -159,4 +165,5 @@ export interface InfrastructureTables {
   deployments: DeploymentsTable;
   managed_databases: ManagedDatabasesTable;
   object_storages: ObjectStoragesTable;
+  team_revisions: TeamRevisionsTable;
 }

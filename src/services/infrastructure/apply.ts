@@ -37,7 +37,7 @@ export interface InfrastructureDeps {
   clock: Clock;
   ids: IdGenerator;
   secretBox: SecretBox;
-  identity: Pick<IdentityService, 'requireTeam' | 'teamsOfUser'>;
+  identity: Pick<IdentityService, 'requireTeam' | 'requireTeamAt' | 'teamsOfUser'>;
 }
 
 export interface ApplyOptions {
@@ -169,9 +169,33 @@ export async function loadState(
   };
 }
 
+/** A plan made in a snapshot at the team's `revision`. */
+interface PlannedSnapshot {
+  teamId: number;
+  revision: number;
+  appId: number | undefined;
+  result: ApplyPlan;
+}
+
+/**
+ * Whether the plan is a function of the team's rows alone, so that it holds while the team's revision
+ * does: not when it looked up domains other teams hold, nor when it compared a deletion time with now.
+ */
+function dependsOnTeamOnly(doc: DesiredDocument, state: CurrentState): boolean {
+  if (!doc.touchesApplication) return true;
+  return (
+    doc.application?.settings.scheduled_deletion_at === undefined &&
+    doc.domains.every((d) => state.domains.has(d))
+  );
+}
+
 export function createApplyService(deps: InfrastructureDeps) {
   const { db, dialect, clock, ids, secretBox } = deps;
   const readDocument = createDocumentReader();
+  // Plans of cached (frozen) documents, keyed by the document: they go when the document cache drops it.
+  // Every write to the tables the plan reads raises the team's revision (triggers, migration 009), so a
+  // plan is reused only while the revision read with the team in this request is the one it was made at.
+  const planned = new WeakMap<DesiredDocument, PlannedSnapshot>();
 
   function plan(doc: DesiredDocument, state: CurrentState, now: Date): ApplyPlan {
     const result = planApply({ document: doc, state, now, hash: (v) => secretBox.keyedHash(v) });
@@ -313,7 +337,7 @@ export function createApplyService(deps: InfrastructureDeps) {
     /** `body` is the YAML text, or an already parsed JSON object (JSON is YAML's subset). */
     async apply(userId: number, body: unknown, options: ApplyOptions): Promise<ApplyResponse> {
       const doc = readDocument(body);
-      const team = await deps.identity.requireTeam(userId, doc.team);
+      const team = await deps.identity.requireTeamAt(userId, doc.team);
       const respond = (
         result: ApplyPlan,
         appId: number | undefined,
@@ -335,13 +359,24 @@ export function createApplyService(deps: InfrastructureDeps) {
       // Planned in one read snapshot. A dry run answers with it. So does a document that matches
       // the store: nothing to write, so no write transaction and no lock (the apply is ordered at
       // the snapshot); re-applying an unchanged document is then as cheap as a dry run.
-      const snapshot = await db
-        .transaction()
-        .setIsolationLevel('repeatable read')
-        .execute(async (trx) => {
-          const state = await loadState(createInfrastructureRepository(trx), dialect, team.id, doc);
-          return { appId: state.application?.id, result: plan(doc, state, clock.now()) };
-        });
+      // A plan made at the revision the team has now is the plan this snapshot would give.
+      const cached = planned.get(doc);
+      const snapshot =
+        cached !== undefined && cached.teamId === team.id && cached.revision === team.revision
+          ? cached
+          : await db
+              .transaction()
+              .setIsolationLevel('repeatable read')
+              .execute(async (trx) => {
+                const repo = createInfrastructureRepository(trx);
+                // Only documents of the document cache (frozen) are kept, so only they need the revision.
+                const revision = Object.isFrozen(doc) ? await repo.teamRevision(team.id) : undefined;
+                const state = await loadState(repo, dialect, team.id, doc);
+                const made = { appId: state.application?.id, result: plan(doc, state, clock.now()) };
+                if (revision !== undefined && dependsOnTeamOnly(doc, state))
+                  planned.set(doc, deepFreeze({ teamId: team.id, revision, ...made }));
+                return made;
+              });
       if (options.dryRun || snapshot.result.ops.length === 0)
         return respond(snapshot.result, snapshot.appId, null);
 
