@@ -1,6 +1,6 @@
 // S3 endpoint throughput against the local file system, measured in the same run.
 //
-//   npx tsx bench/s3/index.ts [--quick]
+//   npx tsx bench/s3/index.ts [--quick] [--profile <dir>]
 //
 // For 1 MiB and 64 MiB objects: PUT and GET through Berth's S3 endpoint (running in its own process,
 // as in production, on the SQLite store of a fresh data directory), (a) with the AWS SDK as
@@ -73,10 +73,18 @@ function rawRequest(url: string, method: 'PUT' | 'GET', body?: Buffer): Promise<
 }
 
 async function startServer(dataDir: string) {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(import.meta.dirname, 'server.ts')], {
-    env: { ...process.env, BERTH_DATA_DIR: dataDir, BERTH_LOG_LEVEL: 'silent', NODE_NO_WARNINGS: '1' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  // --profile <dir>: the endpoint writes a V8 CPU profile there when it stops.
+  const at = process.argv.indexOf('--profile');
+  const profile =
+    at > 0 && process.argv[at + 1] ? ['--cpu-prof', `--cpu-prof-dir=${process.argv[at + 1]}`] : [];
+  const child = spawn(
+    process.execPath,
+    [...profile, '--import', 'tsx', path.join(import.meta.dirname, 'server.ts')],
+    {
+      env: { ...process.env, BERTH_DATA_DIR: dataDir, BERTH_LOG_LEVEL: 'silent', NODE_NO_WARNINGS: '1' },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
   const port = await new Promise<number>((resolve, reject) => {
     let out = '';
     child.stdout.on('data', (chunk: Buffer) => {
