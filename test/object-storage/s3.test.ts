@@ -29,7 +29,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { S3Server } from '../../src/drivers/objectstorage/local/server.js';
+import { LOOKUP_TTL_MS, type S3Server } from '../../src/drivers/objectstorage/local/server.js';
 import { createBackgroundWork } from '../../src/jobs/index.js';
 import { startObjectStorageEndpoint, viewObjectStorages } from '../../src/services/object-storage/index.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
@@ -432,6 +432,10 @@ describe.each(DIALECTS)('object storage on %s', (dialect) => {
       expect(ETag).toBe(`"${createHash('md5').update(Body).digest('hex')}"`);
       parts.push({ PartNumber, ETag: ETag! });
     }
+    // A single PUT hashed on the MD5 worker, its size no multiple of the batches, gets the MD5 as ETag.
+    const odd = data.subarray(0, 4 * 1024 * 1024 + 12_345);
+    const put = await admin.send(new PutObjectCommand({ Bucket: 'photos', Key: 'big/odd.bin', Body: odd }));
+    expect(put.ETag).toBe(`"${createHash('md5').update(odd).digest('hex')}"`);
     parts.sort((a, b) => a.PartNumber - b.PartNumber);
     const listed = await admin.send(
       new ListPartsCommand({ Bucket: 'photos', Key: 'big/blob.bin', UploadId }),
@@ -703,5 +707,57 @@ describe.each(DIALECTS)('object storage on %s', (dialect) => {
     expect(
       (await refusal(admin!.send(new HeadObjectCommand({ Bucket: 'photos', Key: 'corrupt.txt' })))).status,
     ).toBe(404);
+  });
+  it('applies a revoked key, a changed policy and a deleted bucket within the look-up bound', async () => {
+    await applyObjectStorage(t.ctx, t.user.team_id, {
+      name: 'cached',
+      buckets: ['cache-test'],
+      users: [{ username: 'temp', policies: ['readwrite'] }],
+    });
+    await createBackgroundWork(t.ctx).runDue();
+    const [storage] = await viewObjectStorages(t.ctx, { id: t.user.team_id, role: 'owner' }, 'cached');
+    const key = storage!.users[0]!;
+    const temp = s3Client(s3.url, key.access_key_id, key.secret_key!);
+    const bound = () => new Promise((resolve) => setTimeout(resolve, LOOKUP_TTL_MS + 50));
+    try {
+      await temp.send(new PutObjectCommand({ Bucket: 'cache-test', Key: 'a.txt', Body: 'a' }));
+
+      // Another process narrows the key to reading (the store is all the endpoint shares with it).
+      await t.ctx.db
+        .updateTable('s3_access_keys')
+        .set({ policies: JSON.stringify(['read']) })
+        .where('access_key_id', '=', key.access_key_id)
+        .execute();
+      await bound();
+      expect(
+        await refusal(temp.send(new PutObjectCommand({ Bucket: 'cache-test', Key: 'b.txt', Body: 'b' }))),
+      ).toEqual({ code: 'AccessDenied', status: 403 });
+      expect((await text(temp, 'cache-test', 'a.txt')).body).toBe('a');
+
+      // A bucket deleted through the endpoint is gone at once, and a new one is there at once.
+      await clients.admin!.send(new CreateBucketCommand({ Bucket: 'cache-fresh' }));
+      await clients.admin!.send(new PutObjectCommand({ Bucket: 'cache-fresh', Key: 'x', Body: 'x' }));
+      await clients.admin!.send(new DeleteObjectCommand({ Bucket: 'cache-fresh', Key: 'x' }));
+      await clients.admin!.send(new DeleteBucketCommand({ Bucket: 'cache-fresh' }));
+      expect(
+        (await refusal(clients.admin!.send(new HeadBucketCommand({ Bucket: 'cache-fresh' })))).status,
+      ).toBe(404);
+
+      // A bucket another process removes stops resolving within the bound.
+      const gone = t.ctx.db.selectFrom('s3_buckets').select('id').where('name', '=', 'cache-test');
+      await t.ctx.db.deleteFrom('s3_objects').where('bucket_id', 'in', gone).execute();
+      await t.ctx.db.deleteFrom('s3_buckets').where('name', '=', 'cache-test').execute();
+      await bound();
+      expect((await refusal(temp.send(new ListObjectsV2Command({ Bucket: 'cache-test' })))).code).toBe(
+        'NoSuchBucket',
+      );
+
+      // A revoked key is refused within the bound.
+      await t.ctx.db.deleteFrom('s3_access_keys').where('access_key_id', '=', key.access_key_id).execute();
+      await bound();
+      expect((await refusal(temp.send(new ListBucketsCommand({})))).code).toBe('InvalidAccessKeyId');
+    } finally {
+      temp.destroy();
+    }
   });
 });

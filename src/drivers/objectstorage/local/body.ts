@@ -20,7 +20,10 @@ export interface ReceivedBody {
 type ChecksumAlgorithm = 'crc32' | 'sha1' | 'sha256';
 const CHECKSUMS: ChecksumAlgorithm[] = ['crc32', 'sha1', 'sha256'];
 
-/** Bodies at least this large hash their MD5 on a worker thread (see md5-pool.ts). */
+/**
+ * Bodies at least this large hash their MD5 on a worker thread (see md5-pool.ts). For 1 MiB bodies
+ * the worker made no measurable difference on two shared cores and costs messages (docs/benchmarks/s3.md).
+ */
 const OFFLOAD_MD5_BYTES = 4 * 1024 * 1024;
 
 class Digests extends Transform {

@@ -17,6 +17,15 @@ export function createObjectFiles(dataDir: string) {
 
   const token = () => randomBytes(12).toString('hex');
 
+  /** One unlink (fs.rm would lstat first); a file already gone is fine. */
+  async function unlink(file: string): Promise<void> {
+    try {
+      await fs.promises.unlink(file);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    }
+  }
+
   return {
     root,
     absolute: (relative: string): string => path.join(root, relative),
@@ -40,15 +49,11 @@ export function createObjectFiles(dataDir: string) {
     /** Removes files; a file already gone is fine. */
     async remove(...relative: Array<string | undefined>): Promise<void> {
       await Promise.all(
-        relative
-          .filter((r): r is string => r !== undefined)
-          .map((r) => fs.promises.rm(path.join(root, r), { force: true })),
+        relative.filter((r): r is string => r !== undefined).map((r) => unlink(path.join(root, r))),
       );
     },
 
-    async removeTemp(file: string): Promise<void> {
-      await fs.promises.rm(file, { force: true });
-    },
+    removeTemp: unlink,
 
     /**
      * Removes temporary files older than `ageMs`, left behind by a process that stopped mid-upload.

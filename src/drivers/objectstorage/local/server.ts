@@ -16,6 +16,7 @@ import type { SecretBox } from '../../../services/secret-box.js';
 import { memorySink, receiveBody } from './body.js';
 import { errors, S3Error } from './errors.js';
 import { createObjectFiles } from './files.js';
+import { lookupCache } from './lookup-cache.js';
 import { createObjectMetadata, type BucketRow, type ObjectRow } from './metadata.js';
 import { compilePolicies, isAllowed, type AccessRequest, type Statement } from './policy.js';
 import {
@@ -39,6 +40,8 @@ export interface S3ServerDeps {
   dataDir: string;
   /** Host names under which `<bucket>.<host>` means virtual-host-style addressing. */
   virtualHostSuffixes: readonly string[];
+  /** How long access keys and buckets looked up in the store are reused (default LOOKUP_TTL_MS). */
+  lookupTtlMs?: number;
 }
 
 export interface S3Server {
@@ -47,6 +50,11 @@ export interface S3Server {
   close(): Promise<void>;
 }
 
+/**
+ * A revoked key, a changed policy or a deleted bucket takes effect within this bound. Every request
+ * needs both look-ups; reusing them saves two queries and a decryption per request.
+ */
+export const LOOKUP_TTL_MS = 1000;
 const MAX_OBJECT = 5 * 1024 ** 3;
 const MIN_PART = 5 * 1024 ** 2;
 const MAX_XML = 2 * 1024 * 1024;
@@ -76,11 +84,14 @@ export function isValidBucketName(name: string): boolean {
   );
 }
 
-interface Caller {
+interface AccessKey {
   storageId: number;
   statements: readonly Statement[];
-  signature: ParsedSignature;
   secret: string;
+}
+
+interface Caller extends AccessKey {
+  signature: ParsedSignature;
 }
 
 interface Exchange {
@@ -113,6 +124,9 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
   const meta = createObjectMetadata(deps.db, deps.dialect);
   const compiled = new Map<string, readonly Statement[]>();
   const suffixes = deps.virtualHostSuffixes.map((s) => s.toLowerCase());
+  const ttl = deps.lookupTtlMs ?? LOOKUP_TTL_MS;
+  const keyCache = lookupCache<AccessKey>(ttl);
+  const bucketCache = lookupCache<BucketRow>(ttl);
 
   function statementsOf(policies: string): readonly Statement[] {
     let found = compiled.get(policies);
@@ -149,15 +163,23 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
       deps.clock.now(),
     );
     if (!signature) throw errors.accessDenied('Anonymous access is not allowed');
-    const key = await meta.findAccessKey(signature.accessKeyId);
+    const key = await keyCache.get(signature.accessKeyId, async () => {
+      const row = await meta.findAccessKey(signature.accessKeyId);
+      return (
+        row && {
+          storageId: row.object_storage_id,
+          statements: statementsOf(row.policies),
+          secret: deps.secretBox.decrypt(row.secret_encrypted),
+        }
+      );
+    });
     if (!key) throw errors.invalidAccessKeyId();
-    const secret = deps.secretBox.decrypt(key.secret_encrypted);
     verifySignature(
       { method: req.method ?? 'GET', url: req.url ?? '/', headers: req.headers },
       signature,
-      secret,
+      key.secret,
     );
-    return { storageId: key.object_storage_id, statements: statementsOf(key.policies), signature, secret };
+    return { ...key, signature };
   }
 
   function allow(x: Exchange, request: AccessRequest): void {
@@ -166,7 +188,7 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
 
   /** The caller's bucket: 404 if it does not exist, 403 if it belongs to another object storage. */
   async function ownBucket(x: Exchange, name: string): Promise<BucketRow> {
-    const bucket = await meta.findBucket(name);
+    const bucket = await bucketCache.get(name, () => meta.findBucket(name));
     if (!bucket) throw errors.noSuchBucket(name);
     if (bucket.object_storage_id !== x.caller.storageId) throw errors.accessDenied();
     return bucket;
@@ -274,6 +296,7 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
     allow(x, { action: 's3:DeleteBucket', bucket: bucket.name });
     const { deleted, uploads } = await meta.deleteBucket(bucket.id);
     if (!deleted) throw errors.bucketNotEmpty(bucket.name);
+    bucketCache.forget(bucket.name);
     await files.removeTree('data', bucket.id);
     for (const upload of uploads) await files.removeTree('parts', upload);
     send(x, 204);
