@@ -423,6 +423,41 @@ describe('tools on Chromium', () => {
     ).toBe('ready');
   });
 
+  it('does not keep a finished job running in an idle slot', async () => {
+    const engine = new ChromiumEngine({
+      executablePath: CHROMIUM_PATH,
+      slots: 1,
+      jobTimeoutMs: 10_000,
+      maxJobsPerSlot: 10,
+      maxJobsPerBrowser: 10,
+      guard: createAddressGuard({ allow: [] }),
+      maxResourceBytes: 1_000_000,
+    });
+    const shot = { width: 200, height: 200, format: 'png' as const, fullPage: false };
+    try {
+      const animated = '<style>p{animation:a 1s infinite}@keyframes a{to{opacity:0}}</style><p>spin</p>';
+      await engine.screenshot({ kind: 'html', html: html(animated) }, shot);
+      // Static slot: emptied at once.
+      const first = await waitFor(async () => (await engine.freeSlotDocuments())[0]);
+      expect(first).toMatchObject({ kind: 'static' });
+      expect(first?.html).not.toContain('spin');
+      const script =
+        '<p id=n>0</p><script>(function f(){n.textContent++;requestAnimationFrame(f)})()</script>';
+      await engine.screenshot({ kind: 'html', html: html(script) }, shot);
+      // Scripted slot: the job's document stays a moment (the next job would replace it), then it is left.
+      const scriptedUrl = async () =>
+        (await engine.freeSlotDocuments()).find((d) => d.kind === 'scripted')?.url;
+      const kept = await waitFor(scriptedUrl);
+      expect(kept).toMatch(/\.invalid\//);
+      await waitFor(async () => ((await scriptedUrl()) === 'about:blank' ? true : undefined), 5_000);
+      // The slot still works afterwards.
+      const again = await engine.screenshot({ kind: 'html', html: html(script) }, shot);
+      expect(again.body.subarray(1, 4).toString()).toBe('PNG');
+    } finally {
+      await engine.close();
+    }
+  });
+
   it('replaces slots and the browser after their number of jobs', async () => {
     const engine = new ChromiumEngine({
       executablePath: CHROMIUM_PATH,
