@@ -1,6 +1,6 @@
 // The /1.3 operation routes end to end: a managed PostgreSQL on the local driver, an external
 // PostgreSQL started here (not managed by Berth) as the migration source, jobs driven by runDue.
-import pg from 'pg';
+import { pgQuery, withDb } from '../db-operations/fixtures.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createBackgroundWork } from '../../src/jobs/index.js';
 import type { CreatedUser } from '../../src/services/identity.js';
@@ -28,22 +28,6 @@ interface Task {
   target_version?: string;
   target_pg_version?: string;
 }
-
-async function query<R extends pg.QueryResultRow>(url: string, text: string): Promise<R[]> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return (await client.query<R>(text)).rows;
-  } finally {
-    await client.end();
-  }
-}
-
-const withDb = (url: string, db: string): string => {
-  const u = new URL(url);
-  u.pathname = `/${db}`;
-  return u.toString();
-};
 
 describe.each(DIALECTS)('/1.3 database operations on %s', (dialect) => {
   let env: ManagedEnv;
@@ -91,13 +75,13 @@ describe.each(DIALECTS)('/1.3 database operations on %s', (dialect) => {
       plan: '1x1xCPU-2GB-25GB',
       users: [{ username: 'app' }],
     });
-    for (const db of ['shop', 'crm']) await query(source.url, `CREATE DATABASE ${db}`);
-    await query(
+    for (const db of ['shop', 'crm']) await pgQuery(source.url, `CREATE DATABASE ${db}`);
+    await pgQuery(
       withDb(source.url, 'shop'),
       `CREATE TABLE items (id int PRIMARY KEY, name text);
        INSERT INTO items SELECT g, 'item ' || g FROM generate_series(1, 300) g;`,
     );
-    await query(
+    await pgQuery(
       withDb(source.url, 'crm'),
       `CREATE TABLE people (id int PRIMARY KEY); INSERT INTO people SELECT generate_series(1, 40);`,
     );
@@ -253,9 +237,9 @@ describe.each(DIALECTS)('/1.3 database operations on %s', (dialect) => {
     expect(body).toMatchObject({ status: 'done', method: 'pg_dump' });
     expect(body.databases.map((d) => d.dbname)).toEqual(expect.arrayContaining(['shop', 'crm']));
 
-    const rows = await query<{ n: string }>(await managedUrl('shop'), 'SELECT count(*) AS n FROM items');
+    const rows = await pgQuery<{ n: string }>(await managedUrl('shop'), 'SELECT count(*) AS n FROM items');
     expect(Number(rows[0]?.n)).toBe(300);
-    const people = await query<{ n: string }>(await managedUrl('crm'), 'SELECT count(*) AS n FROM people');
+    const people = await pgQuery<{ n: string }>(await managedUrl('crm'), 'SELECT count(*) AS n FROM people');
     expect(Number(people[0]?.n)).toBe(40);
   });
 
@@ -278,12 +262,12 @@ describe.each(DIALECTS)('/1.3 database operations on %s', (dialect) => {
 
   it('clones to a point in time between two inserts; the clone joins the same team', async () => {
     const appUrl = await managedUrl('postgres');
-    await query(appUrl, 'CREATE TABLE events (id int PRIMARY KEY)');
-    await query(appUrl, 'INSERT INTO events VALUES (1)');
+    await pgQuery(appUrl, 'CREATE TABLE events (id int PRIMARY KEY)');
+    await pgQuery(appUrl, 'INSERT INTO events VALUES (1)');
     await new Promise((r) => setTimeout(r, 1100));
     const between = new Date();
     await new Promise((r) => setTimeout(r, 1100));
-    await query(appUrl, 'INSERT INTO events VALUES (2)');
+    await pgQuery(appUrl, 'INSERT INTO events VALUES (2)');
     env.clock.set(new Date());
 
     const response = await call('POST', `/1.3/database/${uuid}/clone`, {
@@ -302,7 +286,7 @@ describe.each(DIALECTS)('/1.3 database operations on %s', (dialect) => {
     expect(row.state_reason).toBeNull();
     expect(row).toMatchObject({ state: 'running', team_id: owner.team_id });
     const object = (await call('GET', `/1.3/database/${clone.uuid}`)).json<{ service_uri: string }>();
-    const ids = await query<{ id: number }>(
+    const ids = await pgQuery<{ id: number }>(
       withDb(object.service_uri.replace(/\?.*$/, ''), 'postgres'),
       'SELECT id FROM events ORDER BY id',
     );

@@ -6,7 +6,6 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createBackgroundWork } from '../../src/jobs/index.js';
 import { clonePostgres, stopCluster } from '../../src/drivers/databases/operations/index.js';
@@ -16,7 +15,7 @@ import { authHeaders } from '../helpers/app.js';
 import { freePort } from '../helpers/processes.js';
 import { isAlive } from '../../src/drivers/databases/local/process.js';
 import { DIALECTS } from '../helpers/store.js';
-import { PG16_BIN } from '../db-operations/fixtures.js';
+import { PG16_BIN, pgQuery } from '../db-operations/fixtures.js';
 import {
   applyManagedDatabase,
   openManagedEnv,
@@ -34,16 +33,6 @@ interface Service {
   metadata: { pg_version: string };
   backups: Array<{ backup_name: string }>;
   users: Array<{ username: string; password?: string }>;
-}
-
-async function query<R extends pg.QueryResultRow>(url: string, text: string): Promise<R[]> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return (await client.query<R>(text)).rows;
-  } finally {
-    await client.end();
-  }
 }
 
 describe.each(DIALECTS)('/1.3 upgrade and maintenance on %s', (dialect) => {
@@ -100,7 +89,7 @@ describe.each(DIALECTS)('/1.3 upgrade and maintenance on %s', (dialect) => {
     await runJobs();
     appPassword = (await service()).users.find((u) => u.username === 'app')?.password ?? '';
     expect(appPassword).not.toBe('');
-    await query(
+    await pgQuery(
       await app(),
       `CREATE TABLE items (id int PRIMARY KEY, name text);
        INSERT INTO items SELECT g, 'item ' || g FROM generate_series(1, 500) g;`,
@@ -120,14 +109,14 @@ describe.each(DIALECTS)('/1.3 upgrade and maintenance on %s', (dialect) => {
 
   it('maintenance restarts the instance so that a setting waiting for a restart takes effect', async () => {
     const admin = await url('postgres');
-    await query(admin, 'ALTER SYSTEM SET max_wal_senders = 7');
-    await query(admin, 'SELECT pg_reload_conf()');
+    await pgQuery(admin, 'ALTER SYSTEM SET max_wal_senders = 7');
+    await pgQuery(admin, 'SELECT pg_reload_conf()');
     const pidBefore = (await instanceRow()).pid;
 
     const response = await call('POST', `/1.3/database/${uuid}/maintenance`);
     expect(response.statusCode).toBe(200);
     expect(response.json<{ message: string }>().message).toContain('max_wal_senders');
-    expect(await query(admin, 'SHOW max_wal_senders')).toEqual([{ max_wal_senders: '7' }]);
+    expect(await pgQuery(admin, 'SHOW max_wal_senders')).toEqual([{ max_wal_senders: '7' }]);
     const after = await instanceRow();
     expect(after.pid).not.toBe(pidBefore);
     expect(isAlive(pidBefore)).toBe(false);
@@ -140,7 +129,7 @@ describe.each(DIALECTS)('/1.3 upgrade and maintenance on %s', (dialect) => {
 
   it('a failed upgrade leaves PostgreSQL 15 running with its data and says why', async () => {
     // A setting 15 knows and 16 does not (renamed to debug_parallel_query): the restore into 16 fails.
-    await query(await url('postgres'), 'ALTER DATABASE shop SET force_parallel_mode = off');
+    await pgQuery(await url('postgres'), 'ALTER DATABASE shop SET force_parallel_mode = off');
     const response = await call('POST', `/1.3/database/${uuid}/upgrade`, { target_version: '16' });
     expect(response.statusCode).toBe(201);
     await runJobs();
@@ -151,7 +140,7 @@ describe.each(DIALECTS)('/1.3 upgrade and maintenance on %s', (dialect) => {
     const object = await service();
     expect(object.properties.version).toBe('15');
     expect(
-      await query(
+      await pgQuery(
         await app(),
         "SELECT count(*)::int AS n, current_setting('server_version') AS v FROM items",
       ),
@@ -165,7 +154,7 @@ describe.each(DIALECTS)('/1.3 upgrade and maintenance on %s', (dialect) => {
     expect(failures).toHaveLength(1);
     const dir = (await instanceRow()).data_dir as string;
     expect(fs.readdirSync(dir).filter((n) => n.includes('.next') || n.includes('.pre-upgrade'))).toEqual([]);
-    await query(await url('postgres'), 'ALTER DATABASE shop RESET force_parallel_mode');
+    await pgQuery(await url('postgres'), 'ALTER DATABASE shop RESET force_parallel_mode');
   });
 
   it('a switch-over cut short by a crash is undone at the next start: 15 runs with its data', async () => {
@@ -178,7 +167,7 @@ describe.each(DIALECTS)('/1.3 upgrade and maintenance on %s', (dialect) => {
     fs.mkdirSync(path.join(dir, 'wal-archive'));
     await managedDatabases(berth.ctx).powerOn(uuid);
     expect(
-      await query(
+      await pgQuery(
         await app(),
         `SELECT count(*)::int AS n, current_setting('server_version') AS v FROM items`,
       ),
@@ -205,15 +194,15 @@ describe.each(DIALECTS)('/1.3 upgrade and maintenance on %s', (dialect) => {
     expect(object.metadata.pg_version).toMatch(/^16\./);
     // The declared user logs in with the password it had on 15, and finds its rows.
     expect(
-      await query(
+      await pgQuery(
         await app(),
         `SELECT count(*)::int AS n, current_setting('server_version') AS v FROM items`,
       ),
     ).toEqual([{ n: 500, v: expect.stringMatching(/^16\./) as unknown }]);
-    await expect(query(await url('shop', { user: 'app', password: 'wrong' }), 'SELECT 1')).rejects.toThrow(
+    await expect(pgQuery(await url('shop', { user: 'app', password: 'wrong' }), 'SELECT 1')).rejects.toThrow(
       /password authentication failed/,
     );
-    expect(await query(await app(), `INSERT INTO items VALUES (501, 'on 16') RETURNING id`)).toEqual([
+    expect(await pgQuery(await app(), `INSERT INTO items VALUES (501, 'on 16') RETURNING id`)).toEqual([
       { id: 501 },
     ]);
 
@@ -225,10 +214,13 @@ describe.each(DIALECTS)('/1.3 upgrade and maintenance on %s', (dialect) => {
     expect(fs.readdirSync(dir).filter((n) => n.includes('.next') || n.includes('.pre-upgrade'))).toEqual([]);
     const admin = await url('postgres');
     // The segment holding the backup's end and a newer one reach the archive, with no failure.
-    const [switched] = await query<{ wal: string }>(admin, 'SELECT pg_walfile_name(pg_switch_wal()) AS wal');
+    const [switched] = await pgQuery<{ wal: string }>(
+      admin,
+      'SELECT pg_walfile_name(pg_switch_wal()) AS wal',
+    );
     let archiver: { last: string | null; failed: number } | undefined;
     for (let i = 0; i < 100; i++) {
-      [archiver] = await query<{ last: string | null; failed: number }>(
+      [archiver] = await pgQuery<{ last: string | null; failed: number }>(
         admin,
         'SELECT last_archived_wal AS last, failed_count::int AS failed FROM pg_stat_archiver',
       );
@@ -274,7 +266,9 @@ describe.each(DIALECTS)('/1.3 upgrade and maintenance on %s', (dialect) => {
       const restored = new URL(admin);
       restored.port = String(port);
       restored.pathname = '/shop';
-      expect(await query(restored.toString(), 'SELECT count(*)::int AS n FROM items')).toEqual([{ n: 501 }]);
+      expect(await pgQuery(restored.toString(), 'SELECT count(*)::int AS n FROM items')).toEqual([
+        { n: 501 },
+      ]);
     } finally {
       await stopCluster({ binDir: PG16_BIN, dataDir }, 'immediate').catch(() => undefined);
       fs.rmSync(work, { recursive: true, force: true });
@@ -291,7 +285,7 @@ describe.each(DIALECTS)('/1.3 upgrade and maintenance on %s', (dialect) => {
     await supervisor.stop();
     expect((await dbRow()).state).toBe('running');
     expect(
-      await query(
+      await pgQuery(
         await app(),
         `SELECT count(*)::int AS n, current_setting('server_version') AS v FROM items`,
       ),
