@@ -435,11 +435,7 @@ export function registerDbOperationRoutes(app: FastifyInstance, ctx: AppContext)
         );
       });
       const upgrading = (await repo.findDatabase(row.uuid)) ?? row;
-      const object = serviceObject(
-        upgrading,
-        running,
-        role === 'owner' ? managedDatabases(ctx).credentialsOf(running) : undefined,
-      );
+      const object = serviceObjectFor(upgrading, running, role);
       // As UpCloud's answer: properties.version is already the target, metadata the running version.
       const properties = (object.properties ?? {}) as Record<string, unknown>;
       return reply.code(201).send({ ...object, properties: { ...properties, version: target } });
