@@ -34,6 +34,17 @@ function startServer(
   return new Promise((resolve) => server.listen(port, '127.0.0.1', () => resolve(server)));
 }
 
+/** An engine of its own, with one slot of each kind, for tests that count jobs per slot. */
+const oneSlotEngine = (limits: { maxJobsPerSlot: number; maxJobsPerBrowser: number }) =>
+  new ChromiumEngine({
+    executablePath: CHROMIUM_PATH,
+    slots: 1,
+    jobTimeoutMs: 10_000,
+    guard: createAddressGuard({ allow: [] }),
+    maxResourceBytes: 1_000_000,
+    ...limits,
+  });
+
 describe('tools on Chromium', () => {
   let t: TestApp;
   let site: http.Server;
@@ -424,15 +435,7 @@ describe('tools on Chromium', () => {
   });
 
   it('does not keep a finished job running in an idle slot', async () => {
-    const engine = new ChromiumEngine({
-      executablePath: CHROMIUM_PATH,
-      slots: 1,
-      jobTimeoutMs: 10_000,
-      maxJobsPerSlot: 10,
-      maxJobsPerBrowser: 10,
-      guard: createAddressGuard({ allow: [] }),
-      maxResourceBytes: 1_000_000,
-    });
+    const engine = oneSlotEngine({ maxJobsPerSlot: 10, maxJobsPerBrowser: 10 });
     const shot = { width: 200, height: 200, format: 'png' as const, fullPage: false };
     try {
       const animated = '<style>p{animation:a 1s infinite}@keyframes a{to{opacity:0}}</style><p>spin</p>';
@@ -459,15 +462,7 @@ describe('tools on Chromium', () => {
   });
 
   it('replaces slots and the browser after their number of jobs', async () => {
-    const engine = new ChromiumEngine({
-      executablePath: CHROMIUM_PATH,
-      slots: 1,
-      jobTimeoutMs: 10_000,
-      maxJobsPerSlot: 2,
-      maxJobsPerBrowser: 3,
-      guard: createAddressGuard({ allow: [] }),
-      maxResourceBytes: 1_000_000,
-    });
+    const engine = oneSlotEngine({ maxJobsPerSlot: 2, maxJobsPerBrowser: 3 });
     const settings = {
       landscape: false,
       printBackground: false,
