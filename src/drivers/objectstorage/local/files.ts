@@ -1,6 +1,10 @@
 // Object bytes on disk: `<dataDir>/objects/data/<bucket id>/<xx>/<token>` for objects,
 // `…/parts/<upload row id>/…` for multipart parts, `…/tmp/` while a body is arriving. A new file is
 // written for every PUT and swapped in by the metadata commit, so readers never see a half-written object.
+//
+// Durability: a file's data is flushed before it is placed (FileSink, syncData), and placing it
+// flushes the directory it moves into, so by the time the metadata commit names a file, its bytes
+// and its name are on the disk.
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -16,6 +20,15 @@ export function createObjectFiles(dataDir: string) {
   }
 
   const token = () => randomBytes(12).toString('hex');
+
+  async function flush(file: string, flags: number): Promise<void> {
+    const handle = await fs.promises.open(file, flags);
+    try {
+      await handle.datasync();
+    } finally {
+      await handle.close();
+    }
+  }
 
   /** One unlink (fs.rm would lstat first); a file already gone is fine. */
   async function unlink(file: string): Promise<void> {
@@ -37,14 +50,22 @@ export function createObjectFiles(dataDir: string) {
       return path.join(dir, token());
     },
 
-    /** Moves a finished temporary file to its place; returns the path relative to the root. */
+    /**
+     * Moves a finished temporary file (its data already flushed) to its place and flushes the
+     * directory entry; returns the path relative to the root.
+     */
     async place(tempFile: string, area: 'data' | 'parts', owner: number): Promise<string> {
       const name = token();
       const relative = path.join(area, String(owner), name.slice(0, 2), name);
-      await ensureDir(path.dirname(path.join(root, relative)));
+      const dir = path.dirname(path.join(root, relative));
+      await ensureDir(dir);
       await fs.promises.rename(tempFile, path.join(root, relative));
+      await flush(dir, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY);
       return relative;
     },
+
+    /** Flushes a file written by other means than FileSink (a copy) to the disk. */
+    syncData: (file: string) => flush(file, fs.constants.O_RDONLY),
 
     /** Removes files; a file already gone is fine. */
     async remove(...relative: Array<string | undefined>): Promise<void> {

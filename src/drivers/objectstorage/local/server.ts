@@ -14,6 +14,7 @@ import type { Database } from '../../../db/schema/index.js';
 import { iso, type Clock } from '../../../domain/clock.js';
 import type { SecretBox } from '../../../services/secret-box.js';
 import { memorySink, receiveBody } from './body.js';
+import { FileSink } from './file-sink.js';
 import { errors, S3Error } from './errors.js';
 import { createObjectFiles } from './files.js';
 import { lookupCache } from './lookup-cache.js';
@@ -223,7 +224,7 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
         x.req,
         x.caller.signature,
         x.caller.secret,
-        fs.createWriteStream(temp, { flags: 'wx', highWaterMark: 1024 * 1024 }),
+        new FileSink(temp),
         MAX_OBJECT,
       );
       return { temp, size, md5 };
@@ -528,6 +529,12 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
       await files.removeTemp(temp);
       throw errors.noSuchKey(sourceKey);
     }
+    try {
+      await files.syncData(temp);
+    } catch (error) {
+      await files.removeTemp(temp);
+      throw error;
+    }
     const file = await files.place(temp, 'data', bucket.id);
     const lastModified = iso(deps.clock.now());
     const old = await meta.putObject(bucket.id, key, {
@@ -605,7 +612,7 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
     let size = 0;
     const md5s = createHash('md5');
     try {
-      const out = fs.createWriteStream(temp, { flags: 'wx' });
+      const out = new FileSink(temp);
       for (const part of chosen) {
         await pipeline(fs.createReadStream(files.absolute(part.file), { highWaterMark: 1024 * 1024 }), out, {
           end: false,
