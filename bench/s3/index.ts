@@ -70,11 +70,16 @@ async function timedTogether<K extends string>(
   return Object.fromEntries(names.map((n) => [n, mbps(n)])) as Record<K, number>;
 }
 
-function rawRequest(url: string, method: 'PUT' | 'GET', body?: Buffer): Promise<number> {
+function rawRequest(
+  url: string,
+  method: 'PUT' | 'GET',
+  body?: Buffer,
+  headers: Record<string, string> = {},
+): Promise<number> {
   return new Promise((resolve, reject) => {
     const req = http.request(
       url,
-      { method, headers: body ? { 'content-length': body.length } : {} },
+      { method, headers: { ...headers, ...(body ? { 'content-length': body.length } : {}) } },
       (res) => {
         const c = counter();
         pipeline(res, c.sink).then(() => {
@@ -88,16 +93,13 @@ function rawRequest(url: string, method: 'PUT' | 'GET', body?: Buffer): Promise<
   });
 }
 
-async function startServer(dataDir: string) {
-  // --profile <dir>: the endpoint writes a V8 CPU profile there when it stops.
-  const at = process.argv.indexOf('--profile');
-  const profile =
-    at > 0 && process.argv[at + 1] ? ['--cpu-prof', `--cpu-prof-dir=${process.argv[at + 1]}`] : [];
+/** Starts a script of this folder in its own Node process; it prints `PORT <n>` once it listens. */
+async function startChild(script: string, env: Record<string, string>, nodeArgs: string[] = []) {
   const child = spawn(
     process.execPath,
-    [...profile, '--import', 'tsx', path.join(import.meta.dirname, 'server.ts')],
+    [...nodeArgs, '--import', 'tsx', path.join(import.meta.dirname, script)],
     {
-      env: { ...process.env, BERTH_DATA_DIR: dataDir, BERTH_LOG_LEVEL: 'silent', NODE_NO_WARNINGS: '1' },
+      env: { ...process.env, ...env, NODE_NO_WARNINGS: '1' },
       stdio: ['ignore', 'pipe', 'inherit'],
     },
   );
@@ -108,7 +110,7 @@ async function startServer(dataDir: string) {
       const m = /PORT (\d+)/.exec(out);
       if (m) resolve(Number(m[1]));
     });
-    child.once('exit', (code) => reject(new Error(`server exited with ${code}`)));
+    child.once('exit', (code) => reject(new Error(`${script} exited with ${code}`)));
   });
   return {
     url: `http://127.0.0.1:${port}`,
@@ -120,11 +122,31 @@ async function startServer(dataDir: string) {
   };
 }
 
+function startEndpoint(dataDir: string) {
+  // --profile <dir>: the endpoint writes a V8 CPU profile there when it stops.
+  const at = process.argv.indexOf('--profile');
+  const profile =
+    at > 0 && process.argv[at + 1] ? ['--cpu-prof', `--cpu-prof-dir=${process.argv[at + 1]}`] : [];
+  return startChild('server.ts', { BERTH_DATA_DIR: dataDir, BERTH_LOG_LEVEL: 'silent' }, profile);
+}
+
+/** Writes `data` to `file` and waits until it is on the disk, as the endpoint does before it answers. */
+async function writeDurably(file: string, data: Buffer): Promise<void> {
+  const handle = await fs.promises.open(file, 'w');
+  try {
+    await handle.writeFile(data);
+    await handle.datasync();
+  } finally {
+    await handle.close();
+  }
+}
+
 async function main(): Promise<void> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-bench-s3-'));
   const config = loadConfig({ BERTH_DATA_DIR: dataDir, BERTH_S3_PORT: '0', BERTH_LOG_LEVEL: 'silent' });
   const ctx = await createContext(config, { logger: pino({ level: 'silent' }) });
-  let server: Awaited<ReturnType<typeof startServer>> | undefined;
+  let server: Awaited<ReturnType<typeof startEndpoint>> | undefined;
+  let floor: Awaited<ReturnType<typeof startChild>> | undefined;
   try {
     const user = await ctx.identity.createUser({ email: 'bench@example.com', team: 'bench' });
     const uuid = ctx.ids.uuid();
@@ -162,7 +184,8 @@ async function main(): Promise<void> {
     const [storage] = await viewObjectStorages(ctx, { id: user.team_id, role: 'owner' });
     const key = storage!.users[0]!;
     await ctx.close();
-    server = await startServer(dataDir);
+    server = await startEndpoint(dataDir);
+    floor = await startChild('floor-server.ts', {});
     const client = new S3Client({
       endpoint: server.url,
       region: 'us-east-1',
@@ -175,7 +198,7 @@ async function main(): Promise<void> {
     );
     console.log('| object | operation | file MB/s | SDK MB/s | ratio | presigned MB/s | ratio |');
     console.log('|---|---|---|---|---|---|---|');
-    const ceilings: string[] = [];
+    const floors: string[] = [];
     for (const { label, bytes, rounds } of SIZES) {
       const data = randomBytes(bytes);
       const file = path.join(dataDir, `baseline-${bytes}`);
@@ -188,11 +211,17 @@ async function main(): Promise<void> {
       );
       const put = await timedTogether(rounds, bytes, {
         file: () => fs.promises.writeFile(file, data),
+        // The endpoint answers only once the object is on the disk; this is that same write.
+        durable: () => writeDurably(file, data),
         // The MD5 the ETag needs, alone on one core: no single-part PUT can be faster.
         md5: () => {
           createHash('md5').update(data).digest();
           return Promise.resolve();
         },
+        // A bare node:http server (floor-server.ts): receiving only, and receiving + MD5.
+        receive: () => rawRequest(`${floor!.url}/`, 'PUT', data).then(() => undefined),
+        receiveMd5: () =>
+          rawRequest(`${floor!.url}/`, 'PUT', data, { 'x-floor': 'md5' }).then(() => undefined),
         sdk: async (i) => {
           await client.send(new PutObjectCommand({ Bucket: 'bench', Key: `sdk-${bytes}-${i}`, Body: data }));
         },
@@ -226,8 +255,11 @@ async function main(): Promise<void> {
       });
 
       const f = (n: number) => n.toFixed(0);
-      ceilings.push(`${label} ${f(put.md5)} MB/s = ${(put.md5 / put.file).toFixed(2)} of the file write`);
       const r = (n: number, d: number) => (n / d).toFixed(2);
+      floors.push(
+        `| ${label} | ${f(put.file)} | ${f(put.durable)} | ${r(put.raw, put.file)} | ${r(put.raw, put.durable)} | ` +
+          `${r(put.receive, put.file)} | ${r(put.receiveMd5, put.file)} | ${r(put.md5, put.file)} |`,
+      );
       console.log(
         `| ${label} | PUT | ${f(put.file)} | ${f(put.sdk)} | ${r(put.sdk, put.file)} | ${f(put.raw)} | ${r(put.raw, put.file)} |`,
       );
@@ -235,10 +267,16 @@ async function main(): Promise<void> {
         `| ${label} | GET | ${f(get.file)} | ${f(get.sdk)} | ${r(get.sdk, get.file)} | ${f(get.raw)} | ${r(get.raw, get.file)} |`,
       );
     }
-    console.log(`\nMD5 alone (a single-part PUT's ceiling): ${ceilings.join(', ')}`);
+    console.log('\nPresigned PUT beside its references and floors (ratios of MB/s, same rounds):');
+    console.log(
+      '| object | file MB/s | durable file MB/s | PUT ÷ file | PUT ÷ durable file | bare receive ÷ file | bare receive + MD5 ÷ file | MD5 alone ÷ file |',
+    );
+    console.log('|---|---|---|---|---|---|---|---|');
+    for (const line of floors) console.log(line);
     client.destroy();
   } finally {
     await server?.stop();
+    await floor?.stop();
     await ctx.close();
     fs.rmSync(dataDir, { recursive: true, force: true });
   }
