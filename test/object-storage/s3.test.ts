@@ -523,6 +523,41 @@ describe.each(DIALECTS)('object storage on %s', (dialect) => {
     fs.rmSync(path.join(tmp, 'in-flight'));
   });
 
+  it('sweeps object files no object or part names, once they are an hour old', async () => {
+    await clients.admin!.send(new PutObjectCommand({ Bucket: 'docs', Key: 'kept.txt', Body: 'kept' }));
+    const kept = await t.ctx.db
+      .selectFrom('s3_objects')
+      .innerJoin('s3_buckets', 's3_buckets.id', 's3_objects.bucket_id')
+      .select(['s3_objects.file', 's3_buckets.id as bucket'])
+      .where('s3_buckets.name', '=', 'docs')
+      .where('s3_objects.key', '=', 'kept.txt')
+      .executeTakeFirstOrThrow();
+    const root = path.join(t.ctx.config.dataDir, 'objects');
+    const twoHoursAgo = new Date(Date.now() - 2 * 3600_000);
+    const plant = (relative: string, old: boolean): string => {
+      const file = path.join(root, relative);
+      fs.mkdirSync(path.dirname(file), { recursive: true });
+      fs.writeFileSync(file, 'orphan');
+      if (old) fs.utimesSync(file, twoHoursAgo, twoHoursAgo);
+      return file;
+    };
+    // Left by a process stopped between placing and committing, or after a bucket or upload was deleted.
+    const orphan = plant(`data/${kept.bucket}/zz/orphan`, true);
+    const goneBucket = plant('data/999999/ab/orphan', true);
+    const gonePart = plant('parts/999999/cd/orphan', true);
+    const young = plant(`data/${kept.bucket}/zz/young`, false);
+    fs.utimesSync(path.join(root, kept.file), twoHoursAgo, twoHoursAgo);
+
+    const again = await startObjectStorageEndpoint(t.ctx);
+    await again.close(); // waits for the sweep it started
+
+    for (const file of [orphan, goneBucket, gonePart]) expect(fs.existsSync(file)).toBe(false);
+    expect(fs.existsSync(young)).toBe(true);
+    const got = await clients.admin!.send(new GetObjectCommand({ Bucket: 'docs', Key: 'kept.txt' }));
+    expect(await got.Body!.transformToString()).toBe('kept');
+    fs.rmSync(young);
+  });
+
   it('serves presigned URLs and virtual-host-style requests, and refuses tampered or expired ones', async () => {
     const admin = clients.admin!;
     await admin.send(

@@ -9,6 +9,7 @@ import * as m004 from './004_scheduled_deletion.js';
 import * as m005 from './005_managed_instances.js';
 import * as m008 from './008_db_operations.js';
 import * as m009 from './009_team_revisions.js';
+import * as m010 from './010_s3_object_files.js';
 
 type DialectMigration = { up(db: Kysely<unknown>, dialect: Dialect): Promise<void> };
 
@@ -21,6 +22,7 @@ const MIGRATIONS: Record<string, DialectMigration> = {
   '005_managed_instances': m005,
   '008_db_operations': m008,
   '009_team_revisions': m009,
+  '010_s3_object_files': m010,
 };
 
 export async function migrateToLatest(db: Kysely<unknown>, dialect: Dialect): Promise<void> {

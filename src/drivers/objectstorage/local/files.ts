@@ -9,6 +9,9 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 
+/** How many files sweepOrphans asks the store about at once (bound parameters per query). */
+const SWEEP_BATCH = 500;
+
 export function createObjectFiles(dataDir: string) {
   const root = path.join(dataDir, 'objects');
   const made = new Set<string>();
@@ -20,6 +23,15 @@ export function createObjectFiles(dataDir: string) {
   }
 
   const token = () => randomBytes(12).toString('hex');
+
+  /** A directory's entries; none when it does not exist (yet). */
+  async function entries(dir: string): Promise<string[]> {
+    try {
+      return await fs.promises.readdir(dir);
+    } catch {
+      return [];
+    }
+  }
 
   async function flush(file: string, flags: number): Promise<void> {
     const handle = await fs.promises.open(file, flags);
@@ -82,14 +94,8 @@ export function createObjectFiles(dataDir: string) {
      */
     async sweepTemp(now: Date, ageMs: number): Promise<number> {
       const dir = path.join(root, 'tmp');
-      let names: string[];
-      try {
-        names = await fs.promises.readdir(dir);
-      } catch {
-        return 0;
-      }
       let removed = 0;
-      for (const name of names) {
+      for (const name of await entries(dir)) {
         const file = path.join(dir, name);
         const stat = await fs.promises.stat(file).catch(() => undefined);
         if (stat && now.getTime() - stat.mtimeMs > ageMs) {
@@ -97,6 +103,42 @@ export function createObjectFiles(dataDir: string) {
           removed += 1;
         }
       }
+      return removed;
+    },
+
+    /**
+     * Removes object and part files older than `ageMs` that no row names: left behind when a process
+     * stopped between placing a file and committing its row, or between a commit and removing the file
+     * it replaced or the bucket or upload it deleted. The age keeps files of PUTs in flight safe (a
+     * file is placed right after its last write and committed right after that). Asks `named` about
+     * at most SWEEP_BATCH files at a time.
+     */
+    async sweepOrphans(named: (files: string[]) => Promise<Set<string>>, now: Date, ageMs: number) {
+      let removed = 0;
+      const old: string[] = [];
+      const check = async (): Promise<void> => {
+        const keep = await named(old);
+        for (const relative of old) {
+          if (keep.has(relative)) continue;
+          await unlink(path.join(root, relative));
+          removed += 1;
+        }
+        old.length = 0;
+      };
+      for (const area of ['data', 'parts']) {
+        for (const owner of await entries(path.join(root, area))) {
+          for (const shard of await entries(path.join(root, area, owner))) {
+            for (const name of await entries(path.join(root, area, owner, shard))) {
+              const relative = path.join(area, owner, shard, name);
+              const stat = await fs.promises.stat(path.join(root, relative)).catch(() => undefined);
+              if (!stat?.isFile() || now.getTime() - stat.mtimeMs <= ageMs) continue;
+              old.push(relative);
+              if (old.length >= SWEEP_BATCH) await check();
+            }
+          }
+        }
+      }
+      await check();
       return removed;
     },
 

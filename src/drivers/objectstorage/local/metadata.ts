@@ -272,6 +272,16 @@ export function createObjectMetadata(db: Kysely<Database>, dialect: Dialect) {
       const gone = await db.deleteFrom('s3_uploads').where('id', '=', uploadRowId).executeTakeFirst();
       return Number(gone.numDeletedRows) > 0;
     },
+
+    /** Which of these files (relative paths) an object or an upload part names. */
+    async namedFiles(files: string[]): Promise<Set<string>> {
+      if (files.length === 0) return new Set();
+      const [objects, parts] = await Promise.all([
+        db.selectFrom('s3_objects').select('file').where('file', 'in', files).execute(),
+        db.selectFrom('s3_upload_parts').select('file').where('file', 'in', files).execute(),
+      ]);
+      return new Set([...objects, ...parts].map((r) => r.file));
+    },
   };
 }
 

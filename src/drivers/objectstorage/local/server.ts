@@ -16,7 +16,7 @@ import type { SecretBox } from '../../../services/secret-box.js';
 import { memorySink, receiveBody } from './body.js';
 import { FileSink } from './file-sink.js';
 import { errors, S3Error } from './errors.js';
-import { createObjectFiles } from './files.js';
+import { createObjectFiles, type ObjectFiles } from './files.js';
 import { lookupCache } from './lookup-cache.js';
 import { createObjectMetadata, type BucketRow, type ObjectRow } from './metadata.js';
 import { compilePolicies, isAllowed, type AccessRequest, type Statement } from './policy.js';
@@ -860,6 +860,7 @@ export async function startS3Server(
   const files = createObjectFiles(deps.dataDir);
   // File times are wall-clock times, so the wall clock (not the injected one) judges their age.
   await files.sweepTemp(new Date(), 24 * 3600_000);
+  const sweeper = orphanSweeper(deps, files);
   const handle = createS3Handler(deps, files);
   // Uploads of several GiB may take longer than Node's default 5-minute request timeout; a socket
   // that stays silent for two minutes is dropped instead.
@@ -884,8 +885,42 @@ export async function startS3Server(
       closing ??= new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeIdleConnections();
-      });
+      }).then(() => sweeper.stop());
       return closing;
+    },
+  };
+}
+
+/** Object files older than this that no row names are orphans (see files.sweepOrphans). */
+const ORPHAN_AGE_MS = 3600_000;
+const ORPHAN_SWEEP_EVERY_MS = 24 * 3600_000;
+
+/** Sweeps orphaned object files in the background, at start and then daily; a failure waits for the next. */
+function orphanSweeper(deps: S3ServerDeps, files: ObjectFiles) {
+  const meta = createObjectMetadata(deps.db, deps.dialect);
+  let running: Promise<void> | undefined;
+  const sweep = (): void => {
+    // File times are wall-clock times, so the wall clock (not the injected one) judges their age.
+    running ??= files
+      .sweepOrphans((paths) => meta.namedFiles(paths), new Date(), ORPHAN_AGE_MS)
+      .then(
+        (removed) => {
+          if (removed > 0) deps.logger.info({ removed }, 'removed object files no object or part names');
+        },
+        (error: unknown) => deps.logger.warn({ err: error }, 'sweeping orphaned object files failed'),
+      )
+      .finally(() => {
+        running = undefined;
+      });
+  };
+  sweep();
+  const timer = setInterval(sweep, ORPHAN_SWEEP_EVERY_MS);
+  timer.unref();
+  return {
+    /** Stops the daily sweep and waits for one in progress, which uses the store. */
+    async stop(): Promise<void> {
+      clearInterval(timer);
+      await running;
     },
   };
 }
