@@ -245,6 +245,9 @@ export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandl
     const { row, instance } = await loadDatabase(ctx.db, uuid);
     const method: MigrationStatus['method'] =
       migration.method === 'replication' ? 'replication' : row?.type === 'pg' ? 'pg_dump' : 'mysqldump';
+    // Progress writes run one after the other and all end before the final status is written: on a
+    // pool, a late progress write could otherwise land after it and leave a finished migration `running`.
+    let progressSaved = Promise.resolve();
     try {
       if (!row || !instance) throw new Error(`managed database ${uuid} is gone`);
       const input = {
@@ -260,12 +263,14 @@ export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandl
           : await dumpMigrate({
               ...input,
               onProgress: (progress) => {
-                // Progress is informative; the final status below is what counts.
-                saveStatus(uuid, progress).catch(() => undefined);
+                // Progress is informative (a failed write is dropped); the final status below is what counts.
+                progressSaved = progressSaved.then(() => saveStatus(uuid, progress)).catch(() => undefined);
               },
             });
+      await progressSaved;
       await saveStatus(uuid, status);
     } catch (error) {
+      await progressSaved;
       if (!isOperationError(error)) log.warn({ err: error, database: uuid }, 'migration failed');
       const message = isOperationError(error) ? error.message : 'The migration failed unexpectedly';
       await saveStatus(uuid, {
