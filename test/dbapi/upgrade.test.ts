@@ -62,6 +62,12 @@ describe.each(DIALECTS)('/1.3 upgrade and maintenance on %s', (dialect) => {
     return u.toString();
   };
   const app = () => url('shop', { user: 'app', password: appPassword });
+  /** A service URI (the admin's) on another database. */
+  const withDbOf = (serviceUri: string, db: string): string => {
+    const u = new URL(serviceUri.replace(/\?.*$/, ''));
+    u.pathname = `/${db}`;
+    return u.toString();
+  };
   const dbRow = () =>
     berth.ctx.db
       .selectFrom('managed_databases')
@@ -305,4 +311,83 @@ describe.each(DIALECTS)('/1.3 upgrade and maintenance on %s', (dialect) => {
     expect(backups).toMatchObject({ runAgainAt: expect.any(Date) as unknown });
     expect((await service()).backups).toHaveLength(2);
   });
+
+  it('clones the 16 instance without a pg_dump 16: now and to a point in time, on 16, with its own passwords', async () => {
+    await pgQuery(await app(), `INSERT INTO items VALUES (502, 'before the point')`);
+    await new Promise((r) => setTimeout(r, 1100));
+    const between = new Date();
+    await new Promise((r) => setTimeout(r, 1100));
+    await pgQuery(await app(), `INSERT INTO items VALUES (503, 'after the point')`);
+    env.clock.set(new Date());
+    const sourceAdmin = new URL(await url('postgres'));
+
+    const cloneOf = async (name: string, body: Record<string, unknown> = {}): Promise<string> => {
+      const response = await call('POST', `/1.3/database/${uuid}/clone`, { name, ...body });
+      expect(response.statusCode).toBe(201);
+      return response.json<{ uuid: string }>().uuid;
+    };
+    const current = await cloneOf('copy-now');
+    const past = await cloneOf('copy-past', { recovery_time: between.toISOString() });
+    await runJobs(); // provisioning, the copies, then the clones' first base backups
+
+    for (const [clone, last] of [
+      [current, 503],
+      [past, 502],
+    ] as const) {
+      const row = await berth.ctx.db
+        .selectFrom('managed_databases')
+        .selectAll()
+        .where('uuid', '=', clone)
+        .executeTakeFirstOrThrow();
+      expect(row.state_reason).toBeNull();
+      expect(row.state).toBe('running');
+      const object = (await call('GET', `/1.3/database/${clone}`)).json<Service>();
+      expect(object.metadata.pg_version).toMatch(/^16\./);
+      expect(object.backups).toHaveLength(1);
+      const password = object.users.find((u) => u.username === 'app')?.password ?? '';
+      expect(password).not.toBe(appPassword);
+      const appUrl = new URL(object.service_uri.replace(/\?.*$/, ''));
+      appUrl.pathname = '/shop';
+      appUrl.username = 'app';
+      appUrl.password = encodeURIComponent(password);
+      expect(
+        await pgQuery(
+          appUrl.toString(),
+          `SELECT max(id)::int AS last, current_setting('server_version') AS v FROM items`,
+        ),
+      ).toEqual([{ last, v: expect.stringMatching(/^16\./) as unknown }]);
+      // The clone's own passwords only: the source's open neither the user nor the admin.
+      appUrl.password = encodeURIComponent(appPassword);
+      await expect(pgQuery(appUrl.toString(), 'SELECT 1')).rejects.toThrow(/password authentication failed/);
+      const stolenAdmin = new URL(object.service_uri.replace(/\?.*$/, ''));
+      stolenAdmin.password = sourceAdmin.password;
+      await expect(pgQuery(stolenAdmin.toString(), 'SELECT 1')).rejects.toThrow(
+        /password authentication failed/,
+      );
+      const instance = await berth.ctx.db
+        .selectFrom('managed_instances')
+        .select('data_dir')
+        .where('managed_database_id', '=', row.id)
+        .executeTakeFirstOrThrow();
+      expect(
+        fs.readdirSync(instance.data_dir as string).filter((n) => n === 'clone-work' || n.includes('.pre-')),
+      ).toEqual([]);
+      // The recovery's settings are gone: the clone archives its own WAL.
+      expect(
+        await pgQuery(object.service_uri.replace(/\?.*$/, ''), `SELECT current_setting('archive_mode') AS m`),
+      ).toEqual([{ m: 'on' }]);
+    }
+
+    // A copy that does not start is thrown out: the instance runs on its own data again.
+    const broken = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-broken-copy-'));
+    fs.writeFileSync(path.join(broken, 'PG_VERSION'), '16\n');
+    await expect(
+      managedDatabases(berth.ctx).adoptCopy(current, { dataDir: broken, adminPassword: 'x' }),
+    ).rejects.toThrow();
+    fs.rmSync(broken, { recursive: true, force: true });
+    const object = (await call('GET', `/1.3/database/${current}`)).json<Service>();
+    expect(
+      await pgQuery(withDbOf(object.service_uri, 'shop'), 'SELECT max(id)::int AS last FROM items'),
+    ).toEqual([{ last: 503 }]);
+  }, 180_000);
 });

@@ -104,6 +104,15 @@ export interface ManagedDatabaseDriver {
    */
   upgrade?(spec: InstanceSpec, targetMajor: number): Promise<InstanceRuntime>;
   /**
+   * Replaces the instance's data with a stopped copy of another instance's data (PostgreSQL: a
+   * recovered base backup, for a clone whose source's major has no pg_dump here). The copy is moved,
+   * not copied, so it must be on the instance's file system. The instance keeps its own port, settings
+   * and credentials: `copy.adminPassword` (the source's admin password) opens the copy once, and the
+   * admin and every user then get the spec's passwords. WAL archive and base backups start empty. On
+   * failure the instance runs on its old data again and the error is thrown.
+   */
+  adoptCopy?(spec: InstanceSpec, copy: { dataDir: string; adminPassword: string }): Promise<InstanceRuntime>;
+  /**
    * Takes a base backup and keeps the newest `retain` (PostgreSQL; continuous WAL archiving makes
    * them the starting points of point-in-time recovery). Returns the backups kept, oldest first.
    */

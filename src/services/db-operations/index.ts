@@ -16,6 +16,8 @@ import {
   DEFAULT_PG_BIN_DIR,
   OperationError,
   pgBinDirFor,
+  pgBinaryMajor,
+  pgToolDir,
   checkMigrationSource,
   cloneMysql,
   clonePostgres,
@@ -285,60 +287,116 @@ export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandl
   }
 
   /**
-   * A point in time of PostgreSQL: the driver's base backup (lz4 tar) is restored into a scratch
-   * cluster that replays the source's WAL archive up to the time; the clone is then filled from
-   * that scratch cluster by dump, so the clone keeps the driver's own layout and configuration.
+   * The source's data at a point in time, or as it is now: the driver's base backup (lz4 tar) restored
+   * into `<work>/data` and the source's WAL archive replayed onto it (to the time, or to its end), on the
+   * source's own major, then promoted. The cluster is left running on a free port, or stopped.
+   */
+  async function recoverSourceCopy(
+    source: { row: ManagedDatabaseRow; instance: ManagedInstanceRow },
+    backup: RestorableBackup,
+    recoveryTime: string | undefined,
+    work: string,
+    keepRunning: boolean,
+  ): Promise<{ dataDir: string; port: number; binDir: string }> {
+    const root = source.instance.data_dir;
+    if (!root) throw new OperationError('PITR_NOT_SUPPORTED', 'The source keeps no WAL archive');
+    const backupDir = path.join(baseBackupsOf(root), backup.name);
+    const copy = path.join(work, 'backup');
+    fs.mkdirSync(copy);
+    const lz4 = path.join(backupDir, 'base.tar.lz4');
+    if (fs.existsSync(lz4)) {
+      await runCommand({ command: 'lz4', args: ['-d', '-q', lz4, path.join(copy, 'base.tar')] });
+    } else {
+      fs.copyFileSync(path.join(backupDir, 'base.tar'), path.join(copy, 'base.tar'));
+    }
+    // The commit that ends recovery must be in the archive, not only in the live WAL.
+    await flushWalToArchive(adminUriOf(ctx, source.row, source.instance));
+    const port = await freePort();
+    const dataDir = path.join(work, 'data');
+    const major = majorOf(source.instance.version);
+    const binDir = major === undefined ? DEFAULT_PG_BIN_DIR : pgBinDirFor(major);
+    await clonePostgres({
+      baseBackup: {
+        dir: copy,
+        compressed: false,
+        walIncluded: false,
+        startedAt: backup.startedAt,
+        finishedAt: backup.finishedAt,
+        sizeBytes: 0,
+      },
+      walArchiveDir: walArchiveOf(root),
+      ...(recoveryTime ? { recoveryTime } : {}),
+      targetDataDir: dataDir,
+      binDir,
+      port,
+      keepRunning,
+      now: new Date(),
+    });
+    return { dataDir, port, binDir };
+  }
+
+  /**
+   * A point in time of PostgreSQL: a scratch cluster recovered to the time (recoverSourceCopy); the
+   * clone is then filled from it by dump, so the clone keeps the driver's own layout and configuration.
    */
   async function pointInTimeCopy(
     source: { row: ManagedDatabaseRow; instance: ManagedInstanceRow },
     targetUri: string,
     payload: ClonePayload,
   ): Promise<MigrationStatus> {
-    const root = source.instance.data_dir;
-    if (!root || !payload.backup || !payload.recoveryTime) {
+    if (!payload.backup || !payload.recoveryTime) {
       throw new OperationError('PITR_NOT_SUPPORTED', 'The source keeps no WAL archive');
     }
-    const backupDir = path.join(baseBackupsOf(root), payload.backup.name);
     const work = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-clone-'));
     fs.chmodSync(work, 0o711);
     try {
-      const copy = path.join(work, 'backup');
-      fs.mkdirSync(copy);
-      const lz4 = path.join(backupDir, 'base.tar.lz4');
-      if (fs.existsSync(lz4)) {
-        await runCommand({ command: 'lz4', args: ['-d', '-q', lz4, path.join(copy, 'base.tar')] });
-      } else {
-        fs.copyFileSync(path.join(backupDir, 'base.tar'), path.join(copy, 'base.tar'));
-      }
-      const sourceUri = adminUriOf(ctx, source.row, source.instance);
-      // The commit that ends recovery must be in the archive, not only in the live WAL.
-      await flushWalToArchive(sourceUri);
-      const port = await freePort();
-      const dataDir = path.join(work, 'data');
-      await clonePostgres({
-        baseBackup: {
-          dir: copy,
-          compressed: false,
-          walIncluded: false,
-          startedAt: payload.backup.startedAt,
-          finishedAt: payload.backup.finishedAt,
-          sizeBytes: 0,
-        },
-        walArchiveDir: walArchiveOf(root),
-        recoveryTime: payload.recoveryTime,
-        targetDataDir: dataDir,
-        port,
-        keepRunning: true,
-        now: new Date(),
-      });
+      const scratch = await recoverSourceCopy(source, payload.backup, payload.recoveryTime, work, true);
       try {
         // The scratch cluster is a copy of the source: same admin and password.
-        const scratchUri = new URL(sourceUri);
-        scratchUri.port = String(port);
+        const scratchUri = new URL(adminUriOf(ctx, source.row, source.instance));
+        scratchUri.port = String(scratch.port);
         return await dumpMigrate({ sourceUri: scratchUri.toString(), targetUri, ssl: false });
       } finally {
-        await stopCluster({ binDir: DEFAULT_PG_BIN_DIR, dataDir }, 'fast').catch(() => undefined);
+        await stopCluster({ binDir: scratch.binDir, dataDir: scratch.dataDir }, 'fast').catch(
+          () => undefined,
+        );
       }
+    } finally {
+      fs.rmSync(work, { recursive: true, force: true });
+    }
+  }
+
+  /** True when no pg_dump here reads the source's major (16 from npm ships none): clone physically. */
+  async function needsPhysicalCopy(instance: ManagedInstanceRow): Promise<boolean> {
+    const major = majorOf(instance.version);
+    if (major === undefined) return false;
+    return (await pgBinaryMajor(pgToolDir(major, 'pg_dump'), 'pg_dump')) < major;
+  }
+
+  /**
+   * A clone without pg_dump: the source recovered (to the time, or to now) next to the target's files,
+   * and the target's instance then runs on that copy with its own credentials (driver.adoptCopy). The
+   * clone is on the source's major, with the source's roles and data.
+   */
+  async function physicalCopy(
+    source: { row: ManagedDatabaseRow; instance: ManagedInstanceRow },
+    target: { row: ManagedDatabaseRow; instance: ManagedInstanceRow },
+    payload: ClonePayload,
+  ): Promise<void> {
+    const backup = payload.backup ?? restorableBackups(source.instance).at(-1);
+    if (!backup) throw new OperationError('NO_BASE_BACKUP', 'The source has no base backup yet');
+    if (!target.instance.data_dir)
+      throw new OperationError('CLONE_FAILED', 'The clone has no data directory');
+    // Beside the target's files, on their file system: the copy is moved into place, not copied.
+    const work = path.join(target.instance.data_dir, 'clone-work');
+    fs.rmSync(work, { recursive: true, force: true });
+    fs.mkdirSync(work, { mode: 0o711 });
+    try {
+      const copy = await recoverSourceCopy(source, backup, payload.recoveryTime, work, false);
+      await managedDatabases(ctx).adoptCopy(target.row.uuid, {
+        dataDir: copy.dataDir,
+        adminPassword: managedDatabases(ctx).credentialsOf(source.instance).admin,
+      });
     } finally {
       fs.rmSync(work, { recursive: true, force: true });
     }
@@ -360,14 +418,19 @@ export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandl
       }
       const sourceUri = adminUriOf(ctx, source.row, source.instance);
       const targetUri = adminUriOf(ctx, targetRow, target.instance);
-      const status =
-        source.row.type === 'mysql'
-          ? await cloneMysql({ sourceUri, targetUri })
-          : payload.recoveryTime
-            ? await pointInTimeCopy({ row: source.row, instance: source.instance }, targetUri, payload)
-            : await dumpMigrate({ sourceUri, targetUri, ssl: false, signal });
-      if (status.status === 'failed') {
-        throw new OperationError('CLONE_FAILED', status.error ?? 'Copying the data failed');
+      const from = { row: source.row, instance: source.instance };
+      if (source.row.type === 'pg' && (await needsPhysicalCopy(source.instance))) {
+        await physicalCopy(from, { row: targetRow, instance: target.instance }, payload);
+      } else {
+        const status =
+          source.row.type === 'mysql'
+            ? await cloneMysql({ sourceUri, targetUri })
+            : payload.recoveryTime
+              ? await pointInTimeCopy(from, targetUri, payload)
+              : await dumpMigrate({ sourceUri, targetUri, ssl: false, signal });
+        if (status.status === 'failed') {
+          throw new OperationError('CLONE_FAILED', status.error ?? 'Copying the data failed');
+        }
       }
       await repo.setState(targetRow.id, 'running', null, now());
     } catch (error) {

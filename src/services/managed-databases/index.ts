@@ -103,6 +103,11 @@ export interface ManagedDatabaseService {
    * old major with `upgrade to … failed: …` in state_reason and an audit_log row. Returns the failure.
    */
   upgradeMajor(uuid: string, targetMajor: number): Promise<{ error?: string }>;
+  /**
+   * A clone's data by physical copy (driver.adoptCopy): the instance runs on the copy with its own
+   * credentials, and its first base backup is queued. The state is left to the caller (the clone job).
+   */
+  adoptCopy(uuid: string, copy: { dataDir: string; adminPassword: string }): Promise<void>;
   powerOff(uuid: string): Promise<void>;
   powerOn(uuid: string): Promise<void>;
   /** Removes the instance, its processes and files, and the database row. */
@@ -532,6 +537,31 @@ function createManagedDatabaseService(
           log.warn({ uuid, err: error }, 'managed database upgrade failed');
           return { error: reason };
         }
+      }),
+
+    adoptCopy: (uuid, copy) =>
+      locked(uuid, async () => {
+        const { row, instance } = await forDatabase(uuid);
+        if (!driver.adoptCopy) throw new Error(`the ${driver.name} driver cannot adopt copied data`);
+        const runtime = await driver.adoptCopy(
+          specOf(row, instance, instance.applied_plan ?? row.plan),
+          copy,
+        );
+        await ctx.db.transaction().execute(async (trx) => {
+          await createManagedDatabaseRepository(trx).updateInstance(row.id, {
+            port: runtime.port,
+            pid: runtime.pid,
+            version: runtime.version,
+            backups: '[]',
+            updated_at: now(),
+          });
+          // The copy's own first base backup: the old data's backups cannot be restored onto it.
+          await enqueueJob(
+            trx,
+            { type: BASE_BACKUP_JOB, key: baseBackupJobKey(uuid), payload: { uuid }, runAt: ctx.clock.now() },
+            ctx.clock.now(),
+          );
+        });
       }),
 
     powerOff: (uuid) =>

@@ -54,4 +54,10 @@ export interface LocalEngine {
     limits: EngineLimits,
     targetMajor: number,
   ): Promise<void>;
+  /**
+   * Swaps a stopped copy of another instance's data in (the instance is stopped). The old files wait
+   * until `settleAdoption` keeps the copy or throws it out and puts them back.
+   */
+  adoptCopy?(root: string, copyDataDir: string): Promise<void>;
+  settleAdoption?(root: string, keep: boolean): void;
 }

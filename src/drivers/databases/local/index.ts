@@ -217,6 +217,31 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
         await engine.upgrade(root, spec, state.port, limitsFor(spec.engine, spec.plan), targetMajor);
         return bootAndConverge(spec, false);
       }),
+    adoptCopy: (spec, copy) =>
+      serialized(spec.id, async () => {
+        const engine = ENGINES[spec.engine];
+        const root = dirOf(spec.id);
+        if (!engine.adoptCopy || !engine.settleAdoption) {
+          throw new PermanentDriverError(`${spec.engine} cannot adopt a copy of another instance`);
+        }
+        engine.validate(spec);
+        if (!engine.isInitialised(root)) throw new Error(`instance ${spec.id} has no data`);
+        await stopInstance(spec);
+        try {
+          await engine.adoptCopy(root, copy.dataDir);
+          // The copy's admin has the source's password: ensureAccess opens it with that once.
+          fs.writeFileSync(path.join(root, BOOTSTRAP_FILE), copy.adminPassword, { mode: 0o600 });
+          const runtime = await bootAndConverge(spec, false);
+          engine.settleAdoption(root, true);
+          return runtime;
+        } catch (error) {
+          await stopInstance(spec);
+          fs.rmSync(path.join(root, BOOTSTRAP_FILE), { force: true });
+          engine.settleAdoption(root, false);
+          await bootAndConverge(spec, false);
+          throw error;
+        }
+      }),
     stop: (ref) => serialized(ref.id, () => stopInstance(ref)),
     delete: (ref) =>
       serialized(ref.id, async () => {

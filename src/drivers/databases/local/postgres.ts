@@ -10,6 +10,8 @@ import { PermanentDriverError, type BaseBackup, type InstanceSpec } from '../typ
 import type { LocalEngine } from './engine.js';
 import { pgBinDirFor, pgBinaryMajor, pgToolDir } from '../operations/common.js';
 import { upgradePostgres } from '../operations/upgrade.js';
+import { RECOVERY_SETTINGS } from '../operations/clone.js';
+import { dropAutoConf } from '../operations/cluster.js';
 import {
   SAFE_NAME,
   SAFE_SETTING,
@@ -319,6 +321,25 @@ export const postgresEngine: LocalEngine = {
   },
 
   recover: undoInterruptedSwitch,
+
+  async adoptCopy(root, copyDataDir) {
+    undoInterruptedSwitch(root);
+    // Both data directories: an earlier switch-over finished but was not tidied; it is done.
+    for (const dir of switchedDirs(root)) fs.rmSync(`${dir}${PRE_UPGRADE}`, { recursive: true, force: true });
+    // The copy's recovery settings would keep archiving off; berth.conf's apply once they are gone.
+    dropAutoConf(copyDataDir, RECOVERY_SETTINGS);
+    fs.rmSync(path.join(copyDataDir, 'recovery.signal'), { force: true });
+    // The old WAL and base backups belong to other data: both start empty, as after an upgrade.
+    for (const dir of switchedDirs(root)) fs.renameSync(dir, `${dir}${PRE_UPGRADE}`);
+    fs.renameSync(copyDataDir, dataOf(root));
+    for (const dir of [walArchiveOf(root), baseBackupsOf(root)]) fs.mkdirSync(dir, { mode: 0o700 });
+    for (const dir of switchedDirs(root)) await chownTree(dir, OS_USER);
+  },
+
+  settleAdoption(root, keep) {
+    if (!keep) undoSwitch(root);
+    for (const dir of switchedDirs(root)) fs.rmSync(`${dir}${PRE_UPGRADE}`, { recursive: true, force: true });
+  },
 
   async upgrade(root, spec, port, limits, targetMajor) {
     undoInterruptedSwitch(root);

@@ -137,6 +137,19 @@ export function pickBaseBackup(backups: readonly BaseBackupInfo[], time: Date): 
   return best;
 }
 
+/**
+ * What clonePostgres writes into the copy's postgresql.auto.conf for its recovery. A copy that becomes
+ * a managed instance drops them again (its driver's own settings then apply, archiving among them).
+ */
+export const RECOVERY_SETTINGS = [
+  'archive_mode',
+  'archive_command',
+  'restore_command',
+  'recovery_target_action',
+  'hot_standby',
+  'recovery_target_time',
+] as const;
+
 export interface PostgresCloneInput {
   baseBackup: BaseBackupInfo;
   /** Archive the source's archive_command fills; required for a point in time. */
@@ -201,7 +214,7 @@ export async function clonePostgres(input: PostgresCloneInput): Promise<Postgres
   const wal = tarOf(input.baseBackup.dir, 'pg_wal');
   if (wal) await extract(wal, path.join(dataDir, 'pg_wal'));
 
-  const settings: Record<string, string> = {
+  const settings: Partial<Record<(typeof RECOVERY_SETTINGS)[number], string>> = {
     // The clone must never write into the source's archive.
     archive_mode: 'off',
     archive_command: '',

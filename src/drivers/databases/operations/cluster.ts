@@ -141,3 +141,15 @@ export function appendAutoConf(dataDir: string, settings: Record<string, string>
   const lines = Object.entries(settings).map(([k, v]) => `${k} = '${v.replace(/'/g, "''")}'`);
   fs.appendFileSync(path.join(dataDir, 'postgresql.auto.conf'), `\n# berth\n${lines.join('\n')}\n`);
 }
+
+/** Removes settings from postgresql.auto.conf, wherever they were set (the last one would win). */
+export function dropAutoConf(dataDir: string, names: readonly string[]): void {
+  const file = path.join(dataDir, 'postgresql.auto.conf');
+  if (!fs.existsSync(file)) return;
+  const setting = new RegExp(`^\\s*(${names.join('|')})\\s*=`);
+  const kept = fs
+    .readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((line) => !setting.test(line));
+  fs.writeFileSync(file, kept.join('\n'));
+}
