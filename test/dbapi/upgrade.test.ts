@@ -15,7 +15,7 @@ import { authHeaders } from '../helpers/app.js';
 import { freePort } from '../helpers/processes.js';
 import { isAlive } from '../../src/drivers/databases/local/process.js';
 import { DIALECTS } from '../helpers/store.js';
-import { PG16_BIN, pgQuery } from '../db-operations/fixtures.js';
+import { PG16_BIN, pgQuery, withDb } from '../db-operations/fixtures.js';
 import {
   applyManagedDatabase,
   openManagedEnv,
@@ -62,12 +62,6 @@ describe.each(DIALECTS)('/1.3 upgrade and maintenance on %s', (dialect) => {
     return u.toString();
   };
   const app = () => url('shop', { user: 'app', password: appPassword });
-  /** A service URI (the admin's) on another database. */
-  const withDbOf = (serviceUri: string, db: string): string => {
-    const u = new URL(serviceUri.replace(/\?.*$/, ''));
-    u.pathname = `/${db}`;
-    return u.toString();
-  };
   const dbRow = () =>
     berth.ctx.db
       .selectFrom('managed_databases')
@@ -387,7 +381,10 @@ describe.each(DIALECTS)('/1.3 upgrade and maintenance on %s', (dialect) => {
     fs.rmSync(broken, { recursive: true, force: true });
     const object = (await call('GET', `/1.3/database/${current}`)).json<Service>();
     expect(
-      await pgQuery(withDbOf(object.service_uri, 'shop'), 'SELECT max(id)::int AS last FROM items'),
+      await pgQuery(
+        withDb(object.service_uri.replace(/\?.*$/, ''), 'shop'),
+        'SELECT max(id)::int AS last FROM items',
+      ),
     ).toEqual([{ last: 503 }]);
   }, 180_000);
 });
