@@ -12,6 +12,8 @@ import {
   type InstanceSpec,
   type ManagedDatabaseDriver,
 } from '../../drivers/databases/types.js';
+import type { Kysely, Transaction } from 'kysely';
+import type { Database } from '../../db/schema/index.js';
 import { iso } from '../../domain/clock.js';
 import { AppError } from '../../domain/errors.js';
 import { enqueueJob, type NewJob } from '../../jobs/queue.js';
@@ -237,6 +239,16 @@ function createManagedDatabaseService(
     return (await repo.findInstance(row.id)) as ManagedInstanceRow;
   }
 
+  /** Runs the base-backup job now (it then repeats daily): a first backup, or the first of new data. */
+  function queueBaseBackupNow(db: Kysely<Database> | Transaction<Database>, uuid: string): Promise<void> {
+    const at = ctx.clock.now();
+    return enqueueJob(
+      db,
+      { type: BASE_BACKUP_JOB, key: baseBackupJobKey(uuid), payload: { uuid }, runAt: at },
+      at,
+    );
+  }
+
   async function recordRunning(
     row: ManagedDatabaseRow,
     runtime: Awaited<ReturnType<ManagedDatabaseDriver['provision']>>,
@@ -265,16 +277,7 @@ function createManagedDatabaseService(
       }
       // The first base backup follows provisioning at once; it then repeats daily.
       if (engineOf(row.type) === 'pg' && instance && instance.last_backup_at === null) {
-        await enqueueJob(
-          trx,
-          {
-            type: BASE_BACKUP_JOB,
-            key: baseBackupJobKey(row.uuid),
-            payload: { uuid: row.uuid },
-            runAt: ctx.clock.now(),
-          },
-          ctx.clock.now(),
-        );
+        await queueBaseBackupNow(trx, row.uuid);
       }
     });
   }
@@ -518,11 +521,7 @@ function createManagedDatabaseService(
           const runtime = await driver.upgrade(spec, targetMajor);
           await recordRunning(row, runtime, { backups: '[]' });
           // The new major's first base backup now; the job then repeats daily as before.
-          await enqueueJob(
-            ctx.db,
-            { type: BASE_BACKUP_JOB, key: baseBackupJobKey(uuid), payload: { uuid }, runAt: ctx.clock.now() },
-            ctx.clock.now(),
-          );
+          await queueBaseBackupNow(ctx.db, uuid);
           await audit(row, 'managed_database.upgraded', { from: instance.version, to: runtime.version });
           log.info({ uuid, from: instance.version, to: runtime.version }, 'managed database upgraded');
           return {};
@@ -556,11 +555,7 @@ function createManagedDatabaseService(
             updated_at: now(),
           });
           // The copy's own first base backup: the old data's backups cannot be restored onto it.
-          await enqueueJob(
-            trx,
-            { type: BASE_BACKUP_JOB, key: baseBackupJobKey(uuid), payload: { uuid }, runAt: ctx.clock.now() },
-            ctx.clock.now(),
-          );
+          await queueBaseBackupNow(trx, uuid);
         });
       }),
 

@@ -325,20 +325,17 @@ export const postgresEngine: LocalEngine = {
   async adoptCopy(root, copyDataDir) {
     undoInterruptedSwitch(root);
     // Both data directories: an earlier switch-over finished but was not tidied; it is done.
-    for (const dir of switchedDirs(root)) fs.rmSync(`${dir}${PRE_UPGRADE}`, { recursive: true, force: true });
+    dropSwitchedOut(root);
     // The copy's recovery settings would keep archiving off; berth.conf's apply once they are gone.
     dropAutoConf(copyDataDir, RECOVERY_SETTINGS);
     fs.rmSync(path.join(copyDataDir, 'recovery.signal'), { force: true });
-    // The old WAL and base backups belong to other data: both start empty, as after an upgrade.
-    for (const dir of switchedDirs(root)) fs.renameSync(dir, `${dir}${PRE_UPGRADE}`);
-    fs.renameSync(copyDataDir, dataOf(root));
-    for (const dir of [walArchiveOf(root), baseBackupsOf(root)]) fs.mkdirSync(dir, { mode: 0o700 });
-    for (const dir of switchedDirs(root)) await chownTree(dir, OS_USER);
+    await chownTree(copyDataDir, OS_USER);
+    await switchIn(root, copyDataDir);
   },
 
   settleAdoption(root, keep) {
     if (!keep) undoSwitch(root);
-    for (const dir of switchedDirs(root)) fs.rmSync(`${dir}${PRE_UPGRADE}`, { recursive: true, force: true });
+    dropSwitchedOut(root);
   },
 
   async upgrade(root, spec, port, limits, targetMajor) {
@@ -382,12 +379,8 @@ export const postgresEngine: LocalEngine = {
         await chownTree(next, OS_USER);
         await stopServer();
         // The old major's WAL and base backups cannot be replayed on the new one; the new WAL's
-        // segment names would also collide with the archived ones. Both start empty.
-        for (const dir of switchedDirs(root)) fs.renameSync(dir, `${dir}${PRE_UPGRADE}`);
-        fs.renameSync(next, data);
-        for (const dir of [walArchiveOf(root), baseBackupsOf(root)]) fs.mkdirSync(dir, { mode: 0o700 });
-        await chownTree(walArchiveOf(root), OS_USER);
-        await chownTree(baseBackupsOf(root), OS_USER);
+        // segment names would also collide with the archived ones.
+        await switchIn(root, next);
       } catch (error) {
         await stopServer();
         fs.rmSync(next, { recursive: true, force: true });
@@ -404,13 +397,32 @@ export const postgresEngine: LocalEngine = {
       await serveOn(port);
       throw error;
     }
-    for (const dir of switchedDirs(root)) fs.rmSync(`${dir}${PRE_UPGRADE}`, { recursive: true, force: true });
+    dropSwitchedOut(root);
   },
 };
 
 /** What a major upgrade replaces; the old major's copies wait under `<dir>.pre-upgrade` until the new one runs. */
 const PRE_UPGRADE = '.pre-upgrade';
 const switchedDirs = (root: string): string[] => [walArchiveOf(root), baseBackupsOf(root), dataOf(root)];
+
+/**
+ * Moves new data (stopped, owned by the server user) into place: the old data, WAL archive and base
+ * backups wait under `*.pre-upgrade`, and the archive and backups start empty (the old ones belong to
+ * other data: an older major, or the data a clone replaces).
+ */
+async function switchIn(root: string, newData: string): Promise<void> {
+  for (const dir of switchedDirs(root)) fs.renameSync(dir, `${dir}${PRE_UPGRADE}`);
+  fs.renameSync(newData, dataOf(root));
+  for (const dir of [walArchiveOf(root), baseBackupsOf(root)]) {
+    fs.mkdirSync(dir, { mode: 0o700 });
+    await chownTree(dir, OS_USER);
+  }
+}
+
+/** Removes the files a finished switch-over kept for undoing it. */
+function dropSwitchedOut(root: string): void {
+  for (const dir of switchedDirs(root)) fs.rmSync(`${dir}${PRE_UPGRADE}`, { recursive: true, force: true });
+}
 
 /** Puts the old major's files back after a failed switch-over. */
 function undoSwitch(root: string): void {
