@@ -1,0 +1,70 @@
+// Unprivileged system accounts for what Berth runs on behalf of tenants (database servers, dump and
+// restore tools). Each account has no login shell and no home directory; names are Berth's own,
+// never a tenant's input.
+import { execFileSync, type ExecFileSyncOptionsWithStringEncoding } from 'node:child_process';
+
+export const isRoot = (): boolean => process.getuid?.() === 0;
+
+/** Berth's own account names: `berth-` followed by lowercase letters, digits and `-`, at most 32. */
+const ACCOUNT_NAME = /^berth-[a-z0-9-]{1,26}$/;
+
+export interface SystemAccount {
+  name: string;
+  uid: number;
+  gid: number;
+}
+
+const QUIET: ExecFileSyncOptionsWithStringEncoding = {
+  encoding: 'utf8',
+  stdio: ['ignore', 'pipe', 'ignore'],
+};
+
+function lookup(name: string): SystemAccount | undefined {
+  try {
+    const uid = Number(execFileSync('id', ['-u', '--', name], QUIET).trim());
+    const gid = Number(execFileSync('id', ['-g', '--', name], QUIET).trim());
+    return { name, uid, gid };
+  } catch {
+    return undefined;
+  }
+}
+
+const known = new Map<string, SystemAccount>();
+
+/**
+ * The system account `name`, created (with its own group) when missing. Only root can create one;
+ * when Berth does not run as root this throws, and callers run things as Berth's own user instead.
+ */
+export function ensureSystemAccount(name: string): SystemAccount {
+  if (!ACCOUNT_NAME.test(name)) throw new Error(`invalid system account name '${name}'`);
+  const cached = known.get(name);
+  if (cached) return cached;
+  let account = lookup(name);
+  if (!account) {
+    if (!isRoot()) throw new Error(`system account '${name}' is missing and Berth is not root`);
+    try {
+      execFileSync(
+        'useradd',
+        [
+          '--system',
+          '--user-group',
+          '--no-create-home',
+          '--home-dir',
+          '/nonexistent',
+          '--shell',
+          '/usr/sbin/nologin',
+          '--',
+          name,
+        ],
+        { stdio: ['ignore', 'ignore', 'pipe'] },
+      );
+    } catch (error) {
+      // Another Berth process may have created it between the look-up and useradd.
+      if (!lookup(name)) throw error;
+    }
+    account = lookup(name);
+    if (!account) throw new Error(`system account '${name}' could not be created`);
+  }
+  known.set(name, account);
+  return account;
+}
