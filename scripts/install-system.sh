@@ -21,10 +21,16 @@ done
 
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-echo "berth: installing ${missing[*]}" >&2
+echo "berth: installing ${#missing[@]} Debian packages: ${missing[*]}" >&2
+echo "berth: on a fresh machine this downloads about 400 MB and takes 2 to 5 minutes; each package is named as it is set up" >&2
+echo "berth: apt-get update" >&2
 $SUDO apt-get update -qq
 # Package scripts must not start system-wide servers: Berth starts its own on free loopback ports.
 printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
 $SUDO chmod +x /usr/sbin/policy-rc.d
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+started=$SECONDS
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" |
+  { grep --line-buffered -E '^(Setting up|Get:[0-9]+ )' || true; } |
+  sed -u -E 's/^Get:[0-9]+ [^ ]+ [^ ]+ [^ ]+ ([^ ]+) .*/berth:   downloading \1/; s/^Setting up ([^ ]+).*/berth:   set up \1/' >&2
 $SUDO rm -f /usr/sbin/policy-rc.d
+echo "berth: Debian packages installed in $((SECONDS - started)) s" >&2

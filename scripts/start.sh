@@ -5,5 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-system.sh
 bash scripts/install-node.sh
+echo "berth: building (tsc, about 15 s)" >&2
 npm run --silent build
 exec node dist/cli/index.js serve "$@"

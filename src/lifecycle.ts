@@ -1,4 +1,5 @@
 // What a serving Berth process starts beside the HTTP API, and stops again. Features add theirs here.
+import { CONFIG_VARIABLES } from './config/index.js';
 import type { AppContext } from './context.js';
 import { createBackgroundWork } from './jobs/index.js';
 import { startObjectStorageEndpoint } from './services/object-storage/index.js';
@@ -6,7 +7,26 @@ import { startScheduledDeletion } from './services/scheduled-deletion/index.js';
 import { startManagedDatabases } from './services/managed-databases/index.js';
 
 export interface Background {
+  /** Where the servers started beside the API listen. */
+  endpoints: { s3: string };
   stop(): Promise<void>;
+}
+
+/**
+ * A taken port, said in terms of the setting that moves it: a second Berth on one machine (the
+ * quick start's server beside the test suite) needs other ports, and 0 picks a free one.
+ */
+export function explainListenError(
+  error: unknown,
+  what: string,
+  flag: 'port' | 's3-port',
+  port: number,
+): unknown {
+  if ((error as NodeJS.ErrnoException | undefined)?.code !== 'EADDRINUSE') return error;
+  const variable = CONFIG_VARIABLES[flag === 'port' ? 'port' : 's3Port'].env;
+  return new Error(
+    `port ${port} for ${what} is already in use (another Berth?); choose another with --${flag} or ${variable} (0 picks a free port)`,
+  );
 }
 
 export async function startBackground(
@@ -16,13 +36,16 @@ export async function startBackground(
   const work = createBackgroundWork(ctx, options);
   const stops: Array<() => Promise<void>> = [];
   // Feature starters go here (servers, reconcilers), each pushing its stop onto `stops`.
-  const s3 = await startObjectStorageEndpoint(ctx);
+  const s3 = await startObjectStorageEndpoint(ctx).catch((error: unknown) => {
+    throw explainListenError(error, 'the S3 endpoint', 's3-port', ctx.config.s3Port);
+  });
   stops.push(() => s3.close());
   await startScheduledDeletion(ctx);
   const databases = startManagedDatabases(ctx);
   stops.push(() => databases.stop());
   work.start();
   return {
+    endpoints: { s3: s3.url },
     async stop() {
       await work.stop(); // waits for jobs in flight
       for (const stop of stops.reverse()) await stop();

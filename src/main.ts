@@ -5,7 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
 import type { Config } from './config/index.js';
 import { createContext, type AppContext } from './context.js';
-import { startBackground } from './lifecycle.js';
+import { explainListenError, startBackground, type Background } from './lifecycle.js';
 
 export interface RunningServer {
   ctx: AppContext;
@@ -35,9 +35,28 @@ export async function startServer(config: Config): Promise<RunningServer> {
   if (bootstrapFile)
     ctx.logger.info({ file: bootstrapFile }, 'created team "default" and its owner; credentials written');
   const app = await buildApp(ctx);
-  const url = await app.listen({ port: config.port, host: config.host });
-  const background = await startBackground(ctx);
-  ctx.logger.info({ url, openapi: `${url}/openapi.json` }, 'Berth is ready');
+  let url: string;
+  let background: Background;
+  try {
+    url = await app.listen({ port: config.port, host: config.host }).catch((error: unknown) => {
+      throw explainListenError(error, 'the API', 'port', config.port);
+    });
+    background = await startBackground(ctx);
+  } catch (error) {
+    await app.close();
+    await ctx.close();
+    throw error;
+  }
+  const endpoints = {
+    api: url,
+    s3: background.endpoints.s3,
+    docs: `${url}/docs`,
+    openapi: `${url}/openapi.json`,
+  };
+  ctx.logger.info(
+    endpoints,
+    `Berth is ready: API ${url}, S3 ${endpoints.s3}, API reference ${endpoints.docs}`,
+  );
 
   let stopping: Promise<void> | undefined;
   return {

@@ -301,6 +301,8 @@ describe('validateDocument', () => {
   });
 });
 
+const asJson = (value: unknown): unknown => JSON.parse(JSON.stringify(value));
+
 describe('the two YAML parsers agree', () => {
   it('read every document without anchors the same way', () => {
     const scalar = fc.oneof(
@@ -328,7 +330,9 @@ describe('the two YAML parsers agree', () => {
             const text = stringify(doc, style);
             const quick = readQuickly(text);
             if (quick === undefined) continue;
-            expect(quick).toEqual(readCarefully(text));
+            // Compared as Berth keeps documents, in JSON: js-yaml reads the integer `-0` as 0 and
+            // `yaml` as -0, and JSON writes both as 0.
+            expect(asJson(quick)).toEqual(asJson(readCarefully(text)));
           }
         },
       ),

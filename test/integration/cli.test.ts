@@ -1,6 +1,7 @@
 // The `berth` command, run as a real process.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -95,17 +96,27 @@ describe('berth CLI', () => {
     const port = await freePort();
     const child = spawn(
       process.execPath,
-      ['--import', 'tsx', 'src/cli/index.ts', 'serve', '--port', String(port), '--data-dir', serveDir],
+      // S3 on any free port: a Berth started by the quick start may hold the default one.
+      ['--import', 'tsx', 'src/cli/index.ts', 'serve', '--port', String(port), '--s3-port', '0'],
       {
         cwd: ROOT,
-        env: { ...process.env, BERTH_LOG_LEVEL: 'silent' },
-        stdio: 'ignore',
+        env: { ...process.env, BERTH_LOG_LEVEL: 'info', BERTH_DATA_DIR: serveDir },
+        stdio: ['ignore', 'pipe', 'ignore'],
       },
     );
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
     const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
     try {
       const base = `http://127.0.0.1:${port}`;
-      await waitFor(async () => ((await fetch(`${base}/readyz`)).ok ? true : undefined), 20_000);
+      // The ready line names every endpoint.
+      const ready = await waitFor(
+        () => Promise.resolve(output.split('\n').find((line) => line.includes('Berth is ready'))),
+        20_000,
+      );
+      expect(ready).toContain(`API ${base}`);
+      expect(ready).toMatch(/S3 http:\/\/127\.0\.0\.1:\d+/);
+      expect((await fetch(`${base}/readyz`)).ok).toBe(true);
       const file = path.join(serveDir, 'bootstrap.json');
       expect(fs.statSync(file).mode & 0o777).toBe(0o600);
       const boot = JSON.parse(fs.readFileSync(file, 'utf8')) as { api_token: string; team: string };
@@ -143,6 +154,24 @@ describe('berth CLI', () => {
     } finally {
       child.kill('SIGKILL');
       fs.rmSync(serveDir, { recursive: true, force: true });
+    }
+  });
+
+  it('a second serve whose port is taken says which flag moves it, for the API and for S3', async () => {
+    const taken = net.createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const port = String((taken.address() as net.AddressInfo).port);
+    try {
+      const api = await berth('serve', '--port', port, '--s3-port', '0');
+      expect(api.code).toBe(1);
+      expect(api.stderr).toContain(`port ${port} for the API is already in use`);
+      expect(api.stderr).toContain('--port or BERTH_PORT');
+      const s3 = await berth('serve', '--port', '0', '--s3-port', port);
+      expect(s3.code).toBe(1);
+      expect(s3.stderr).toContain(`port ${port} for the S3 endpoint is already in use`);
+      expect(s3.stderr).toContain('--s3-port or BERTH_S3_PORT');
+    } finally {
+      taken.close();
     }
   });
 });
