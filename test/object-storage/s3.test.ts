@@ -158,6 +158,11 @@ describe.each(DIALECTS)('object storage on %s', (dialect) => {
     expect(state.clash?.state_reason).toMatch(/BucketAlreadyExists.*'photos'/);
     expect(state.bad?.state).toBe('error');
     expect(state.bad?.state_reason).toMatch(/unknown policy 'superuser'/);
+    // Shaped like AWS's: 20 upper-case characters and a 40-character secret, as clients and docs expect.
+    for (const { id, secret } of Object.values(secrets)) {
+      expect(id).toMatch(/^BK[A-Z2-7]{18}$/);
+      expect(secret).toHaveLength(40);
+    }
 
     // Secrets are sealed at rest and never stored in plaintext.
     const stored = await t.ctx.db

@@ -13,11 +13,8 @@ import { isValidBucketName } from './server.js';
 const KEY_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
 
 function accessKeyId(): string {
-  // AWS-shaped: 20 upper-case characters.
-  const bytes = randomBytes(15);
-  return `BK${Array.from(bytes, (b) => KEY_ALPHABET[b % 32])
-    .join('')
-    .slice(0, 18)}`;
+  // AWS-shaped: 20 upper-case characters (256 is a multiple of 32: no bias).
+  return `BK${Array.from(randomBytes(18), (b) => KEY_ALPHABET[b % 32]).join('')}`;
 }
 
 /** AWS-shaped 40-character secret. */
