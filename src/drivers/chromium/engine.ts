@@ -25,6 +25,7 @@ import {
 } from 'playwright-core';
 import { BlockedAddressError, type AddressGuard } from '../net/guard.js';
 import { guardedFetch } from '../net/fetch.js';
+import { blankPdfTitle } from './pdf-title.js';
 
 export const CHROMIUM_PATH = '/usr/lib/chromium/chromium';
 
@@ -223,16 +224,19 @@ export class ChromiumEngine {
   }
 
   async pdf(source: PageSource, settings: PdfSettings): Promise<RenderResult> {
-    return this.render(source, undefined, (page) =>
-      page.pdf({
+    return this.render(source, undefined, async (page) => {
+      const pdf = await page.pdf({
         landscape: settings.landscape,
         printBackground: settings.printBackground,
         scale: settings.scale,
         width: settings.width,
         height: settings.height,
         margin: settings.margin,
-      }),
-    );
+      });
+      // Without a <title>, Chromium would title the PDF with Berth's internal address.
+      if ((await page.title()) === '') blankPdfTitle(pdf);
+      return pdf;
+    });
   }
 
   async screenshot(source: PageSource, settings: ScreenshotSettings): Promise<RenderResult> {
