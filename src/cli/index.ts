@@ -19,6 +19,8 @@ Usage:
                                       list a user's credentials (never their secrets)
   berth admin revoke-credential --id N
                                       revoke a credential at once
+  berth admin set-credits --email E --credits N|default
+                                      give one user a monthly tools allowance other than the server-wide one
   berth admin maintenance on|off      put every replica in (or out of) maintenance mode (503)
   berth --help                        this text
 
@@ -61,6 +63,7 @@ async function main(argv: string[]): Promise<void> {
       kind: { type: 'string' },
       name: { type: 'string' },
       id: { type: 'string' },
+      credits: { type: 'string' },
     },
   });
   const [command, sub, arg] = positionals;
@@ -114,6 +117,21 @@ async function main(argv: string[]): Promise<void> {
         if (!Number.isInteger(id) || id < 1) fail('--id must be a credential id');
         await ctx.identity.revokeCredential(undefined, id);
         print({ revoked: id });
+        break;
+      }
+      case 'set-credits': {
+        const text = values.credits ?? '';
+        const credits = text === 'default' ? null : /^\d{1,9}$/.test(text) ? Number(text) : undefined;
+        if (credits === undefined) fail('--credits must be a whole number of at least 0, or default');
+        const user = await userByEmail();
+        const { createCreditLedger } = await import('../services/tools/credits.js');
+        const ledger = createCreditLedger({
+          db: ctx.db,
+          clock: ctx.clock,
+          allowance: () => config.toolsMonthlyCredits,
+        });
+        await ledger.setAllowance(user.id, credits);
+        print({ email: user.email, ...(await ledger.balance(user.id)) });
         break;
       }
       case 'maintenance': {

@@ -40,6 +40,7 @@ describe('berth CLI', () => {
       'create-credential',
       'list-credentials',
       'revoke-credential',
+      'set-credits',
       'maintenance',
       'BERTH_DATABASE_URL',
     ]) {
@@ -80,6 +81,17 @@ describe('berth CLI', () => {
     expect((JSON.parse(listed.stdout) as unknown[]).length).toBe(4);
     const revoked = await berth('admin', 'revoke-credential', '--id', String(credential.id));
     expect(JSON.parse(revoked.stdout)).toEqual({ revoked: credential.id });
+  });
+
+  it('sets one user’s monthly tools allowance, and back to the default', async () => {
+    const set = await berth('admin', 'set-credits', '--email', 'ops@example.com', '--credits', '5');
+    expect(set.code).toBe(0);
+    expect(JSON.parse(set.stdout)).toMatchObject({ email: 'ops@example.com', allowance: 5, remaining: 5 });
+    const reset = await berth('admin', 'set-credits', '--email', 'ops@example.com', '--credits', 'default');
+    expect(JSON.parse(reset.stdout)).toMatchObject({ allowance: 1000 });
+    const bad = await berth('admin', 'set-credits', '--email', 'ops@example.com', '--credits', 'lots');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--credits must be a whole number');
   });
 
   it('rejects bad input with exit code 2 and one message listing every bad variable', async () => {

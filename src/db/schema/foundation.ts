@@ -10,6 +10,8 @@ export interface UsersTable {
   id: Generated<number>;
   email: string;
   created_at: string;
+  /** The user's monthly tools credits; null: the server-wide default (BERTH_TOOLS_MONTHLY_CREDITS). */
+  tools_monthly_credits: number | null;
 }
 
 export interface TeamsTable {

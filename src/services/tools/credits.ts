@@ -34,20 +34,32 @@ export interface CreditLedger {
   refund(reservation: Reservation, reason: string): Promise<void>;
   balance(userId: number): Promise<CreditBalance>;
   usage(userId: number, options: { limit: number; beforeId?: number | undefined }): Promise<LedgerEntry[]>;
+  /** Sets one user's monthly allowance; null returns the user to the server-wide default. */
+  setAllowance(userId: number, credits: number | null): Promise<void>;
 }
 
 export function createCreditLedger(deps: {
   db: Kysely<Database>;
   clock: Clock;
+  /** The server-wide monthly allowance, for users without one of their own. */
   allowance: () => number;
 }): CreditLedger {
   const { db, clock } = deps;
 
-  function noCredits(now: Date): AppError {
+  async function allowanceOf(userId: number): Promise<number> {
+    const row = await db
+      .selectFrom('users')
+      .select('tools_monthly_credits')
+      .where('id', '=', userId)
+      .executeTakeFirst();
+    return row?.tools_monthly_credits ?? deps.allowance();
+  }
+
+  function noCredits(now: Date, allowance: number): AppError {
     const resetsAt = nextReset(now).toISOString();
     return new AppError(
       'insufficient_credits',
-      `Insufficient credits: the monthly allowance of ${deps.allowance()} credits is used up. Credits reset on ${resetsAt}.`,
+      `Insufficient credits: the monthly allowance of ${allowance} credits is used up. Credits reset on ${resetsAt}.`,
       { headers: { 'x-credits-remaining': '0', 'x-credits-reset': resetsAt } },
     );
   }
@@ -56,7 +68,7 @@ export function createCreditLedger(deps: {
     async reserve(userId, operation, requestId) {
       const now = clock.now();
       const period = creditPeriodOf(now);
-      const allowance = deps.allowance();
+      const allowance = await allowanceOf(userId);
       const at = now.toISOString();
       const result = await db.transaction().execute(async (trx) => {
         await trx
@@ -90,7 +102,7 @@ export function createCreditLedger(deps: {
           .executeTakeFirstOrThrow();
         return { chargeId: charge.id, used: updated.used };
       });
-      if (!result) throw noCredits(now);
+      if (!result) throw noCredits(now, allowance);
       return { chargeId: result.chargeId, userId, period, remaining: Math.max(0, allowance - result.used) };
     },
 
@@ -139,7 +151,18 @@ export function createCreditLedger(deps: {
         .where('user_id', '=', userId)
         .where('period', '=', creditPeriodOf(now))
         .executeTakeFirst();
-      return creditBalance(deps.allowance(), row?.used ?? 0, now);
+      return creditBalance(await allowanceOf(userId), row?.used ?? 0, now);
+    },
+
+    async setAllowance(userId, credits) {
+      if (credits !== null && (!Number.isInteger(credits) || credits < 0)) {
+        throw new AppError('validation', 'credits must be a whole number of at least 0');
+      }
+      await db
+        .updateTable('users')
+        .set({ tools_monthly_credits: credits })
+        .where('id', '=', userId)
+        .execute();
     },
 
     async usage(userId, { limit, beforeId }) {
