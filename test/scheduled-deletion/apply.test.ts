@@ -116,6 +116,8 @@ describe.each(DIALECTS)('scheduled deletion through apply (%s)', (dialect) => {
     // The same document creates a new application: name and domain were freed.
     const again = await apply();
     expect(again).not.toBe(id);
-    expect(sink.mails).toHaveLength(3);
+    // Two warnings, and the record of the deletion.
+    expect(sink.mails).toHaveLength(4);
+    expect(sink.mails.at(-1)?.subject).toMatch(/^Application "blog" \(team acme\) was deleted on /);
   });
 });

@@ -242,7 +242,9 @@ describe.each(DIALECTS)('scheduled deletion lifecycle (%s)', (dialect) => {
     expect((await patch(id, null)).statusCode).toBe(404);
     const again = await insertApplication(t.ctx.db, { teamId, name: 'shop', domains: ['shop.example.com'] });
     expect(again).not.toBe(id);
-    expect(sink.mails).toHaveLength(4);
+    // Two warnings and the record of the deletion, to each of the two owners.
+    expect(sink.mails).toHaveLength(6);
+    expect(sink.mails.filter((m) => m.subject.includes('" (team acme) was deleted on '))).toHaveLength(2);
   });
 
   it('set 2 days ahead: only the 7-day warning at once, the 1-day one at its moment', async () => {
@@ -280,7 +282,8 @@ describe.each(DIALECTS)('scheduled deletion lifecycle (%s)', (dialect) => {
     clock.set(at(3 * HOUR));
     await runDue();
     expect(await app(id)).toBeUndefined();
-    expect(sink.mails).toHaveLength(2);
+    expect(sink.mails.filter((m) => m.subject.includes(' will be deleted on '))).toHaveLength(2);
+    expect(sink.mails.filter((m) => m.subject.includes(' was deleted on '))).toHaveLength(2);
   });
 
   it('down over the deletion time: deletes on start and sends no late warning', async () => {
@@ -309,7 +312,9 @@ describe.each(DIALECTS)('scheduled deletion lifecycle (%s)', (dialect) => {
     } finally {
       await background.stop();
     }
-    expect(sink.mails).toHaveLength(2);
+    // No late warning; each deletion is recorded to both owners.
+    expect(sink.mails.filter((m) => m.subject.includes(' will be deleted on '))).toHaveLength(2);
+    expect(sink.mails.filter((m) => m.subject.includes(' was deleted on '))).toHaveLength(4);
     const tombstones = await t.ctx.db
       .selectFrom('application_tombstones')
       .select(['name', 'scheduled_deletion_at', 'deleted_at'])
@@ -319,7 +324,8 @@ describe.each(DIALECTS)('scheduled deletion lifecycle (%s)', (dialect) => {
       { name: 'unseen', scheduled_deletion_at: at(5 * DAY), deleted_at: at(11 * DAY) },
       { name: 'warned', scheduled_deletion_at: at(10 * DAY), deleted_at: at(11 * DAY) },
     ]);
-    expect(await t.ctx.db.selectFrom('notifications').select('kind').execute()).toHaveLength(2);
+    const kinds = await t.ctx.db.selectFrom('notifications').select('kind').execute();
+    expect(kinds.filter((n) => n.kind !== 'application_deleted')).toHaveLength(2);
   });
 
   it("waits for a runtime's cleanup: a failing one holds the deletion back and is retried", async () => {

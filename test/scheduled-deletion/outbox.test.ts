@@ -124,4 +124,56 @@ describe.each(DIALECTS)('notification outbox (%s)', (dialect) => {
       { application_id: moved, state: 'cancelled' },
     ]);
   });
+
+  it('records the deletion for the owners; a warning that never went out for lack of SMTP says so', async () => {
+    const clock = createManualClock(START);
+    t = await createTestApp(dialect, { clock });
+    await insertApplication(t.ctx.db, {
+      teamId: t.user.team_id,
+      name: 'gone',
+      scheduledDeletionAt: at(5 * HOUR),
+    });
+    await startScheduledDeletion(t.ctx);
+    await createBackgroundWork(t.ctx).runDue();
+    clock.set(at(5 * HOUR));
+    await createBackgroundWork(t.ctx).runDue();
+    expect(await t.ctx.db.selectFrom('applications').select('id').execute()).toEqual([]);
+
+    const res = await t.app.inject({
+      method: 'GET',
+      url: `/api/v1/teams/${t.user.team_id}/notifications`,
+      headers: t.auth.platform,
+    });
+    expect(res.statusCode).toBe(200);
+    const outbox = res.json<{
+      data: Array<{ kind: string; state: string; subject: string; last_error: string | null }>;
+    }>().data;
+    expect(outbox.map((n) => [n.kind, n.state])).toEqual([
+      ['application_deleted', 'unsent'],
+      ['deletion_warning_1d', 'not_sent'],
+    ]);
+    expect(outbox[0]?.subject).toBe('Application "gone" (team acme) was deleted on 2026-09-01 05:00 UTC');
+    expect(outbox[1]?.last_error).toContain('no mail server is configured (BERTH_SMTP_URL)');
+    expect(outbox.every((n) => n.state !== 'cancelled')).toBe(true);
+  });
+
+  it('e-mails the record of a deletion when SMTP is configured', async () => {
+    const clock = createManualClock(START);
+    sink = await startSmtpSink();
+    t = await createTestApp(dialect, { clock, env: { BERTH_SMTP_URL: sink.url } });
+    await insertApplication(t.ctx.db, {
+      teamId: t.user.team_id,
+      name: 'gone',
+      scheduledDeletionAt: at(HOUR),
+    });
+    await startScheduledDeletion(t.ctx);
+    await createBackgroundWork(t.ctx).runDue();
+    clock.set(at(HOUR));
+    await createBackgroundWork(t.ctx).runDue();
+    await createBackgroundWork(t.ctx).runDue();
+    expect(sink.mails.map((m) => m.subject)).toEqual([
+      'Application "gone" (team acme) will be deleted on 2026-09-01 01:00 UTC',
+      'Application "gone" (team acme) was deleted on 2026-09-01 01:00 UTC',
+    ]);
+  });
 });

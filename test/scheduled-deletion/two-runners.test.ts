@@ -83,12 +83,12 @@ describe('scheduled deletion with two runners on one PostgreSQL', () => {
       for (const recipient of ['owner@example.com', 'second@example.com']) {
         const mails = sink.to(recipient).filter((m) => m.subject.startsWith(`Application "${app.name}"`));
         expect(
-          mails.map((m) => /, in (.+?)\./.exec(m.text)?.[1]),
+          mails.map((m) => /, in (.+?)\./.exec(m.text)?.[1] ?? / was deleted /.exec(m.subject)?.[0]),
           `${app.name} → ${recipient}`,
-        ).toEqual(['7 days', '1 day']);
+        ).toEqual(['7 days', '1 day', ' was deleted ']);
       }
     }
-    expect(sink.mails).toHaveLength(APPS * 2 * 2);
+    expect(sink.mails).toHaveLength(APPS * 2 * 3);
     expect(await a.db.selectFrom('applications').select('id').execute()).toHaveLength(0);
     expect(await a.db.selectFrom('application_tombstones').select('id').execute()).toHaveLength(APPS);
     const deletions = await a.db
@@ -98,7 +98,7 @@ describe('scheduled deletion with two runners on one PostgreSQL', () => {
       .execute();
     expect(deletions.map((d) => d.target).sort()).toEqual(apps.map((app) => `application:${app.id}`).sort());
     const outbox = await a.db.selectFrom('notifications').select(['state', 'attempts']).execute();
-    expect(outbox).toHaveLength(APPS * 2 * 2);
+    expect(outbox).toHaveLength(APPS * 2 * 3);
     expect(outbox.every((n) => n.state === 'sent' && n.attempts === 1)).toBe(true);
   });
 });

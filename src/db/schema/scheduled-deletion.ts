@@ -13,8 +13,9 @@ export interface ApplicationDeletionMarkers {
   deletion_warning_1d_for: string | null;
 }
 
-export type NotificationState = 'unsent' | 'sent' | 'failed' | 'cancelled';
-export type NotificationKind = 'deletion_warning_7d' | 'deletion_warning_1d';
+/** `not_sent`: it could never go out, because no mail server was configured while it held. */
+export type NotificationState = 'unsent' | 'sent' | 'failed' | 'cancelled' | 'not_sent';
+export type NotificationKind = 'deletion_warning_7d' | 'deletion_warning_1d' | 'application_deleted';
 
 export interface NotificationsTable {
   id: Generated<number>;

@@ -19,7 +19,7 @@ import {
   requeueUnsent,
   type RelevanceCheck,
 } from '../notifications/index.js';
-import { warningMessage, type ApplicationInventory } from './message.js';
+import { deletedMessage, warningMessage, type ApplicationInventory } from './message.js';
 import { dueWarning, MINUTE_MS, ONE_DAY_MS, SEVEN_DAYS_MS, type WarningKind } from './policy.js';
 
 type Db = Kysely<Database> | Transaction<Database>;
@@ -50,6 +50,9 @@ export interface SweepResult {
 
 export type DeletionOutcome = 'deleted' | 'skipped';
 
+const NO_MAIL_SERVER =
+  'not sent: no mail server is configured (BERTH_SMTP_URL), and the application was deleted before one was';
+
 export interface ScheduledDeletionDeps {
   db: Kysely<Database>;
   clock: Clock;
@@ -58,6 +61,8 @@ export interface ScheduledDeletionDeps {
   dataDir: string;
   /** What other features stop or remove before an application is deleted (see onApplicationDeletion). */
   cleanups?: () => readonly ApplicationCleanup[];
+  /** Whether a mail server is configured: without one, a warning still waiting at the deletion was never sent. */
+  mailConfigured?: boolean;
 }
 
 export interface DeletingApplication {
@@ -134,6 +139,16 @@ export function createScheduledDeletionService(deps: ScheduledDeletionDeps) {
     };
   }
 
+  const ownersOf = (trx: Db, teamId: number) =>
+    trx
+      .selectFrom('memberships')
+      .innerJoin('users', 'users.id', 'memberships.user_id')
+      .select(['users.id', 'users.email'])
+      .where('memberships.team_id', '=', teamId)
+      .where('memberships.role', '=', 'owner')
+      .orderBy('users.id')
+      .execute();
+
   /**
    * Marks the warning as handled for this exact schedule and writes its mails, in one transaction.
    * The UPDATE's WHERE is the compare-and-set: only the runner that flips the marker sends.
@@ -155,14 +170,7 @@ export function createScheduledDeletionService(deps: ScheduledDeletionDeps) {
       const app = await inventory(trx, candidate.id);
       if (!app) return false;
       const teamId = app.teamId;
-      const owners = await trx
-        .selectFrom('memberships')
-        .innerJoin('users', 'users.id', 'memberships.user_id')
-        .select(['users.id', 'users.email'])
-        .where('memberships.team_id', '=', teamId)
-        .where('memberships.role', '=', 'owner')
-        .orderBy('users.id')
-        .execute();
+      const owners = await ownersOf(trx, teamId);
       if (owners.length === 0)
         logger.warn({ application: app.id }, 'deletion warning: the team has no owner');
       const { subject, body } = warningMessage(app, now, deps.publicUrl);
@@ -327,13 +335,34 @@ export function createScheduledDeletionService(deps: ScheduledDeletionDeps) {
             }),
           })
           .execute();
-        // Warnings still waiting for SMTP would now be wrong: the deletion has happened.
+        // Warnings still waiting would now be wrong: the deletion has happened. Without a mail server
+        // they were never sent, and the outbox says so rather than that they were dropped.
         await trx
           .updateTable('notifications')
-          .set({ state: 'cancelled', updated_at: nowIso })
+          .set(
+            deps.mailConfigured === false
+              ? { state: 'not_sent', last_error: NO_MAIL_SERVER, updated_at: nowIso }
+              : { state: 'cancelled', updated_at: nowIso },
+          )
           .where('application_id', '=', applicationId)
           .where('state', '=', 'unsent')
           .execute();
+        // The deletion itself is recorded for the owners, in the outbox and by e-mail.
+        const { subject, body } = deletedMessage(app, now);
+        await queueNotifications(
+          trx,
+          (await ownersOf(trx, app.teamId)).map((owner) => ({
+            team_id: app.teamId,
+            application_id: app.id,
+            kind: 'application_deleted' as const,
+            dedupe_key: `application_deleted:${app.id}:${owner.id}`,
+            recipient: owner.email,
+            subject,
+            body,
+            scheduled_for: null,
+          })),
+          now,
+        );
         // Per-application files live under <data dir>/applications/<id>. A rename is instant, so the
         // transaction (and SQLite's one writer) does not wait for a large tree to be removed.
         trashed = await moveToTrash(deps.dataDir, applicationId);
@@ -414,6 +443,7 @@ export function scheduledDeletionServiceOf(ctx: AppContext): ScheduledDeletionSe
     publicUrl: ctx.config.publicUrl,
     dataDir: ctx.config.dataDir,
     cleanups: () => cleanupsByContext.get(ctx) ?? [],
+    mailConfigured: ctx.config.smtpUrl !== undefined,
   });
 }
 

@@ -48,3 +48,26 @@ export function warningMessage(
   ].join('\n');
   return { subject, body };
 }
+
+/** The record of a deletion that happened, to the team's owners. */
+export function deletedMessage(
+  app: ApplicationInventory,
+  deletedAt: Date,
+): { subject: string; body: string } {
+  const when = formatUtc(deletedAt.toISOString());
+  const list = (items: string[]) => (items.length > 0 ? items.join(', ') : 'none');
+  const subject = `Application "${app.name}" (team ${app.teamName}) was deleted on ${when}`;
+  const body = [
+    `The application "${app.name}" (id ${app.id}) of team "${app.teamName}" was deleted on ${when},`,
+    `as scheduled for ${app.scheduledAt}. It cannot be restored. What was removed:`,
+    `- services and their databases and files: ${list(app.services)}`,
+    `- volumes and their files: ${list(app.volumes)}`,
+    `- secrets: ${app.secrets}`,
+    `- domains (now free for others): ${list(app.domains)}`,
+    `- deployments and their logs: ${app.deployments}`,
+    "The team's managed databases and object storage were not part of the application and stay.",
+    '',
+    'You receive this message because you are an owner of the team.',
+  ].join('\n');
+  return { subject, body };
+}
