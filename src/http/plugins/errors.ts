@@ -4,6 +4,23 @@ import { AppError, isAppError, type FieldErrors } from '../../domain/errors.js';
 
 const DB_API_PREFIX = '/1.3';
 
+/** Body types some route reads (app.ts registers the parsers); each route's docs say which it takes. */
+export const ACCEPTED_BODY_TYPES = [
+  'application/json',
+  'application/yaml',
+  'application/x-yaml',
+  'text/yaml',
+  'text/x-yaml',
+  'text/plain',
+  'multipart/form-data',
+];
+
+function formatBytes(bytes: number): string {
+  if (bytes % (1024 * 1024) === 0) return `${bytes / (1024 * 1024)} MiB`;
+  if (bytes % 1024 === 0) return `${bytes / 1024} KiB`;
+  return `${bytes} bytes`;
+}
+
 /** UpCloud-style codes for the /1.3 API where the thrower gave none. */
 const DEFAULT_API_CODE: Record<number, string> = {
   400: 'INVALID_REQUEST',
@@ -43,20 +60,54 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, error: A
   return reply.send({ message: error.message });
 }
 
-/** Schema validation failures: field path → messages. */
+/** Keywords by which a value fails to be one of a fixed set (TypeBox literals, unions, enums). */
+const CHOICE_KEYWORDS = new Set(['const', 'enum', 'anyOf', 'oneOf']);
+
+const quoteChoice = (value: unknown) => (typeof value === 'string' ? `'${value}'` : JSON.stringify(value));
+
+/**
+ * Schema validation failures: field path → messages. A value outside a fixed set fails once per
+ * alternative (`must be equal to constant` for each literal, then `must match a schema in anyOf`);
+ * those become one message that names the accepted values.
+ */
 function fieldErrorsOf(error: FastifyError): FieldErrors {
   const errors: FieldErrors = {};
+  const choices = new Map<string, unknown[]>();
   for (const item of error.validation ?? []) {
-    const missing = (item.params as { missingProperty?: string } | undefined)?.missingProperty;
-    const extra = (item.params as { additionalProperty?: string } | undefined)?.additionalProperty;
+    const params = item.params as
+      | {
+          missingProperty?: string;
+          additionalProperty?: string;
+          allowedValue?: unknown;
+          allowedValues?: unknown[];
+        }
+      | undefined;
+    const missing = params?.missingProperty;
+    const extra = params?.additionalProperty;
     const base = item.instancePath.replace(/^\//, '').replace(/\//g, '.');
     const field = [base, missing ?? extra].filter(Boolean).join('.') || (error.validationContext ?? 'body');
+    if (CHOICE_KEYWORDS.has(item.keyword)) {
+      const accepted = choices.get(field) ?? [];
+      if (item.keyword === 'const') accepted.push(params?.allowedValue);
+      if (item.keyword === 'enum') accepted.push(...(params?.allowedValues ?? []));
+      choices.set(field, accepted);
+      continue;
+    }
     const message = missing
       ? `The ${field} field is required.`
       : extra
         ? `The ${field} field is not allowed.`
         : `The ${field} field ${item.message ?? 'is invalid'}.`;
     (errors[field] ??= []).push(message);
+  }
+  for (const [field, accepted] of choices) {
+    const values = [...new Set(accepted.map(quoteChoice))];
+    // A union of other shapes (a number or a string, say) keeps the messages of its members above.
+    if (values.length === 0) {
+      (errors[field] ??= []).push(`The ${field} field does not have an accepted form.`);
+      continue;
+    }
+    errors[field] = [`The ${field} field must be one of: ${values.join(', ')}.`];
   }
   return errors;
 }
@@ -73,8 +124,22 @@ export function toAppError(request: FastifyRequest, error: FastifyError | Error)
     return new AppError('validation', 'The given data was invalid.', { errors });
   }
   const status = fastifyError.statusCode ?? 500;
-  if (status === 413) return new AppError('payload_too_large', 'Request body is too large');
-  if (status === 415) return new AppError('unsupported_media_type', fastifyError.message);
+  if (status === 413) {
+    const limit = request.routeOptions.bodyLimit;
+    return new AppError(
+      'payload_too_large',
+      limit
+        ? `Request body is too large: the limit is ${limit} bytes (${formatBytes(limit)}).`
+        : 'Request body is too large',
+    );
+  }
+  if (status === 415) {
+    const sent = request.headers['content-type']?.split(';')[0]?.trim();
+    return new AppError(
+      'unsupported_media_type',
+      `Unsupported content type${sent ? ` '${sent}'` : ''}. Send one of: ${ACCEPTED_BODY_TYPES.join(', ')}.`,
+    );
+  }
   if (status === 400 || (status >= 400 && status < 500 && fastifyError.code?.startsWith('FST_ERR_CTP'))) {
     return new AppError('bad_request', `The request could not be parsed: ${fastifyError.message}`);
   }

@@ -78,7 +78,9 @@ export function registerProtocol(app: FastifyInstance, ctx: AppContext): void {
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?')[0] ?? '';
     const allowed = METHODS.filter((method) => routes.find(method, path) !== null);
-    if (allowed.length > 0) {
+    // A method the path does allow means the router refused the path itself (an empty segment of
+    // `…/tasks/`): that is a 404, not a 405 that names the very method that was sent.
+    if (allowed.length > 0 && !allowed.includes(request.method as HTTPMethod)) {
       return sendError(
         request,
         reply,
@@ -91,6 +93,27 @@ export function registerProtocol(app: FastifyInstance, ctx: AppContext): void {
         ),
       );
     }
-    return sendError(request, reply, new AppError('not_found', `Route ${request.method} ${path} not found`));
+    const withoutSlash = path.length > 1 && path.endsWith('/') ? path.replace(/\/+$/, '') : undefined;
+    const slashHint =
+      withoutSlash !== undefined && routes.find(request.method as HTTPMethod, withoutSlash) !== null;
+    return sendError(
+      request,
+      reply,
+      new AppError('not_found', notFoundMessage(request.method, path, slashHint)),
+    );
   });
+}
+
+/** Names what is odd about a path that matches no route: a space or a trailing slash. */
+function notFoundMessage(method: string, path: string, slashHint: boolean): string {
+  let decoded = path;
+  try {
+    decoded = decodeURIComponent(path);
+  } catch {
+    // malformed escapes: shown as sent
+  }
+  const hints: string[] = [];
+  if (/\s/.test(decoded)) hints.push('the path contains a space');
+  if (slashHint) hints.push('try it without the trailing slash');
+  return `Route ${method} ${decoded} not found${hints.length > 0 ? `: ${hints.join('; ')}` : ''}.`;
 }
