@@ -145,8 +145,52 @@ export interface ObjectStorageView {
   path_style: boolean;
   buckets: string[];
   users: Array<{ username: string; access_key_id: string; secret_key: string | null; policies: unknown[] }>;
+  /** A zone change from apply that waits for the panel's action (apply-pending-change). */
+  pending_changes: { zone: string } | null;
   created_at: string;
   updated_at: string;
+}
+
+/**
+ * The panel's action for a zone change that apply reported but did not carry out (spec, apply rule
+ * 5). On one host every zone is this host: the zone is recorded and nothing moves; a driver for a
+ * provider with zones would move the storage here.
+ */
+export async function applyObjectStoragePendingChange(
+  ctx: AppContext,
+  team: { id: number },
+  ref: string,
+  userId: number,
+): Promise<void> {
+  const at = iso(ctx.clock.now());
+  await ctx.db.transaction().execute(async (trx) => {
+    const row = await trx
+      .selectFrom('object_storages')
+      .select(['id', 'uuid', 'name', 'zone', 'pending_zone'])
+      .where('team_id', '=', team.id)
+      .where((eb) => eb.or([eb('uuid', '=', ref), eb('name', '=', ref)]))
+      .executeTakeFirst();
+    if (!row) throw new AppError('not_found', `Object storage '${ref}' not found`);
+    if (row.pending_zone === null) {
+      throw new AppError('conflict', `Object storage '${row.name}' has no pending zone change`);
+    }
+    await trx
+      .updateTable('object_storages')
+      .set({ zone: row.pending_zone, pending_zone: null, updated_at: at })
+      .where('id', '=', row.id)
+      .execute();
+    await trx
+      .insertInto('audit_log')
+      .values({
+        at,
+        user_id: userId,
+        team_id: team.id,
+        action: 'object_storage.zone_changed',
+        target: row.uuid,
+        details: JSON.stringify({ from: row.zone, to: row.pending_zone }),
+      })
+      .execute();
+  });
 }
 
 /** The team's object storages as its members see them; secret keys only for owners. */
@@ -179,6 +223,7 @@ export async function viewObjectStorages(
         secret_key: team.role === 'owner' ? c.secretKey : null,
         policies: c.policies,
       })),
+      pending_changes: row.pending_zone === null ? null : { zone: row.pending_zone },
       created_at: row.created_at,
       updated_at: row.updated_at,
     })),

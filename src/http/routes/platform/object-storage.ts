@@ -1,10 +1,14 @@
 // One object storage of a team with what its users need to connect: endpoint, buckets and each user's
 // access key. Secret keys are shown to team owners only; members see null. (The team's list of object
 // storages with their states, without credentials, is GET /api/v1/teams/:team/object-storage.)
+// Also the panel's action for a pending zone change.
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from 'typebox';
 import type { AppContext } from '../../../context.js';
-import { viewObjectStorages } from '../../../services/object-storage/index.js';
+import {
+  applyObjectStoragePendingChange,
+  viewObjectStorages,
+} from '../../../services/object-storage/index.js';
 import { principalOf } from '../../types.js';
 
 const StorageRef = Type.Object({
@@ -23,6 +27,27 @@ export function registerObjectStorageRoutes(app: FastifyInstance, ctx: AppContex
     { config, schema: { tags, security, params: StorageRef } },
     async (request) => {
       const team = await ctx.identity.requireTeam(principalOf(request).userId, request.params.team);
+      const [storage] = await viewObjectStorages(ctx, team, request.params.storage);
+      return { data: storage };
+    },
+  );
+
+  app.post<{ Params: Static<typeof StorageRef> }>(
+    '/api/v1/teams/:team/object-storage/:storage/apply-pending-change',
+    {
+      config,
+      schema: {
+        tags,
+        security,
+        params: StorageRef,
+        summary:
+          'Carry out the zone change that apply reported as needing action in the panel (409 without one)',
+      },
+    },
+    async (request) => {
+      const { userId } = principalOf(request);
+      const team = await ctx.identity.requireTeam(userId, request.params.team);
+      await applyObjectStoragePendingChange(ctx, team, request.params.storage, userId);
       const [storage] = await viewObjectStorages(ctx, team, request.params.storage);
       return { data: storage };
     },
