@@ -5,6 +5,8 @@ import { authHeaders, createTestApp, type TestApp } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
 import { apply, fullDocument } from './helpers.js';
 
+type Changes = { structured_changes: { object_storage: unknown } };
+
 describe.each(DIALECTS)('object storage: apply-pending-change (%s)', (dialect) => {
   let t: TestApp;
   beforeAll(async () => {
@@ -34,7 +36,10 @@ describe.each(DIALECTS)('object storage: apply-pending-change (%s)', (dialect) =
       url: `/api/v1/teams/${t.user.team_id}/object-storage/files`,
       headers: t.auth.platform,
     });
-    expect(view.json().data).toMatchObject({ zone: 'europe-1', pending_changes: { zone: 'us-1' } });
+    expect(view.json<{ data: unknown }>().data).toMatchObject({
+      zone: 'europe-1',
+      pending_changes: { zone: 'us-1' },
+    });
 
     const other = authHeaders(
       await t.ctx.identity.createUser({ email: 'eve@example.com', team: 'eve', role: 'owner' }),
@@ -43,7 +48,11 @@ describe.each(DIALECTS)('object storage: apply-pending-change (%s)', (dialect) =
 
     const done = await action(t.auth.platform);
     expect(done.statusCode).toBe(200);
-    expect(done.json().data).toMatchObject({ name: 'files', zone: 'us-1', pending_changes: null });
+    expect(done.json<{ data: unknown }>().data).toMatchObject({
+      name: 'files',
+      zone: 'us-1',
+      pending_changes: null,
+    });
     const audit = await t.ctx.db
       .selectFrom('audit_log')
       .select(['action', 'details'])
@@ -52,7 +61,7 @@ describe.each(DIALECTS)('object storage: apply-pending-change (%s)', (dialect) =
     expect(audit.map((a) => JSON.parse(a.details) as unknown)).toEqual([{ from: 'europe-1', to: 'us-1' }]);
     // Carried out once; the document now matches the storage.
     expect((await action(t.auth.platform)).statusCode).toBe(409);
-    expect((await apply(t, moved)).json().structured_changes.object_storage).toEqual([
+    expect((await apply(t, moved)).json<Changes>().structured_changes.object_storage).toEqual([
       { action: 'unchanged', name: 'files' },
     ]);
   });
