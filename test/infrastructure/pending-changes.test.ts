@@ -29,7 +29,7 @@ describe.each(DIALECTS)('object storage: apply-pending-change (%s)', (dialect) =
     const moved = structuredClone(doc) as { spec: { object_storage: Array<{ zone: string }> } };
     moved.spec.object_storage[0]!.zone = 'us-1';
     const planned = await apply(t, moved);
-    expect(planned.json().structured_changes.object_storage).toEqual([
+    expect(planned.json<Changes>().structured_changes.object_storage).toEqual([
       { action: 'needs_action', name: 'files' },
     ]);
     const view = await t.app.inject({
