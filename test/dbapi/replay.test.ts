@@ -62,8 +62,9 @@ const REPLAYED = new Set([
 const EXCLUDED: Record<string, string> = {
   'POST /1.3/database': 'Berth creates managed databases by apply, not through /1.3',
   'PATCH /1.3/database/{uuid}':
-    'Berth changes managed databases by apply; /1.3 has no PATCH (nor termination protection)',
-  'DELETE /1.3/database/{uuid}': 'Berth deletes managed databases by apply, not through /1.3',
+    'Berth’s PATCH takes {powered} only (test/managed-databases/deletion.test.ts); properties and termination protection are changed by apply',
+  'DELETE /1.3/database/{uuid}':
+    'replaying it would delete the databases this replay runs on; the same 204 → delete-service → 404 is in test/managed-databases/deletion.test.ts',
   'GET /1.3/database/service-types': 'service types are not part of Berth’s /1.3 API',
   'GET /1.3/database/service-types/mysql': 'service types are not part of Berth’s /1.3 API',
   'GET /1.3/database/service-types/opensearch': 'service types are not part of Berth’s /1.3 API',

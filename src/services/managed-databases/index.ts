@@ -30,7 +30,11 @@ export const BASE_BACKUP_INTERVAL_MS = 24 * 60 * 60 * 1000;
 const ADMIN_USER = 'upadmin';
 const STORAGE_CHECK_MS = 60_000;
 
+export const DELETE_JOB = 'managed_database.delete';
+export const POWER_JOB = 'managed_database.power';
 export const provisionJobKey = (uuid: string): string => `${PROVISION_JOB}:${uuid}`;
+const deleteJobKey = (uuid: string): string => `${DELETE_JOB}:${uuid}`;
+const powerJobKey = (uuid: string): string => `${POWER_JOB}:${uuid}`;
 export const baseBackupJobKey = (uuid: string): string => `${BASE_BACKUP_JOB}:${uuid}`;
 
 export interface ProvisionPayload {
@@ -95,6 +99,15 @@ export interface ManagedDatabaseService {
   startSupervisor(options?: { intervalMs?: number; warmUp?: boolean }): Supervisor;
   /** Passwords of an instance, unsealed: admin and per user. */
   credentialsOf(instance: ManagedInstanceRow): { admin: string; users: Record<string, string> };
+  /**
+   * The database as `userId` may act on it: 404 unknown, 403 another team's, and 403 for a member
+   * where `need` is `owner` (powering off, deleting). Codes as /1.3 answers them.
+   */
+  databaseFor(
+    userId: number,
+    uuid: string,
+    need: 'member' | 'owner',
+  ): Promise<{ row: ManagedDatabaseRow; role: string }>;
   /** Carries out a pending plan/zone change from apply; the database restarts with the new limits. */
   applyPendingChange(userId: number, uuid: string): Promise<ManagedDatabaseRow>;
   /** Restarts a provisioned instance through the driver (maintenance); resolves once it runs again. */
@@ -112,6 +125,13 @@ export interface ManagedDatabaseService {
   adoptCopy(uuid: string, copy: { dataDir: string; adminPassword: string }): Promise<void>;
   powerOff(uuid: string): Promise<void>;
   powerOn(uuid: string): Promise<void>;
+  /**
+   * UpCloud's DELETE: the database turns `delete-service` at once and a durable job removes it (its
+   * processes, files, backups, WAL archive, credentials, tasks and migration records); then it is 404.
+   */
+  requestDeletion(uuid: string, userId: number): Promise<void>;
+  /** UpCloud's PATCH {powered}: `pending` at once, then `stopped` or `running` once the job is done. */
+  requestPower(uuid: string, powered: boolean): Promise<void>;
   /** Removes the instance, its processes and files, and the database row. */
   remove(uuid: string): Promise<void>;
   /** Stops the supervisor and every instance this data dir runs. Registered on ctx.onClose. */
@@ -281,6 +301,94 @@ function createManagedDatabaseService(
       }
     });
   }
+
+  const powerOff = (uuid: string): Promise<void> =>
+    locked(uuid, async () => {
+      const { row } = await forDatabase(uuid);
+      await driver.stop({ id: uuid, engine: engineOf(row.type) });
+      await ctx.db.transaction().execute(async (trx) => {
+        const r = createManagedDatabaseRepository(trx);
+        await r.updateInstance(row.id, { powered: 0, pid: null, updated_at: now() });
+        await r.setState(row.id, 'stopped', null, now());
+      });
+    });
+
+  const powerOn = (uuid: string): Promise<void> =>
+    locked(uuid, async () => {
+      const { row, instance } = await forDatabase(uuid);
+      await repo.updateInstance(row.id, { powered: 1, updated_at: now() });
+      const runtime = await driver.start(specOf(row, instance, instance.applied_plan ?? row.plan));
+      await recordRunning(row, runtime);
+    });
+
+  const remove = (uuid: string): Promise<void> =>
+    locked(uuid, async () => {
+      const row = await repo.findDatabase(uuid);
+      if (!row) return;
+      await repo.setState(row.id, 'delete-service', null, now());
+      await driver.delete({ id: uuid, engine: engineOf(row.type) });
+      await ctx.db.transaction().execute(async (trx) => {
+        await trx
+          .deleteFrom('jobs')
+          .where('key', 'in', [provisionJobKey(uuid), baseBackupJobKey(uuid), powerJobKey(uuid)])
+          .execute();
+        await trx.deleteFrom('managed_instances').where('managed_database_id', '=', row.id).execute();
+        await trx.deleteFrom('managed_databases').where('id', '=', row.id).execute();
+      });
+    });
+
+  async function databaseFor(
+    userId: number,
+    uuid: string,
+    need: 'member' | 'owner',
+  ): Promise<{ row: ManagedDatabaseRow; role: string }> {
+    const row = await repo.findDatabase(uuid);
+    if (!row) {
+      throw new AppError('not_found', `Managed database ${uuid} not found`, {
+        apiCode: 'SERVICE_NOT_FOUND',
+      });
+    }
+    const role = (await ctx.identity.teamsOfUser(userId)).find((t) => t.id === row.team_id)?.role;
+    if (role === undefined) {
+      throw new AppError('forbidden', `Managed database ${uuid} belongs to another account`, {
+        apiCode: 'ACCOUNT_FORBIDDEN',
+      });
+    }
+    if (need === 'owner' && role !== 'owner') {
+      throw new AppError(
+        'forbidden',
+        'Only an owner of the team can power off or delete a managed database',
+        {
+          apiCode: 'ACCOUNT_FORBIDDEN',
+        },
+      );
+    }
+    return { row, role };
+  }
+
+  /** Carries out a requested deletion; re-run after a crash, it finds what is left and removes that. */
+  const deleteJob: JobHandler = async (job) => {
+    const { uuid } = job.payload as { uuid: string };
+    const row = await repo.findDatabase(uuid);
+    if (!row || row.state !== 'delete-service') return;
+    await remove(uuid);
+    await ctx.db.transaction().execute(async (trx) => {
+      await trx.deleteFrom('managed_database_tasks').where('database_uuid', '=', uuid).execute();
+      // The migration record holds the source's credentials, sealed: they go with the database.
+      await trx.deleteFrom('managed_database_migrations').where('database_uuid', '=', uuid).execute();
+    });
+    log.info({ uuid }, 'managed database deleted');
+  };
+
+  /** Converges a database to its requested power state (the instance's `powered`), re-read here. */
+  const powerJob: JobHandler = async (job) => {
+    const { uuid } = job.payload as { uuid: string };
+    const row = await repo.findDatabase(uuid);
+    const instance = row && (await repo.findInstance(row.id));
+    if (!row || !instance || row.state === 'delete-service') return;
+    if (instance.powered === 0) await powerOff(uuid);
+    else await powerOn(uuid);
+  };
 
   const provision: JobHandler = async (job) => {
     const { uuid, followUp } = job.payload as ProvisionPayload;
@@ -462,17 +570,68 @@ function createManagedDatabaseService(
   return {
     driver,
     credentialsOf,
-    handlers: () => ({ [PROVISION_JOB]: provision, [BASE_BACKUP_JOB]: baseBackup }),
+    handlers: () => ({
+      [PROVISION_JOB]: provision,
+      [BASE_BACKUP_JOB]: baseBackup,
+      [DELETE_JOB]: deleteJob,
+      [POWER_JOB]: powerJob,
+    }),
+
+    async requestDeletion(uuid, userId) {
+      const at = ctx.clock.now();
+      await ctx.db.transaction().execute(async (trx) => {
+        const r = createManagedDatabaseRepository(trx);
+        const row = await r.findDatabase(uuid);
+        if (!row || row.state === 'delete-service') return;
+        await r.setState(row.id, 'delete-service', null, iso(at));
+        await trx
+          .insertInto('audit_log')
+          .values({
+            at: iso(at),
+            user_id: userId,
+            team_id: row.team_id,
+            action: 'managed_database.deleted',
+            target: row.uuid,
+            details: JSON.stringify({ name: row.name, type: row.type, plan: row.plan }),
+          })
+          .execute();
+        await enqueueJob(
+          trx,
+          { type: DELETE_JOB, key: deleteJobKey(uuid), payload: { uuid }, runAt: at },
+          at,
+        );
+      });
+    },
+
+    async requestPower(uuid, powered) {
+      const at = ctx.clock.now();
+      await ctx.db.transaction().execute(async (trx) => {
+        const r = createManagedDatabaseRepository(trx);
+        const row = await r.findDatabase(uuid);
+        const instance = row && (await r.findInstance(row.id));
+        if (!row) return;
+        // Powering on or off needs a provisioned server and nothing else in progress on it.
+        const settled = row.state === 'running' || row.state === 'stopped' || row.state === 'error';
+        if (!instance || instance.applied_plan === null || !settled) {
+          throw new AppError(
+            'conflict',
+            `Managed database ${uuid} is ${row.state}; try again once it is running`,
+            {
+              apiCode: 'SERVICE_NOT_RUNNING',
+            },
+          );
+        }
+        await r.updateInstance(row.id, { powered: powered ? 1 : 0, updated_at: iso(at) });
+        await r.setState(row.id, 'pending', null, iso(at));
+        await enqueueJob(trx, { type: POWER_JOB, key: powerJobKey(uuid), payload: { uuid }, runAt: at }, at);
+      });
+    },
     startSupervisor,
 
+    databaseFor,
+
     async applyPendingChange(userId, uuid) {
-      const row = await repo.findDatabase(uuid);
-      if (!row)
-        throw new AppError('not_found', `Managed database ${uuid} not found`, {
-          apiCode: 'SERVICE_NOT_FOUND',
-        });
-      const membership = (await ctx.identity.teamsOfUser(userId)).find((t) => t.id === row.team_id);
-      if (!membership) throw new AppError('forbidden', `Managed database ${uuid} belongs to another team`);
+      const { row } = await databaseFor(userId, uuid, 'member');
       if (row.pending_plan === null && row.pending_zone === null) {
         throw new AppError('conflict', `Managed database '${row.name}' has no pending plan or zone change`);
       }
@@ -559,40 +718,9 @@ function createManagedDatabaseService(
         });
       }),
 
-    powerOff: (uuid) =>
-      locked(uuid, async () => {
-        const { row } = await forDatabase(uuid);
-        await driver.stop({ id: uuid, engine: engineOf(row.type) });
-        await ctx.db.transaction().execute(async (trx) => {
-          const r = createManagedDatabaseRepository(trx);
-          await r.updateInstance(row.id, { powered: 0, pid: null, updated_at: now() });
-          await r.setState(row.id, 'stopped', null, now());
-        });
-      }),
-
-    powerOn: (uuid) =>
-      locked(uuid, async () => {
-        const { row, instance } = await forDatabase(uuid);
-        await repo.updateInstance(row.id, { powered: 1, updated_at: now() });
-        const runtime = await driver.start(specOf(row, instance, instance.applied_plan ?? row.plan));
-        await recordRunning(row, runtime);
-      }),
-
-    remove: (uuid) =>
-      locked(uuid, async () => {
-        const row = await repo.findDatabase(uuid);
-        if (!row) return;
-        await repo.setState(row.id, 'delete-service', null, now());
-        await driver.delete({ id: uuid, engine: engineOf(row.type) });
-        await ctx.db.transaction().execute(async (trx) => {
-          await trx
-            .deleteFrom('jobs')
-            .where('key', 'in', [provisionJobKey(uuid), baseBackupJobKey(uuid)])
-            .execute();
-          await trx.deleteFrom('managed_instances').where('managed_database_id', '=', row.id).execute();
-          await trx.deleteFrom('managed_databases').where('id', '=', row.id).execute();
-        });
-      }),
+    powerOff,
+    powerOn,
+    remove,
 
     async close() {
       if (closing) return;

@@ -1,5 +1,6 @@
 // GET /1.3/database and /1.3/database/{uuid}: the caller's managed databases as UpCloud service
 // objects. Databases of the caller's teams are visible; passwords only to the teams' owners.
+// DELETE and PATCH {powered} as UpCloud has them, for the teams' owners.
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from 'typebox';
 import type { AppContext } from '../../../context.js';
@@ -14,6 +15,12 @@ const ListQuery = Type.Object({
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100 })),
   offset: Type.Optional(Type.Integer({ minimum: 0, default: 0 })),
 });
+
+/** The part of UpCloud's PATCH that Berth carries out; the rest is changed by apply. */
+const PatchBody = Type.Object(
+  { powered: Type.Boolean({ description: 'false stops the server (state `stopped`), true starts it' }) },
+  { additionalProperties: false },
+);
 
 const tags = ['managed databases'];
 const security = [{ basic: [] }];
@@ -50,22 +57,63 @@ export function registerManagedDatabaseApiRoutes(app: FastifyInstance, ctx: AppC
     '/1.3/database/:uuid',
     { config, schema: { tags, security, params: UuidParam } },
     async (request) => {
-      const row = await repo.findDatabase(request.params.uuid);
-      if (!row) {
-        throw new AppError('not_found', `Managed database ${request.params.uuid} not found`, {
-          apiCode: 'SERVICE_NOT_FOUND',
-        });
-      }
-      const role = (await teamsOf(principalOf(request).userId)).get(row.team_id);
-      if (role === undefined) {
-        throw new AppError('forbidden', `Managed database ${row.uuid} belongs to another account`, {
-          apiCode: 'ACCOUNT_FORBIDDEN',
-        });
-      }
+      const { row, role } = await managedDatabases(ctx).databaseFor(
+        principalOf(request).userId,
+        request.params.uuid,
+        'member',
+      );
       const instance = await repo.findInstance(row.id);
       const secrets =
         role === 'owner' && instance ? managedDatabases(ctx).credentialsOf(instance) : undefined;
       return serviceObject(row, instance, secrets);
+    },
+  );
+
+  app.delete<{ Params: Static<typeof UuidParam> }>(
+    '/1.3/database/:uuid',
+    {
+      config,
+      schema: {
+        tags,
+        security,
+        params: UuidParam,
+        summary: 'Delete the database: 204, then state `delete-service` until it is gone (404)',
+      },
+    },
+    async (request, reply) => {
+      const userId = principalOf(request).userId;
+      const service = managedDatabases(ctx);
+      const { row } = await service.databaseFor(userId, request.params.uuid, 'owner');
+      await service.requestDeletion(row.uuid, userId);
+      return reply.code(204).send();
+    },
+  );
+
+  app.patch<{ Params: Static<typeof UuidParam>; Body: Static<typeof PatchBody> }>(
+    '/1.3/database/:uuid',
+    {
+      config,
+      schema: {
+        tags,
+        security,
+        params: UuidParam,
+        body: PatchBody,
+        summary: 'Power the database off or on: `pending`, then `stopped` or `running`',
+      },
+    },
+    async (request) => {
+      const userId = principalOf(request).userId;
+      const service = managedDatabases(ctx);
+      const { row } = await service.databaseFor(userId, request.params.uuid, 'owner');
+      if (row.state === 'delete-service') {
+        throw new AppError('conflict', `Managed database ${row.uuid} is being deleted`, {
+          apiCode: 'SERVICE_NOT_RUNNING',
+        });
+      }
+      await service.requestPower(row.uuid, request.body.powered);
+      const fresh = await service.databaseFor(userId, row.uuid, 'owner');
+      const instance = await repo.findInstance(row.id);
+      return serviceObject(fresh.row, instance, instance ? service.credentialsOf(instance) : undefined);
     },
   );
 }

@@ -1,5 +1,6 @@
 // The panel's action for a plan or zone change that apply reported but did not carry out (spec,
 // apply rule 5): the database restarts with the new plan's limits; a zone change is recorded.
+// And deletion (apply never deletes): the same as DELETE /1.3/database/{uuid}, with an API token.
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from 'typebox';
 import type { AppContext } from '../../../context.js';
@@ -30,6 +31,26 @@ export function registerManagedDatabasePanelRoutes(app: FastifyInstance, ctx: Ap
           state: row.state,
         },
       });
+    },
+  );
+
+  app.delete<{ Params: Static<typeof UuidParam> }>(
+    '/api/v1/managed-databases/:uuid',
+    {
+      config: { auth: 'api_token' },
+      schema: {
+        tags,
+        security,
+        params: UuidParam,
+        summary: 'Delete a managed database (owners): 202, state `delete-service` until it is gone',
+      },
+    },
+    async (request, reply) => {
+      const { userId } = principalOf(request);
+      const service = managedDatabases(ctx);
+      const { row } = await service.databaseFor(userId, request.params.uuid, 'owner');
+      await service.requestDeletion(row.uuid, userId);
+      return reply.code(202).send({ data: { uuid: row.uuid, name: row.name, state: 'delete-service' } });
     },
   );
 }
