@@ -150,6 +150,13 @@ export function mysqlArgs(spec: ConnectionSpec): { args: string[]; env: NodeJS.P
   return { args, env: { MYSQL_PWD: spec.password } };
 }
 
+/**
+ * A libpq connection string naming only the database (host, user, password come from pgEnv), for
+ * `pg_restore --dbname=`: one argument, quoted, never read as an option or another parameter.
+ */
+export const pgDbnameConninfo = (dbname: string): string =>
+  `dbname='${dbname.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
+
 /** Quotes a PostgreSQL identifier. */
 export const pgIdent = (name: string): string => `"${name.replace(/"/g, '""')}"`;
 /** Quotes a PostgreSQL string literal. */

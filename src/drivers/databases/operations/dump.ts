@@ -10,9 +10,9 @@ import {
   type DatabaseMigrationStatus,
   type MigrationStatus,
 } from './common.js';
-import { mysqlArgs, pgEnv, pgIdent, withMysql, withPg } from './connect.js';
+import { mysqlArgs, pgDbnameConninfo, pgEnv, pgIdent, withMysql, withPg } from './connect.js';
 import { OperationError } from './errors.js';
-import { runPipeline } from './exec.js';
+import { checkToolSafeName, runPipeline, TOOL_ACCOUNT } from './exec.js';
 import { parseConnectionUri, type ConnectionSpec } from './source-uri.js';
 
 export interface DumpMigrateInput {
@@ -93,6 +93,7 @@ export async function dumpMigrate(input: DumpMigrateInput): Promise<MigrationSta
     entry.status = 'running';
     report();
     try {
+      checkToolSafeName(entry.dbname);
       if (source.engine === 'pg') await copyPgDatabase(source, target, entry.dbname, input);
       else await copyMysqlDatabase(source, target, entry.dbname, input);
       entry.status = 'done';
@@ -129,16 +130,19 @@ async function copyPgDatabase(
   await ensurePgDatabase(target, dbname);
   await runPipeline(
     // -Z0: the archive only crosses a pipe, so compressing it would cost CPU and save nothing.
+    // The database is named by PGDATABASE (pgEnv), never in argv.
     {
       command: path.join(bin, 'pg_dump'),
-      args: ['-Fc', '-Z0', '--no-sync', dbname],
+      args: ['-Fc', '-Z0', '--no-sync'],
       env: pgEnv(source, dbname),
+      runAs: TOOL_ACCOUNT,
     },
     // Roles of the source do not exist in the target: objects become the target admin's, grants are dropped.
     {
       command: path.join(bin, 'pg_restore'),
-      args: ['--no-owner', '--no-privileges', '-d', dbname],
+      args: ['--no-owner', '--no-privileges', `--dbname=${pgDbnameConninfo(dbname)}`],
       env: pgEnv(target, dbname),
+      runAs: TOOL_ACCOUNT,
     },
     { secrets: [source.password, target.password], failureCode: 'MIGRATION_FAILED', ...signalOf(input) },
   );
@@ -164,11 +168,13 @@ async function copyMysqlDatabase(
         '--events',
         '--hex-blob',
         '--databases',
+        '--',
         dbname,
       ],
       env: src.env,
+      runAs: TOOL_ACCOUNT,
     },
-    { command: 'mariadb', args: [...dst.args, '--binary-mode'], env: dst.env },
+    { command: 'mariadb', args: [...dst.args, '--binary-mode'], env: dst.env, runAs: TOOL_ACCOUNT },
     { secrets: [source.password, target.password], failureCode: 'MIGRATION_FAILED', ...signalOf(input) },
   );
 }

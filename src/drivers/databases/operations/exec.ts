@@ -1,7 +1,10 @@
 // Child processes for engine tools: secrets travel in the environment (never argv, which `ps` shows),
 // dumps flow kernel-to-kernel between two processes (never buffered in this process), stderr is redacted.
+// Every child is started through setpriv: it dies with Berth (a parent-death signal, so a killed Berth
+// leaves no dump writing on alone), and runs as the account it names, never as root by accident.
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import path from 'node:path';
+import { ensureSystemAccount, isRoot } from '../../os/users.js';
 import { OperationError, type OperationErrorCode } from './errors.js';
 import { redactText } from './redact.js';
 
@@ -9,7 +12,10 @@ export interface CommandSpec {
   command: string;
   args: string[];
   env?: NodeJS.ProcessEnv;
-  /** Run as this system user (root may not run postgres/initdb). Ignored unless we are root. */
+  /**
+   * Run as this system user (root may not run postgres/initdb). Ignored unless we are root. Tools
+   * that read what a tenant controls (dumps, restores) run as TOOL_ACCOUNT.
+   */
   runAs?: string;
   cwd?: string;
 }
@@ -24,18 +30,35 @@ export interface RunOptions {
   failureCode?: OperationErrorCode;
 }
 
-export const isRoot = (): boolean => process.getuid?.() === 0;
+export { isRoot };
 
+/** The unprivileged account of dump, restore and client tools (they only talk to servers over TCP). */
+export const TOOL_ACCOUNT = 'berth-ops';
+
+/**
+ * setpriv, not runuser: runuser forks and waits, so the tool's parent would be runuser and a killed
+ * Berth would leave it running; setpriv switches the user and execs, so Berth stays the parent.
+ */
 function argv(spec: CommandSpec): [string, string[]] {
-  return spec.runAs && isRoot()
-    ? ['runuser', ['-u', spec.runAs, '--', spec.command, ...spec.args]]
-    : [spec.command, spec.args];
+  const user: string[] = [];
+  if (spec.runAs && isRoot()) {
+    if (spec.runAs.startsWith('berth-')) ensureSystemAccount(spec.runAs);
+    user.push(`--reuid=${spec.runAs}`, `--regid=${spec.runAs}`, '--init-groups');
+  }
+  return ['setpriv', [...user, '--pdeathsig', 'KILL', '--', spec.command, ...spec.args]];
+}
+
+/** What a tool gets of Berth's environment: no secrets of Berth's own (BERTH_SECRET_KEY, …). */
+function toolEnvironment(extra: NodeJS.ProcessEnv | undefined): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin' };
+  for (const name of ['LANG', 'LC_ALL', 'TZ', 'TMPDIR']) if (process.env[name]) env[name] = process.env[name];
+  return { ...env, ...extra };
 }
 
 function spawnSpec(spec: CommandSpec, stdio: SpawnOptions['stdio'], signal?: AbortSignal): ChildProcess {
   const [cmd, args] = argv(spec);
   return spawn(cmd, args, {
-    env: { ...process.env, ...spec.env },
+    env: toolEnvironment(spec.env),
     stdio,
     cwd: spec.cwd,
     signal,
@@ -62,6 +85,20 @@ function exitOf(child: ChildProcess): Promise<{ code: number | null; error?: Err
 }
 
 const name = (spec: CommandSpec): string => path.basename(spec.command);
+
+/**
+ * Refuses a database name that a tool could read as an option, or that holds control characters.
+ * Names travel after `--`, in the environment or in a connection string anyway; this is the clear
+ * error in front of that.
+ */
+export function checkToolSafeName(dbname: string): void {
+  if (dbname.startsWith('-') || /[\u0000-\u001f\u007f]/.test(dbname)) {
+    throw new OperationError(
+      'MIGRATION_FAILED',
+      `Database name ${JSON.stringify(dbname)} is refused: a name may not start with '-' or hold control characters`,
+    );
+  }
+}
 
 function failure(
   spec: CommandSpec,

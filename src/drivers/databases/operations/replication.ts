@@ -10,10 +10,10 @@ import {
   type DatabaseMigrationStatus,
   type MigrationStatus,
 } from './common.js';
-import { connectPg, pgEnv, pgIdent, pgLiteral, withPg } from './connect.js';
+import { connectPg, pgDbnameConninfo, pgEnv, pgIdent, pgLiteral, withPg } from './connect.js';
 import { ensurePgDatabase, listSourceDatabases } from './dump.js';
 import { OperationError } from './errors.js';
-import { runPipeline } from './exec.js';
+import { checkToolSafeName, runPipeline, TOOL_ACCOUNT } from './exec.js';
 import { parseConnectionUri, type ConnectionSpec } from './source-uri.js';
 
 /** Publication and subscription name; one per database, so the name can be fixed. */
@@ -93,6 +93,7 @@ export async function startReplication(input: ReplicationInput): Promise<Migrati
   const databases: DatabaseMigrationStatus[] = [];
   for (const dbname of names) {
     try {
+      checkToolSafeName(dbname);
       await withPg({ ...source, database: dbname }, 'source', async (c) => {
         const exists = await c.query('SELECT 1 FROM pg_publication WHERE pubname = $1', [
           MIGRATION_PUBLICATION,
@@ -103,13 +104,15 @@ export async function startReplication(input: ReplicationInput): Promise<Migrati
       await runPipeline(
         {
           command: path.join(bin, 'pg_dump'),
-          args: ['-Fc', '--schema-only', dbname],
+          args: ['-Fc', '--schema-only'],
           env: pgEnv(source, dbname),
+          runAs: TOOL_ACCOUNT,
         },
         {
           command: path.join(bin, 'pg_restore'),
-          args: ['--no-owner', '--no-privileges', '-d', dbname],
+          args: ['--no-owner', '--no-privileges', `--dbname=${pgDbnameConninfo(dbname)}`],
           env: pgEnv(target, dbname),
+          runAs: TOOL_ACCOUNT,
         },
         { secrets, failureCode: 'MIGRATION_FAILED', ...(input.signal ? { signal: input.signal } : {}) },
       );

@@ -22,7 +22,7 @@ import {
 } from './cluster.js';
 import { pgEnv, pgIdent, withPg } from './connect.js';
 import { OperationError, isOperationError } from './errors.js';
-import { runCommand, runPipeline } from './exec.js';
+import { checkToolSafeName, runCommand, runPipeline, TOOL_ACCOUNT } from './exec.js';
 import { parseConnectionUri, type ConnectionSpec } from './source-uri.js';
 
 export type UpgradeMethod = 'pg_upgrade' | 'dump_restore';
@@ -340,8 +340,18 @@ async function dumpRestore(spec: ConnectionSpec, facts: SourceFacts, input: Upgr
   // Roles first, with their SCRAM hashes, so logins keep working. The CREATE ROLE of the superuser we
   // connect as fails ("already exists") by design: pg_dumpall follows it with an ALTER ROLE that applies.
   const roles = await runPipeline(
-    { command: path.join(bin, 'pg_dumpall'), args: ['--roles-only'], env: pgEnv(spec, 'postgres') },
-    { command: path.join(bin, 'psql'), args: ['-X', '-q', '-d', 'postgres'], env: pgEnv(target, 'postgres') },
+    {
+      command: path.join(bin, 'pg_dumpall'),
+      args: ['--roles-only'],
+      env: pgEnv(spec, 'postgres'),
+      runAs: TOOL_ACCOUNT,
+    },
+    {
+      command: path.join(bin, 'psql'),
+      args: ['-X', '-q', '-d', 'postgres'],
+      env: pgEnv(target, 'postgres'),
+      runAs: TOOL_ACCOUNT,
+    },
     { secrets, failureCode: 'UPGRADE_FAILED' },
   );
   const unexpected = roles.consumerStderr
@@ -354,16 +364,20 @@ async function dumpRestore(spec: ConnectionSpec, facts: SourceFacts, input: Upgr
   // per-database settings come along; the new cluster's empty postgres database makes way for it.
   await withPg({ ...target, database: 'template1' }, 'target', (c) => c.query('DROP DATABASE postgres'));
   for (const dbname of facts.databases) {
+    checkToolSafeName(dbname);
     await runPipeline(
+      // The database is named by PGDATABASE (pgEnv), never in argv.
       {
         command: path.join(bin, 'pg_dump'),
-        args: ['-Fc', '-Z0', '--no-sync', dbname],
+        args: ['-Fc', '-Z0', '--no-sync'],
         env: pgEnv(spec, dbname),
+        runAs: TOOL_ACCOUNT,
       },
       {
         command: path.join(bin, 'pg_restore'),
         args: ['--create', '--exit-on-error', '-d', 'template1'],
         env: pgEnv(target, 'template1'),
+        runAs: TOOL_ACCOUNT,
       },
       { secrets, failureCode: 'UPGRADE_FAILED' },
     );
@@ -379,6 +393,7 @@ async function dumpRestore(spec: ConnectionSpec, facts: SourceFacts, input: Upgr
       command: path.join(bin, 'vacuumdb'),
       args: ['--all', '--analyze-only', '--quiet'],
       env: pgEnv(target, 'postgres'),
+      runAs: TOOL_ACCOUNT,
     },
     { secrets, failureCode: 'UPGRADE_FAILED' },
   );
