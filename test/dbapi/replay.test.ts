@@ -16,6 +16,7 @@ import { waitFor } from '../helpers/processes.js';
 import { DIALECTS } from '../helpers/store.js';
 import { myQuery, pgQuery, withDb } from '../db-operations/fixtures.js';
 import { startMariaDb, type MariaDbServer } from '../db-operations/mariadb-server.js';
+import { MAINTENANCE_USER, maintenancePassword } from '../../src/drivers/databases/local/accounts.js';
 import {
   applyManagedDatabase,
   openManagedEnv,
@@ -189,6 +190,21 @@ describe.each(DIALECTS)('replaying UpCloud against Berth on %s', (dialect) => {
       headers: authHeaders(owner).dbApi,
       ...(payload === undefined || payload === null ? {} : { payload: payload as Record<string, unknown> }),
     });
+
+  /** Berth's maintenance account on a database of a managed instance (to simulate failures). */
+  const maintenanceUrl = async (id: string, db: string): Promise<string> => {
+    const object = (await call('GET', `/1.3/database/${id}`)).json<{ service_uri: string }>();
+    const u = new URL(withDb(object.service_uri.replace(/\?.*$/, ''), db));
+    const row = await berth.ctx.db
+      .selectFrom('managed_databases')
+      .innerJoin('managed_instances', 'managed_instances.managed_database_id', 'managed_databases.id')
+      .select('managed_instances.data_dir')
+      .where('managed_databases.uuid', '=', id)
+      .executeTakeFirstOrThrow();
+    u.username = MAINTENANCE_USER;
+    u.password = encodeURIComponent(maintenancePassword(row.data_dir as string));
+    return u.toString();
+  };
 
   /** A recorded path with its service uuids replaced by the Berth database of the same engine. */
   const mapPath = (recordedPath: string, engine?: 'pg' | 'mysql'): string =>
@@ -390,13 +406,16 @@ describe.each(DIALECTS)('replaying UpCloud against Berth on %s', (dialect) => {
         const rows = await pgQuery<{ n: number }>(test3, 'SELECT count(*)::int AS n FROM t').catch(() => []);
         return rows[0]?.n === 50 ? true : undefined;
       }, 20_000);
-      await pgQuery(test3, 'ALTER SUBSCRIPTION berth_migration DISABLE');
+      // The subscription is Berth's (its maintenance account made it): a team's admin cannot touch it.
+      const maintenance = await maintenanceUrl(uuid.pg, 'test3');
+      await expect(pgQuery(test3, 'ALTER SUBSCRIPTION berth_migration DISABLE')).rejects.toThrow(/owner/);
+      await pgQuery(maintenance, 'ALTER SUBSCRIPTION berth_migration DISABLE');
       const down = await waitFor(async () => {
         const s = await status();
         return s.status === 'failed' ? s : undefined;
       }, 20_000);
       expectRecordedFields(down, statuses[1]);
-      await pgQuery(test3, 'ALTER SUBSCRIPTION berth_migration ENABLE');
+      await pgQuery(maintenance, 'ALTER SUBSCRIPTION berth_migration ENABLE');
       const syncing = await waitFor(async () => {
         const s = await status();
         return s.status === 'done' ? s : undefined;

@@ -14,6 +14,11 @@ import type { CreatedUser } from '../../src/services/identity.js';
 import { authHeaders } from '../helpers/app.js';
 import { freePort } from '../helpers/processes.js';
 import { isAlive } from '../../src/drivers/databases/local/process.js';
+import {
+  MAINTENANCE_USER,
+  instanceAccount,
+  maintenancePassword,
+} from '../../src/drivers/databases/local/accounts.js';
 import { DIALECTS } from '../helpers/store.js';
 import { PG16_BIN, pgQuery, withDb } from '../db-operations/fixtures.js';
 import {
@@ -51,6 +56,13 @@ describe.each(DIALECTS)('/1.3 upgrade and maintenance on %s', (dialect) => {
       ...(payload === undefined ? {} : { payload: payload as Record<string, unknown> }),
     });
   const service = async (): Promise<Service> => (await call('GET', `/1.3/database/${uuid}`)).json<Service>();
+  /** Berth's own superuser (the maintenance account) on a database: what the admin may not do. */
+  const maintenanceUrl = async (db: string): Promise<string> => {
+    const u = new URL(await url(db));
+    u.username = MAINTENANCE_USER;
+    u.password = encodeURIComponent(maintenancePassword((await instanceRow()).data_dir as string));
+    return u.toString();
+  };
   /** The admin's URI on a database; `as` logs in as a declared user with its password instead. */
   const url = async (db: string, as?: { user: string; password: string }): Promise<string> => {
     const u = new URL((await service()).service_uri.replace(/\?.*$/, ''));
@@ -108,7 +120,7 @@ describe.each(DIALECTS)('/1.3 upgrade and maintenance on %s', (dialect) => {
   });
 
   it('maintenance restarts the instance so that a setting waiting for a restart takes effect', async () => {
-    const admin = await url('postgres');
+    const admin = await maintenanceUrl('postgres');
     await pgQuery(admin, 'ALTER SYSTEM SET max_wal_senders = 7');
     await pgQuery(admin, 'SELECT pg_reload_conf()');
     const pidBefore = (await instanceRow()).pid;
@@ -212,7 +224,7 @@ describe.each(DIALECTS)('/1.3 upgrade and maintenance on %s', (dialect) => {
     const dir = instance.data_dir as string;
     expect(fs.readFileSync(path.join(dir, 'data', 'PG_VERSION'), 'utf8').trim()).toBe('16');
     expect(fs.readdirSync(dir).filter((n) => n.includes('.next') || n.includes('.pre-upgrade'))).toEqual([]);
-    const admin = await url('postgres');
+    const admin = await maintenanceUrl('postgres');
     // The segment holding the backup's end and a newer one reach the archive, with no failure.
     const [switched] = await pgQuery<{ wal: string }>(
       admin,
@@ -260,6 +272,8 @@ describe.each(DIALECTS)('/1.3 upgrade and maintenance on %s', (dialect) => {
         targetDataDir: dataDir,
         port,
         binDir: PG16_BIN,
+        // The instance's own OS account: its WAL archive is closed to every other.
+        runAs: instanceAccount(dir, undefined),
         keepRunning: true,
         now: new Date(),
       });
@@ -270,7 +284,10 @@ describe.each(DIALECTS)('/1.3 upgrade and maintenance on %s', (dialect) => {
         { n: 501 },
       ]);
     } finally {
-      await stopCluster({ binDir: PG16_BIN, dataDir }, 'immediate').catch(() => undefined);
+      await stopCluster(
+        { binDir: PG16_BIN, dataDir, runAs: instanceAccount(dir, undefined) },
+        'immediate',
+      ).catch(() => undefined);
       fs.rmSync(work, { recursive: true, force: true });
     }
   }, 120_000);

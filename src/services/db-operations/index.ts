@@ -8,6 +8,11 @@ import type { AppContext } from '../../context.js';
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/schema/index.js';
 import type { ManagedDatabaseTasksTable } from '../../db/schema/db-operations.js';
+import {
+  MAINTENANCE_USER,
+  instanceAccount,
+  maintenancePassword,
+} from '../../drivers/databases/local/accounts.js';
 import { baseBackupsOf, walArchiveOf } from '../../drivers/databases/local/postgres.js';
 import { freePort } from '../../drivers/databases/local/process.js';
 import { stopCluster } from '../../drivers/databases/operations/cluster.js';
@@ -124,11 +129,14 @@ export function taskObject(task: TaskRow, type: string): Record<string, unknown>
   };
 }
 
-/** The admin connection URI of a managed instance on this host (PostgreSQL or MariaDB). */
-export function adminUriOf(ctx: AppContext, row: ManagedDatabaseRow, instance: ManagedInstanceRow): string {
-  if (!instance.port) throw new Error(`managed database ${row.uuid} has no port yet`);
-  const password = encodeURIComponent(managedDatabases(ctx).credentialsOf(instance).admin);
-  const user = encodeURIComponent(instance.admin_username);
+/**
+ * Berth's own connection URI of a managed instance on this host (PostgreSQL or MariaDB): its
+ * maintenance account, never the admin a team receives (which has no superuser rights).
+ */
+export function adminUriOf(_ctx: AppContext, row: ManagedDatabaseRow, instance: ManagedInstanceRow): string {
+  if (!instance.port || !instance.data_dir) throw new Error(`managed database ${row.uuid} has no port yet`);
+  const password = encodeURIComponent(maintenancePassword(instance.data_dir));
+  const user = MAINTENANCE_USER;
   return row.type === 'pg'
     ? `postgres://${user}:${password}@127.0.0.1:${instance.port}/postgres?sslmode=disable`
     : `mysql://${user}:${password}@127.0.0.1:${instance.port}/?ssl-mode=disabled`;
@@ -297,12 +305,17 @@ export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandl
     recoveryTime: string | undefined,
     work: string,
     keepRunning: boolean,
-  ): Promise<{ dataDir: string; port: number; binDir: string }> {
+  ): Promise<{ dataDir: string; port: number; binDir: string; runAs?: string }> {
     const root = source.instance.data_dir;
     if (!root) throw new OperationError('PITR_NOT_SUPPORTED', 'The source keeps no WAL archive');
     const backupDir = path.join(baseBackupsOf(root), backup.name);
     const copy = path.join(work, 'backup');
     fs.mkdirSync(copy);
+    // The recovery runs as the OS account of the instance whose files `work` is among (the clone's,
+    // or the source's for a scratch copy); another instance's archive is closed to it, so the WAL it
+    // replays is copied in first.
+    const account = instanceAccount(path.dirname(work), undefined) ?? instanceAccount(root, undefined);
+    const archive = path.join(work, 'wal-archive');
     const lz4 = path.join(backupDir, 'base.tar.lz4');
     if (fs.existsSync(lz4)) {
       await runCommand({ command: 'lz4', args: ['-d', '-q', lz4, path.join(copy, 'base.tar')] });
@@ -311,6 +324,8 @@ export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandl
     }
     // The commit that ends recovery must be in the archive, not only in the live WAL.
     await flushWalToArchive(adminUriOf(ctx, source.row, source.instance));
+    await runCommand({ command: 'cp', args: ['-a', '--', walArchiveOf(root), archive] });
+    if (account) await runCommand({ command: 'chown', args: ['-R', `${account}:${account}`, '--', work] });
     const port = await freePort();
     const dataDir = path.join(work, 'data');
     const major = majorOf(source.instance.version);
@@ -324,7 +339,8 @@ export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandl
         finishedAt: backup.finishedAt,
         sizeBytes: 0,
       },
-      walArchiveDir: walArchiveOf(root),
+      walArchiveDir: archive,
+      ...(account ? { runAs: account } : {}),
       ...(recoveryTime ? { recoveryTime } : {}),
       targetDataDir: dataDir,
       binDir,
@@ -332,7 +348,7 @@ export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandl
       keepRunning,
       now: new Date(),
     });
-    return { dataDir, port, binDir };
+    return { dataDir, port, binDir, ...(account ? { runAs: account } : {}) };
   }
 
   /**
@@ -357,9 +373,10 @@ export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandl
         scratchUri.port = String(scratch.port);
         return await dumpMigrate({ sourceUri: scratchUri.toString(), targetUri, ssl: false });
       } finally {
-        await stopCluster({ binDir: scratch.binDir, dataDir: scratch.dataDir }, 'fast').catch(
-          () => undefined,
-        );
+        await stopCluster(
+          { binDir: scratch.binDir, dataDir: scratch.dataDir, runAs: scratch.runAs },
+          'fast',
+        ).catch(() => undefined);
       }
     } finally {
       fs.rmSync(work, { recursive: true, force: true });
@@ -395,7 +412,8 @@ export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandl
       const copy = await recoverSourceCopy(source, backup, payload.recoveryTime, work, false);
       await managedDatabases(ctx).adoptCopy(target.row.uuid, {
         dataDir: copy.dataDir,
-        adminPassword: managedDatabases(ctx).credentialsOf(source.instance).admin,
+        // The copy's superuser is the source's maintenance account, with the source's password.
+        adminPassword: maintenancePassword(source.instance.data_dir as string),
       });
     } finally {
       fs.rmSync(work, { recursive: true, force: true });

@@ -18,6 +18,7 @@ import {
 import type { LocalEngine } from './engine.js';
 import { mariadbEngine } from './mariadb.js';
 import { postgresEngine } from './postgres.js';
+import { instanceAccount, ownInstance } from './accounts.js';
 import { chownTree, ensureTraversable, freePort, portIsFree, run, terminate, treeSize } from './process.js';
 import { valkeyEngine } from './valkey.js';
 
@@ -128,13 +129,16 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
     // A half-made instance (init failed or was interrupted) is started over from nothing.
     fs.rmSync(root, { recursive: true, force: true });
     fs.mkdirSync(root, { mode: 0o700 });
-    await chownTree(root, engine.osUser);
+    const account = instanceAccount(root, engine.osUser);
+    await chownTree(root, account);
     if (!engine.templated || options.useTemplates === false) {
       await engine.init(root, spec.adminUser, spec.adminPassword);
       return;
     }
     const { dir, password } = await template(spec.engine, spec.adminUser);
     await run('cp', ['-a', `${dir}/.`, root]);
+    // The copy is the template account's until it is this instance's own.
+    await chownTree(root, account);
     fs.writeFileSync(path.join(root, BOOTSTRAP_FILE), password, { mode: 0o600 });
   }
 
@@ -147,6 +151,8 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
       if (!mayInit) throw new Error(`instance ${spec.id} has no data; provision it first`);
       await materialise(spec, root);
     }
+    // Instances made before each had an OS account of its own are handed to theirs here, at start.
+    await ownInstance(root, instanceAccount(root, engine.osUser));
     let state = readState(root);
     let pid = engine.pidOf(root);
     if (pid !== null && state && state.plan !== spec.plan) {

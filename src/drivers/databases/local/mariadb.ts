@@ -6,6 +6,7 @@ import path from 'node:path';
 import type { EngineLimits } from '../plan-limits.js';
 import { PermanentDriverError, type InstanceSpec } from '../types.js';
 import type { LocalEngine } from './engine.js';
+import { MAINTENANCE_USER, instanceAccount, maintenancePassword } from './accounts.js';
 import {
   SAFE_NAME,
   SAFE_SETTING,
@@ -20,7 +21,31 @@ import {
   waitUntil,
 } from './process.js';
 
+/** The account of templates; every instance runs as its own (accounts.ts). */
 const OS_USER = 'mysql';
+const accountOf = (root: string): string | undefined => instanceAccount(root, OS_USER);
+
+/**
+ * Global privileges the admin a team receives does not get: reading and writing server files,
+ * stopping or reconfiguring the server, seeing other sessions. It keeps everything else, with GRANT.
+ */
+const WITHHELD_FROM_ADMIN = [
+  'FILE',
+  'SUPER',
+  'SHUTDOWN',
+  'PROCESS',
+  'RELOAD',
+  'BINLOG ADMIN',
+  'BINLOG REPLAY',
+  'CONNECTION ADMIN',
+  'FEDERATED ADMIN',
+  'READ_ONLY ADMIN',
+  'REPLICATION MASTER ADMIN',
+  'REPLICATION SLAVE ADMIN',
+  'SET USER',
+];
+/** The server's own accounts and Berth's; a declared user may not take these names. */
+const SERVER_ACCOUNTS = new Set(['root', 'mariadb.sys', 'mysql', 'PUBLIC', MAINTENANCE_USER]);
 const MARIADBD = '/usr/sbin/mariadbd';
 // MariaDB 10.11 has no caching_sha2_password; such users get mysql_native_password (docs/drivers.md).
 const AUTH_METHODS = new Set(['mysql_native_password', 'caching_sha2_password']);
@@ -37,6 +62,10 @@ function checkSpec(spec: InstanceSpec): void {
   for (const user of spec.users) {
     if (!SAFE_NAME.test(user.username))
       throw new PermanentDriverError(`invalid user name '${user.username}'`);
+    if (SERVER_ACCOUNTS.has(user.username) || user.username === spec.adminUser)
+      throw new PermanentDriverError(
+        `user name '${user.username}' is reserved (the admin, ${[...SERVER_ACCOUNTS].join(', ')} are)`,
+      );
     if (user.authentication !== undefined && !AUTH_METHODS.has(user.authentication)) {
       throw new PermanentDriverError(
         `user '${user.username}': authentication '${user.authentication}' is not supported by mysql (use mysql_native_password or caching_sha2_password)`,
@@ -53,14 +82,31 @@ function checkSpec(spec: InstanceSpec): void {
   }
 }
 
-/** Runs SQL as root over the socket; the password travels in MYSQL_PWD, not on the command line. */
-async function sql(root: string, statements: string, password: string | undefined): Promise<string> {
-  const { stdout } = await run(
-    'mariadb',
-    ['--no-defaults', `--socket=${socketOf(root)}`, '-u', 'root', '--batch', '--skip-column-names'],
-    { input: statements, env: password === undefined ? {} : { MYSQL_PWD: password } },
-  );
-  return stdout;
+/**
+ * Runs SQL as root over the socket; the password travels in MYSQL_PWD, not on the command line.
+ * Root's password is tried in turn: the maintenance password, the admin's (which root had before
+ * instances had a maintenance password), none (a fresh install, or a copy of the template).
+ */
+async function sql(
+  root: string,
+  statements: string,
+  passwords: ReadonlyArray<string | undefined>,
+): Promise<string> {
+  let denied: unknown;
+  for (const password of [...passwords, undefined]) {
+    try {
+      const { stdout } = await run(
+        'mariadb',
+        ['--no-defaults', `--socket=${socketOf(root)}`, '-u', 'root', '--batch', '--skip-column-names'],
+        { input: statements, env: password === undefined ? {} : { MYSQL_PWD: password } },
+      );
+      return stdout;
+    } catch (error) {
+      if (!/Access denied/i.test((error as Error).message)) throw error;
+      denied = error;
+    }
+  }
+  throw denied;
 }
 
 export const mariadbEngine: LocalEngine = {
@@ -79,11 +125,11 @@ export const mariadbEngine: LocalEngine = {
     for (const dir of [path.join(root, 'run'), path.join(root, 'log')]) {
       fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
     }
-    await chownTree(root, OS_USER);
+    await chownTree(root, accountOf(root));
     await run('mariadb-install-db', [
       '--no-defaults',
       `--datadir=${dataOf(root)}`,
-      ...(isRoot() ? [`--user=${OS_USER}`] : []),
+      ...(isRoot() ? [`--user=${accountOf(root)}`] : []),
       '--auth-root-authentication-method=normal',
       '--skip-test-db',
       '--skip-name-resolve',
@@ -97,7 +143,7 @@ export const mariadbEngine: LocalEngine = {
     const args = [
       '--no-defaults',
       `--datadir=${dataOf(root)}`,
-      ...(isRoot() ? [`--user=${OS_USER}`] : []),
+      ...(isRoot() ? [`--user=${accountOf(root)}`] : []),
       `--port=${port}`,
       '--bind-address=127.0.0.1',
       `--socket=${socketOf(root)}`,
@@ -140,13 +186,33 @@ export const mariadbEngine: LocalEngine = {
 
   async ensureAccess(root, spec, _port, _bootstrapPassword) {
     checkSpec(spec);
-    const first = `ALTER USER 'root'@'localhost' IDENTIFIED BY ${literal(spec.adminPassword)};\n`;
+    // root@localhost (the socket, which only Berth reaches) and berth_maint@127.0.0.1 (for dumps and
+    // clones over TCP) are Berth's, with the maintenance password; the admin is the team's.
+    const maintenance = maintenancePassword(root);
+    const admin = `${literal(spec.adminUser)}@'%'`;
     const statements = [
-      `CREATE USER IF NOT EXISTS ${literal(spec.adminUser)}@'%' IDENTIFIED BY ${literal(spec.adminPassword)};`,
-      `ALTER USER ${literal(spec.adminUser)}@'%' IDENTIFIED BY ${literal(spec.adminPassword)};`,
-      `GRANT ALL PRIVILEGES ON *.* TO ${literal(spec.adminUser)}@'%' WITH GRANT OPTION;`,
+      `ALTER USER 'root'@'localhost' IDENTIFIED BY ${literal(maintenance)};`,
+      `CREATE USER IF NOT EXISTS ${literal(MAINTENANCE_USER)}@'127.0.0.1' IDENTIFIED BY ${literal(maintenance)};`,
+      `ALTER USER ${literal(MAINTENANCE_USER)}@'127.0.0.1' IDENTIFIED BY ${literal(maintenance)};`,
+      `GRANT ALL PRIVILEGES ON *.* TO ${literal(MAINTENANCE_USER)}@'127.0.0.1' WITH GRANT OPTION;`,
+      `CREATE USER IF NOT EXISTS ${admin} IDENTIFIED BY ${literal(spec.adminPassword)};`,
+      `ALTER USER ${admin} IDENTIFIED BY ${literal(spec.adminPassword)};`,
+      `GRANT ALL PRIVILEGES ON *.* TO ${admin} WITH GRANT OPTION;`,
+      `REVOKE ${WITHHELD_FROM_ADMIN.join(', ')} ON *.* FROM ${admin};`,
       'CREATE DATABASE IF NOT EXISTS `defaultdb`;',
     ];
+    // Any other account that holds server-level rights (given by an earlier admin with GRANT OPTION,
+    // or by hand) loses them: only Berth's accounts keep them.
+    const elevated = await sql(
+      root,
+      `SELECT CONCAT(QUOTE(User), '@', QUOTE(Host)) FROM mysql.user
+        WHERE (File_priv = 'Y' OR Super_priv = 'Y' OR Shutdown_priv = 'Y' OR Process_priv = 'Y' OR Reload_priv = 'Y')
+          AND User NOT IN ('root', 'mariadb.sys', ${literal(MAINTENANCE_USER)}, ${literal(spec.adminUser)});`,
+      [maintenance, spec.adminPassword],
+    );
+    for (const account of elevated.split('\n').filter(Boolean)) {
+      statements.push(`REVOKE FILE, SUPER, SHUTDOWN, PROCESS, RELOAD ON *.* FROM ${account};`);
+    }
     for (const db of spec.databases) {
       const options = [
         db.characterSet ? `CHARACTER SET ${db.characterSet}` : '',
@@ -165,14 +231,7 @@ export const mariadbEngine: LocalEngine = {
       for (const db of databases) statements.push(`GRANT ALL PRIVILEGES ON ${ident(db)}.* TO ${who};`);
     }
     statements.push('FLUSH PRIVILEGES;', 'SELECT VERSION();');
-    let output: string;
-    try {
-      output = await sql(root, statements.join('\n'), spec.adminPassword);
-    } catch (error) {
-      // A fresh install: root has no password until this first setup gives it the admin password.
-      if (!/Access denied/i.test((error as Error).message)) throw error;
-      output = await sql(root, first + statements.join('\n'), undefined);
-    }
+    const output = await sql(root, statements.join('\n'), [maintenance, spec.adminPassword]);
     const version = output.trim().split('\n').pop() ?? '';
     return {
       version,

@@ -13,6 +13,12 @@ import { upgradePostgres } from '../operations/upgrade.js';
 import { RECOVERY_SETTINGS } from '../operations/clone.js';
 import { dropAutoConf } from '../operations/cluster.js';
 import {
+  MAINTENANCE_USER,
+  existingMaintenancePassword,
+  instanceAccount,
+  maintenancePassword,
+} from './accounts.js';
+import {
   SAFE_NAME,
   SAFE_SETTING,
   chownTree,
@@ -29,7 +35,28 @@ import {
 
 /** The major of new instances (Debian's server binaries). */
 const NEW_INSTANCE_MAJOR = 15;
+/** The account of templates; every instance runs as its own (accounts.ts). */
 const OS_USER = 'postgres';
+const accountOf = (root: string): string | undefined => instanceAccount(root, OS_USER);
+
+/**
+ * What the admin a team receives may do: UpCloud's `upadmin` creates databases and roles, owns and
+ * grants, reads and writes every table and sees activity; it runs no programs and reads no server
+ * files (not a superuser, not in pg_execute_server_program / pg_read_server_files / pg_write_server_files).
+ */
+const ADMIN_ATTRIBUTES = 'LOGIN NOSUPERUSER CREATEDB CREATEROLE NOREPLICATION NOBYPASSRLS';
+const ADMIN_ROLES = ['pg_read_all_data', 'pg_write_all_data', 'pg_monitor', 'pg_signal_backend'];
+const SERVER_ACCESS_ROLES = ['pg_execute_server_program', 'pg_read_server_files', 'pg_write_server_files'];
+const isBootstrapRefusal = (error: unknown): boolean =>
+  /bootstrap user must have the SUPERUSER/.test(String((error as { detail?: unknown }).detail));
+
+/** Names a declared user may not take: the admin's, Berth's, and the server's own. */
+const isReservedRole = (name: string, admin: string): boolean =>
+  name === admin ||
+  name === MAINTENANCE_USER ||
+  name === 'postgres' ||
+  name === 'public' ||
+  /^pg_/i.test(name);
 const AUTH_METHODS = new Set(['scram-sha-256', 'md5']);
 
 const dataOf = (root: string) => path.join(root, 'data');
@@ -71,12 +98,17 @@ function writeBerthFiles(data: string): void {
 /** A value for postgresql.conf: single-quoted, quotes doubled. */
 const confString = (value: string): string => `'${value.replace(/'/g, "''")}'`;
 
-async function adminClient(spec: InstanceSpec, port: number, database = 'postgres'): Promise<pg.Client> {
+async function connectAs(
+  user: string,
+  password: string,
+  port: number,
+  database = 'postgres',
+): Promise<pg.Client> {
   const client = new pg.Client({
     host: '127.0.0.1',
     port,
-    user: spec.adminUser,
-    password: spec.adminPassword,
+    user,
+    password,
     database,
     connectionTimeoutMillis: 10_000,
   });
@@ -84,10 +116,68 @@ async function adminClient(spec: InstanceSpec, port: number, database = 'postgre
   return client;
 }
 
+/** Berth's own superuser connection to the instance (its maintenance account). */
+const maintenanceClient = (root: string, port: number, database = 'template1'): Promise<pg.Client> =>
+  connectAs(MAINTENANCE_USER, maintenancePassword(root), port, database);
+
+/**
+ * A superuser session, and the maintenance account made to match its password file. Tried in turn:
+ * the maintenance account (as it is, or with the template's or a copied source's password), then the
+ * admin, which was the superuser of instances made before the maintenance account existed.
+ */
+async function superuserSession(
+  root: string,
+  spec: InstanceSpec,
+  port: number,
+  bootstrapPassword: string | undefined,
+): Promise<pg.Client> {
+  const known = existingMaintenancePassword(root);
+  const password = maintenancePassword(root);
+  const attempts: Array<[string, string | undefined]> = [
+    [MAINTENANCE_USER, known],
+    [MAINTENANCE_USER, bootstrapPassword],
+    [MAINTENANCE_USER, spec.adminPassword],
+    [spec.adminUser, spec.adminPassword],
+    [spec.adminUser, bootstrapPassword],
+  ];
+  let lastError: unknown;
+  for (const [user, secret] of attempts) {
+    if (secret === undefined) continue;
+    let client: pg.Client;
+    try {
+      // template1: the admin owns (and may drop) postgres and defaultdb.
+      client = await connectAs(user, secret, port, 'template1');
+    } catch (error) {
+      if (!/password authentication failed|does not exist/.test(String(error))) throw error;
+      lastError = error;
+      continue;
+    }
+    const superuser = await client.query<{ s: boolean }>(
+      'SELECT rolsuper AS s FROM pg_roles WHERE rolname = current_user',
+    );
+    if (!superuser.rows[0]?.s) {
+      await client.end();
+      continue;
+    }
+    if (user !== MAINTENANCE_USER || secret !== password) {
+      const exists = await client.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [MAINTENANCE_USER]);
+      await client.query(
+        `${exists.rowCount ? 'ALTER' : 'CREATE'} ROLE ${MAINTENANCE_USER} SUPERUSER LOGIN PASSWORD ${client.escapeLiteral(password)}`,
+      );
+    }
+    return client;
+  }
+  throw lastError ?? new Error('no superuser session could be opened');
+}
+
 function checkSpec(spec: InstanceSpec): void {
   for (const user of spec.users) {
     if (!SAFE_NAME.test(user.username))
       throw new PermanentDriverError(`invalid user name '${user.username}'`);
+    if (isReservedRole(user.username, spec.adminUser))
+      throw new PermanentDriverError(
+        `user name '${user.username}' is reserved (the admin, ${MAINTENANCE_USER}, postgres, public and pg_* are)`,
+      );
     if (user.authentication !== undefined && !AUTH_METHODS.has(user.authentication)) {
       throw new PermanentDriverError(
         `user '${user.username}': authentication '${user.authentication}' is not supported by pg (use scram-sha-256 or md5)`,
@@ -115,20 +205,22 @@ export const postgresEngine: LocalEngine = {
   templated: true,
   validate: checkSpec,
 
-  async init(root, adminUser, adminPassword) {
+  async init(root, _adminUser, adminPassword) {
     for (const dir of [socketDirOf(root), walArchiveOf(root), baseBackupsOf(root), path.join(root, 'log')]) {
       fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
     }
     // initdb reads the password from a file; process substitution fails under runuser.
     const pwfile = path.join(root, 'run', 'initdb.pw');
     fs.writeFileSync(pwfile, adminPassword, { mode: 0o600 });
-    await chownTree(root, OS_USER);
+    await chownTree(root, accountOf(root));
     try {
-      await runAs(OS_USER, path.join(pgBinDirFor(NEW_INSTANCE_MAJOR), 'initdb'), [
+      // The bootstrap superuser is Berth's maintenance account: the admin a team gets is made by
+      // ensureAccess, without superuser (PostgreSQL 16 cannot take it from the bootstrap superuser).
+      await runAs(accountOf(root), path.join(pgBinDirFor(NEW_INSTANCE_MAJOR), 'initdb'), [
         '-D',
         dataOf(root),
         '-U',
-        adminUser,
+        MAINTENANCE_USER,
         '--auth-local=scram-sha-256',
         '--auth-host=scram-sha-256',
         `--pwfile=${pwfile}`,
@@ -145,9 +237,14 @@ export const postgresEngine: LocalEngine = {
     }
     const data = dataOf(root);
     // UpCloud's services always have `defaultdb`; made here, every copy of the template has it.
-    await runAs(OS_USER, path.join(binDirOf(root), 'postgres'), ['--single', '-D', data, 'postgres'], {
-      input: 'CREATE DATABASE defaultdb TEMPLATE template0\n',
-    });
+    await runAs(
+      accountOf(root),
+      path.join(binDirOf(root), 'postgres'),
+      ['--single', '-D', data, 'postgres'],
+      {
+        input: 'CREATE DATABASE defaultdb TEMPLATE template0\n',
+      },
+    );
     writeBerthFiles(data);
   },
 
@@ -173,7 +270,7 @@ export const postgresEngine: LocalEngine = {
       '',
     ];
     fs.writeFileSync(path.join(dataOf(root), 'berth.conf'), lines.join('\n'), { mode: 0o600 });
-    await chownTree(dataOf(root), OS_USER);
+    await chownTree(dataOf(root), accountOf(root));
   },
 
   async start(root) {
@@ -188,7 +285,7 @@ export const postgresEngine: LocalEngine = {
     // After a kill, orphaned backends hold the old shared memory for a moment: retry briefly.
     for (let attempt = 1; ; attempt += 1) {
       try {
-        await runAs(OS_USER, path.join(binDirOf(root), 'pg_ctl'), [
+        await runAs(accountOf(root), path.join(binDirOf(root), 'pg_ctl'), [
           '-D',
           data,
           '-l',
@@ -212,57 +309,92 @@ export const postgresEngine: LocalEngine = {
     return isAlive(pid) && commandLineMentions(pid, data) ? pid : null;
   },
 
-  async ensureAccess(_root, spec, port, bootstrapPassword) {
+  async ensureAccess(root, spec, port, bootstrapPassword) {
     checkSpec(spec);
-    let admin: pg.Client;
-    try {
-      admin = await adminClient(spec, port);
-    } catch (error) {
-      if (bootstrapPassword === undefined || !/password authentication failed/.test(String(error)))
-        throw error;
-      // First start of a copy of the template: give the admin its own password.
-      admin = await adminClient({ ...spec, adminPassword: bootstrapPassword }, port);
-      await admin.query(
-        `ALTER ROLE ${admin.escapeIdentifier(spec.adminUser)} PASSWORD ${admin.escapeLiteral(spec.adminPassword)}`,
-      );
-    }
+    const maint = await superuserSession(root, spec, port, bootstrapPassword);
+    const role = (name: string) => maint.escapeIdentifier(name);
     try {
       const version = String(
-        (await admin.query<{ server_version: string }>('SHOW server_version')).rows[0]?.server_version,
+        (await maint.query<{ server_version: string }>('SHOW server_version')).rows[0]?.server_version,
       ).split(' ')[0] as string;
+      const admin = role(spec.adminUser);
+      const adminExists = await maint.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [spec.adminUser]);
+      const setAdmin = (attributes: string) =>
+        maint.query(
+          `${adminExists.rowCount ? 'ALTER' : 'CREATE'} ROLE ${admin} ${attributes} PASSWORD ${maint.escapeLiteral(spec.adminPassword)}`,
+        );
+      await setAdmin(ADMIN_ATTRIBUTES).catch(async (error: unknown) => {
+        // An instance upgraded to 16 before the maintenance account existed has the admin as its
+        // bootstrap superuser, which 16 cannot demote (docs/security.md); the rest still applies.
+        if (!isBootstrapRefusal(error)) throw error;
+        await setAdmin('LOGIN');
+      });
+      await maint.query(`GRANT ${ADMIN_ROLES.join(', ')} TO ${admin}`);
+      // Whatever made a role a superuser or gave it server access (an instance from before, a grant
+      // by an earlier admin), only Berth's maintenance account keeps it.
+      const elevated = await maint.query<{ rolname: string }>(
+        `SELECT rolname FROM pg_roles WHERE rolsuper AND rolname <> $1`,
+        [MAINTENANCE_USER],
+      );
+      for (const { rolname } of elevated.rows) {
+        await maint.query(`ALTER ROLE ${role(rolname)} NOSUPERUSER`).catch((error: unknown) => {
+          if (!isBootstrapRefusal(error)) throw error;
+        });
+      }
+      const members = await maint.query<{ member: string; granted: string }>(
+        `SELECT m.rolname AS member, g.rolname AS granted FROM pg_auth_members a
+           JOIN pg_roles m ON m.oid = a.member JOIN pg_roles g ON g.oid = a.roleid
+          WHERE g.rolname = ANY($1) AND m.rolname <> $2`,
+        [SERVER_ACCESS_ROLES, MAINTENANCE_USER],
+      );
+      for (const { member, granted } of members.rows) {
+        await maint.query(`REVOKE ${role(granted)} FROM ${role(member)}`);
+      }
       for (const user of spec.users) {
         const method = user.authentication ?? 'scram-sha-256';
         // password_encryption decides how the password is stored, hence how the user authenticates.
-        await admin.query(`SET password_encryption = ${admin.escapeLiteral(method)}`);
-        const exists = await admin.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [user.username]);
+        await maint.query(`SET password_encryption = ${maint.escapeLiteral(method)}`);
+        const exists = await maint.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [user.username]);
         const verb = exists.rowCount ? 'ALTER' : 'CREATE';
-        await admin.query(
-          `${verb} ROLE ${admin.escapeIdentifier(user.username)} LOGIN PASSWORD ${admin.escapeLiteral(user.password)}`,
+        await maint.query(
+          `${verb} ROLE ${role(user.username)} LOGIN NOSUPERUSER PASSWORD ${maint.escapeLiteral(user.password)}`,
         );
       }
-      await admin.query('RESET password_encryption');
-      const databases = [{ name: 'defaultdb' }, ...spec.databases.filter((d) => d.name !== 'defaultdb')];
+      await maint.query('RESET password_encryption');
+      // defaultdb and postgres are the admin's, as the databases it declares (a dropped one comes back).
+      const databases = [
+        { name: 'defaultdb' },
+        { name: 'postgres' },
+        ...spec.databases.filter((d) => d.name !== 'defaultdb' && d.name !== 'postgres'),
+      ];
       for (const db of databases) {
-        const exists = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [db.name]);
+        const exists = await maint.query('SELECT 1 FROM pg_database WHERE datname = $1', [db.name]);
         if (!exists.rowCount) {
-          const options = ['TEMPLATE template0'];
+          const options = ['TEMPLATE template0', `OWNER ${admin}`];
           if ('characterSet' in db && db.characterSet) {
-            options.push(`ENCODING ${admin.escapeLiteral(db.characterSet)}`);
+            options.push(`ENCODING ${maint.escapeLiteral(db.characterSet)}`);
           }
           if ('collation' in db && db.collation) {
-            options.push(`LC_COLLATE ${admin.escapeLiteral(db.collation)}`);
-            options.push(`LC_CTYPE ${admin.escapeLiteral(db.collation)}`);
+            options.push(`LC_COLLATE ${maint.escapeLiteral(db.collation)}`);
+            options.push(`LC_CTYPE ${maint.escapeLiteral(db.collation)}`);
           }
-          await admin.query(`CREATE DATABASE ${admin.escapeIdentifier(db.name)} ${options.join(' ')}`);
+          await maint.query(`CREATE DATABASE ${role(db.name)} ${options.join(' ')}`);
+        } else {
+          // Made by the bootstrap superuser (a template's defaultdb): the admin owns it.
+          const owner = await maint.query<{ owner: string }>(
+            'SELECT pg_get_userbyid(datdba) AS owner FROM pg_database WHERE datname = $1',
+            [db.name],
+          );
+          if (owner.rows[0]?.owner === MAINTENANCE_USER) {
+            await maint.query(`ALTER DATABASE ${role(db.name)} OWNER TO ${admin}`);
+          }
         }
         for (const user of spec.users) {
-          await admin.query(
-            `GRANT ALL PRIVILEGES ON DATABASE ${admin.escapeIdentifier(db.name)} TO ${admin.escapeIdentifier(user.username)}`,
-          );
+          await maint.query(`GRANT ALL PRIVILEGES ON DATABASE ${role(db.name)} TO ${role(user.username)}`);
         }
         if (spec.users.length > 0) {
           // Since PostgreSQL 15 only the owner may create in `public`; declared users share it.
-          const inner = await adminClient(spec, port, db.name);
+          const inner = await maintenanceClient(root, port, db.name);
           try {
             const names = spec.users.map((u) => inner.escapeIdentifier(u.username)).join(', ');
             await inner.query(`GRANT ALL ON SCHEMA public TO ${names}`);
@@ -283,7 +415,7 @@ export const postgresEngine: LocalEngine = {
         },
       };
     } finally {
-      await admin.end();
+      await maint.end();
     }
   },
 
@@ -295,8 +427,8 @@ export const postgresEngine: LocalEngine = {
     const target = path.join(backups, name);
     // pg_basebackup refuses servers newer than itself: a major without its own uses the low-level API.
     const startWal = fs.existsSync(path.join(pgBinDirFor(major), 'pg_basebackup'))
-      ? await streamedBackup(root, spec, port, target, pgBinDirFor(major))
-      : await lowLevelBackup(root, spec, port, target);
+      ? await streamedBackup(root, port, target, pgBinDirFor(major))
+      : await lowLevelBackup(root, port, target);
     const backup: BaseBackup = {
       backup_name: name,
       backup_time: at.toISOString(),
@@ -329,7 +461,7 @@ export const postgresEngine: LocalEngine = {
     // The copy's recovery settings would keep archiving off; berth.conf's apply once they are gone.
     dropAutoConf(copyDataDir, RECOVERY_SETTINGS);
     fs.rmSync(path.join(copyDataDir, 'recovery.signal'), { force: true });
-    await chownTree(copyDataDir, OS_USER);
+    await chownTree(copyDataDir, accountOf(root));
     await switchIn(root, copyDataDir);
   },
 
@@ -363,7 +495,7 @@ export const postgresEngine: LocalEngine = {
       const privatePort = await freePort();
       await serveOn(privatePort);
       try {
-        const auth = `${encodeURIComponent(spec.adminUser)}:${encodeURIComponent(spec.adminPassword)}`;
+        const auth = `${MAINTENANCE_USER}:${encodeURIComponent(maintenancePassword(root))}`;
         await upgradePostgres({
           sourceUri: `postgres://${auth}@127.0.0.1:${privatePort}/postgres?sslmode=disable`,
           clientBinDir: pgToolDir(sourceMajor, 'pg_dump'),
@@ -374,9 +506,10 @@ export const postgresEngine: LocalEngine = {
           targetPort: await freePort(),
           // berth.conf's min_wal_size needs small segments, as initdb gave the old cluster.
           initdbArgs: ['--wal-segsize=1'],
+          ...(accountOf(root) ? { runAs: accountOf(root) } : {}),
         });
         writeBerthFiles(next);
-        await chownTree(next, OS_USER);
+        await chownTree(next, accountOf(root));
         await stopServer();
         // The old major's WAL and base backups cannot be replayed on the new one; the new WAL's
         // segment names would also collide with the archived ones.
@@ -415,7 +548,7 @@ async function switchIn(root: string, newData: string): Promise<void> {
   fs.renameSync(newData, dataOf(root));
   for (const dir of [walArchiveOf(root), baseBackupsOf(root)]) {
     fs.mkdirSync(dir, { mode: 0o700 });
-    await chownTree(dir, OS_USER);
+    await chownTree(dir, accountOf(root));
   }
 }
 
@@ -444,14 +577,8 @@ function undoInterruptedSwitch(root: string): void {
 }
 
 /** pg_basebackup (tar, lz4, no WAL: the archive holds it); returns the first WAL segment it needs. */
-async function streamedBackup(
-  root: string,
-  spec: InstanceSpec,
-  port: number,
-  target: string,
-  binDir: string,
-): Promise<string> {
-  const admin = await adminClient(spec, port);
+async function streamedBackup(root: string, port: number, target: string, binDir: string): Promise<string> {
+  const admin = await maintenanceClient(root, port);
   let startWal: string;
   try {
     // Every segment before the one current now is older than this backup's start.
@@ -461,7 +588,7 @@ async function streamedBackup(
     await admin.end();
   }
   await runAs(
-    OS_USER,
+    accountOf(root),
     path.join(binDir, 'pg_basebackup'),
     [
       '-D',
@@ -477,10 +604,10 @@ async function streamedBackup(
       '-p',
       String(port),
       '-U',
-      spec.adminUser,
+      MAINTENANCE_USER,
       '-w',
     ],
-    { env: { PGPASSWORD: spec.adminPassword } },
+    { env: { PGPASSWORD: maintenancePassword(root) } },
   );
   return startWal;
 }
@@ -489,15 +616,10 @@ async function streamedBackup(
  * The same backup through pg_backup_start/pg_backup_stop and tar: the layout pg_basebackup -Ft writes
  * (base.tar.lz4 with backup_label inside), so restores do not tell them apart.
  */
-async function lowLevelBackup(
-  root: string,
-  spec: InstanceSpec,
-  port: number,
-  target: string,
-): Promise<string> {
+async function lowLevelBackup(root: string, port: number, target: string): Promise<string> {
   fs.mkdirSync(target, { recursive: true, mode: 0o700 });
   const tar = path.join(target, 'base.tar');
-  const admin = await adminClient(spec, port);
+  const admin = await maintenanceClient(root, port);
   try {
     const started = await admin.query<{ wal: string }>(
       'SELECT pg_walfile_name(pg_backup_start($1, true)) AS wal',

@@ -7,6 +7,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { PermanentDriverError, type InstanceSpec } from '../types.js';
+import { MAINTENANCE_USER, instanceAccount, maintenancePassword } from './accounts.js';
 import type { LocalEngine } from './engine.js';
 import { respCommands, type RespValue } from './resp.js';
 import {
@@ -49,20 +50,36 @@ export function valkeyBinary(): { server: string; osUser: string } {
   return resolved;
 }
 
+const accountOf = (root: string): string | undefined => instanceAccount(root, valkeyBinary().osUser);
 const confOf = (root: string) => path.join(root, 'valkey.conf');
 const aclOf = (root: string) => path.join(root, 'users.acl');
 const pidFileOf = (root: string) => path.join(root, 'run', 'valkey.pid');
 const sha256 = (value: string) => createHash('sha256').update(value).digest('hex');
 
-function aclFile(spec: InstanceSpec): string {
+/**
+ * The admin a team receives: every key and channel and every data command, but none of the server's
+ * administration (@admin: CONFIG, DEBUG, MODULE, SHUTDOWN, REPLICAOF/SLAVEOF, ACL changes, SAVE…), so
+ * the plan's maxmemory stays; MIGRATE would make the server connect to any address.
+ */
+const ADMIN_RULES = '~* &* +@all -@admin -migrate +client|list +slowlog|get +slowlog|len +role';
+
+function aclFile(spec: InstanceSpec, maintenance: string): string {
   const lines = [
     'user default off resetkeys resetchannels -@all',
     // Passwords are stored as SHA-256 (`#`), never in clear on disk.
-    `user ${spec.adminUser} on #${sha256(spec.adminPassword)} ~* &* +@all`,
+    `user ${MAINTENANCE_USER} on #${sha256(maintenance)} ~* &* +@all`,
+    `user ${spec.adminUser} on #${sha256(spec.adminPassword)} ${ADMIN_RULES}`,
   ];
   for (const user of spec.users) {
-    if (!SAFE_NAME.test(user.username) || user.username === spec.adminUser || user.username === 'default') {
-      throw new PermanentDriverError(`invalid user name '${user.username}'`);
+    if (
+      !SAFE_NAME.test(user.username) ||
+      user.username === spec.adminUser ||
+      user.username === 'default' ||
+      user.username === MAINTENANCE_USER
+    ) {
+      throw new PermanentDriverError(
+        `invalid user name '${user.username}' (the admin, default and ${MAINTENANCE_USER} are reserved)`,
+      );
     }
     const prefix = `${user.username}:`;
     lines.push(
@@ -89,14 +106,14 @@ export const valkeyEngine: LocalEngine = {
 
   templated: false,
   validate(spec) {
-    aclFile(spec);
+    aclFile(spec, '');
   },
 
   async init(root) {
     for (const dir of ['run', 'log', 'data']) {
       fs.mkdirSync(path.join(root, dir), { recursive: true, mode: 0o700 });
     }
-    await chownTree(root, valkeyBinary().osUser);
+    await chownTree(root, accountOf(root));
   },
 
   async configure(root, spec, port, limits) {
@@ -117,20 +134,19 @@ export const valkeyEngine: LocalEngine = {
       '',
     ];
     fs.writeFileSync(confOf(root), lines.join('\n'), { mode: 0o600 });
-    fs.writeFileSync(aclOf(root), aclFile(spec), { mode: 0o600 });
-    await chownTree(root, valkeyBinary().osUser);
+    fs.writeFileSync(aclOf(root), aclFile(spec, maintenancePassword(root)), { mode: 0o600 });
+    await chownTree(root, accountOf(root));
   },
 
   async start(root, spec, port) {
     fs.rmSync(pidFileOf(root), { force: true });
-    const { server, osUser } = valkeyBinary();
-    await runAs(osUser, server, [confOf(root)]); // daemonizes; returns once forked
+    await runAs(accountOf(root), valkeyBinary().server, [confOf(root)]); // daemonizes; returns once forked
     await waitUntil(
       async () => {
         if (valkeyEngine.pidOf(root) === null) return false;
         try {
           const [auth, pong] = await respCommands(port, [
-            ['AUTH', spec.adminUser, spec.adminPassword],
+            ['AUTH', MAINTENANCE_USER, maintenancePassword(root)],
             ['PING'],
           ]);
           return auth === 'OK' && pong === 'PONG';
@@ -157,20 +173,28 @@ export const valkeyEngine: LocalEngine = {
 
   async ensureAccess(root, spec, port, _bootstrapPassword) {
     // A later apply may have added users since the server started: reload the ACL file if it changed.
-    const wanted = aclFile(spec);
+    const maintenance = maintenancePassword(root);
+    const wanted = aclFile(spec, maintenance);
     if (fs.readFileSync(aclOf(root), 'utf8') !== wanted) {
       fs.writeFileSync(aclOf(root), wanted, { mode: 0o600 });
-      await chownTree(aclOf(root), valkeyBinary().osUser);
+      await chownTree(aclOf(root), accountOf(root));
       // ACL LOAD may drop this very connection once it has replied; the reply is all that matters.
-      const [, loaded] = await respCommands(port, [
-        ['AUTH', spec.adminUser, spec.adminPassword],
+      let [, loaded] = await respCommands(port, [
+        ['AUTH', MAINTENANCE_USER, maintenance],
         ['ACL', 'LOAD'],
       ]);
+      // A server started before it had a maintenance user: its admin could still load ACLs then.
+      if (loaded instanceof Error) {
+        [, loaded] = await respCommands(port, [
+          ['AUTH', spec.adminUser, spec.adminPassword],
+          ['ACL', 'LOAD'],
+        ]);
+      }
       if (loaded instanceof Error) throw loaded;
     }
     const replies = expectOk(
       await respCommands(port, [
-        ['AUTH', spec.adminUser, spec.adminPassword],
+        ['AUTH', MAINTENANCE_USER, maintenance],
         ['INFO', 'server'],
       ]),
     );
