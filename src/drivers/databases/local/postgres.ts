@@ -167,7 +167,7 @@ async function superuserSession(
     }
     return client;
   }
-  throw lastError ?? new Error('no superuser session could be opened');
+  throw lastError instanceof Error ? lastError : new Error('no superuser session could be opened');
 }
 
 function checkSpec(spec: InstanceSpec): void {
