@@ -469,10 +469,12 @@ describe.each(DIALECTS)('replaying UpCloud against Berth on %s', (dialect) => {
     '%s',
     async (_label, recorded) => {
       // The recorded clone_time is a second after the service's backup; here, now (after Berth's backups).
-      env.clock.set(new Date());
+      // One instant for both: a clone_time a millisecond after Berth's clock would be in its future.
+      const now = new Date();
+      env.clock.set(now);
       const body = {
         ...(recorded.request_body as Record<string, unknown>),
-        clone_time: new Date().toISOString(),
+        clone_time: now.toISOString(),
       };
       const response = await call(recorded.method, mapPath(recorded.path), body);
       expect(response.statusCode).toBe(recorded.status);

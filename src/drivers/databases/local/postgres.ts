@@ -43,8 +43,11 @@ const accountOf = (root: string): string | undefined => instanceAccount(root, OS
  * What the admin a team receives may do: UpCloud's `upadmin` creates databases and roles, owns and
  * grants, reads and writes every table and sees activity; it runs no programs and reads no server
  * files (not a superuser, not in pg_execute_server_program / pg_read_server_files / pg_write_server_files).
+ * Before 16, CREATEROLE could grant any of those roles to oneself, so there the admin has none and
+ * roles are declared in the document (docs/security.md).
  */
-const ADMIN_ATTRIBUTES = 'LOGIN NOSUPERUSER CREATEDB CREATEROLE NOREPLICATION NOBYPASSRLS';
+const adminAttributes = (major: number): string =>
+  `LOGIN NOSUPERUSER CREATEDB ${major >= 16 ? 'CREATEROLE' : 'NOCREATEROLE'} NOREPLICATION NOBYPASSRLS`;
 const ADMIN_ROLES = ['pg_read_all_data', 'pg_write_all_data', 'pg_monitor', 'pg_signal_backend'];
 const SERVER_ACCESS_ROLES = ['pg_execute_server_program', 'pg_read_server_files', 'pg_write_server_files'];
 const isBootstrapRefusal = (error: unknown): boolean =>
@@ -164,6 +167,9 @@ async function superuserSession(
       await client.query(
         `${exists.rowCount ? 'ALTER' : 'CREATE'} ROLE ${MAINTENANCE_USER} SUPERUSER LOGIN PASSWORD ${client.escapeLiteral(password)}`,
       );
+      // On as the maintenance account: the admin's own session would lose its rights midway.
+      await client.end();
+      return connectAs(MAINTENANCE_USER, password, port, 'template1');
     }
     return client;
   }
@@ -323,7 +329,7 @@ export const postgresEngine: LocalEngine = {
         maint.query(
           `${adminExists.rowCount ? 'ALTER' : 'CREATE'} ROLE ${admin} ${attributes} PASSWORD ${maint.escapeLiteral(spec.adminPassword)}`,
         );
-      await setAdmin(ADMIN_ATTRIBUTES).catch(async (error: unknown) => {
+      await setAdmin(adminAttributes(Number.parseInt(version, 10))).catch(async (error: unknown) => {
         // An instance upgraded to 16 before the maintenance account existed has the admin as its
         // bootstrap superuser, which 16 cannot demote (docs/security.md); the rest still applies.
         if (!isBootstrapRefusal(error)) throw error;
