@@ -31,6 +31,27 @@ function mutate(change: (doc: { spec: Obj; app: Obj; settings: Obj; root: Obj })
 const list = (spec: Obj, key: string) => spec[key] as Obj[];
 
 describe('validateDocument', () => {
+  it('refuses database users named like the admin, Berth’s accounts or the engines’ own', () => {
+    for (const username of [
+      'upadmin',
+      'UPADMIN',
+      'berth_maint',
+      'postgres',
+      'pg_monitor',
+      'root',
+      'default',
+    ]) {
+      const errors = errorsOf(
+        mutate(({ spec }) => {
+          (list(spec, 'managed_databases')[0] as Obj).users = [{ username }];
+        }),
+      );
+      expect(errors['spec.managed_databases.main-db.users.0.username']?.[0], username).toMatch(
+        new RegExp(`username '${username}' is reserved; upadmin, names starting with 'berth'`),
+      );
+    }
+  });
+
   it('accepts the representative document and normalises it', () => {
     const doc = validateDocument(fullDocument(1));
     expect(doc.application?.type).toBe('laravel');

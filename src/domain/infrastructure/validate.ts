@@ -37,6 +37,24 @@ import {
 } from './document.js';
 
 type Obj = Record<string, unknown>;
+/**
+ * Database users a document may not declare: the admin a team receives (`upadmin`), Berth's own
+ * accounts (`berth…`), and the engines' own (PostgreSQL `postgres`, `public`, `pg_*`; MariaDB `root`,
+ * `mysql`, `mariadb.sys`; Valkey `default`). Case-insensitive, as PostgreSQL folds unquoted names.
+ */
+export function isReservedDatabaseUser(username: string): boolean {
+  const name = username.toLowerCase();
+  return (
+    ['upadmin', 'postgres', 'public', 'root', 'mysql', 'default'].includes(name) ||
+    name.startsWith('berth') ||
+    name.startsWith('pg_') ||
+    name.startsWith('mysql.') ||
+    name.startsWith('mariadb.')
+  );
+}
+const RESERVED_DATABASE_USERS_TEXT =
+  "upadmin, names starting with 'berth', postgres, public, pg_*, root, mysql, mariadb.* and default";
+
 const isObj = (v: unknown): v is Obj => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 export const VALIDATION_MESSAGE = 'YAML validation failed';
@@ -924,6 +942,13 @@ function validateManagedDatabases(c: Checker, spec: Obj): DesiredManagedDatabase
               : c.enumeration(user, 'authentication', p, l, accepted);
         }
         if (username === undefined) continue;
+        if (isReservedDatabaseUser(username)) {
+          c.add(
+            `${p}.username`,
+            `${l}: username '${username}' is reserved; ${RESERVED_DATABASE_USERS_TEXT} cannot be declared.`,
+          );
+          continue;
+        }
         if (seen.has(username)) {
           c.add(
             `${p}.username`,
