@@ -22,7 +22,13 @@ import {
   type OfficeStatus,
 } from '../../drivers/libreoffice/engine.js';
 import { createAddressGuard, BlockedAddressError, type AddressGuard } from '../../drivers/net/guard.js';
-import { InvalidPdfError, mergePdfs } from '../../drivers/pdf/merge.js';
+import {
+  DEFAULT_MERGE_LIMITS,
+  InvalidPdfError,
+  PdfLimitError,
+  type MergeLimits,
+} from '../../drivers/pdf/merge.js';
+import { createPdfWorker } from '../../drivers/pdf/pool.js';
 import { createCreditLedger, type CreditLedger } from './credits.js';
 import { MARKDOWN_STYLESHEET } from './markdown-style.js';
 import { createWorkQueue, type WorkQueue } from './queue.js';
@@ -40,6 +46,9 @@ export interface ToolsOptions {
   officeMaxQueued: number;
   officeJobsPerListener: number;
   mergeMaxQueued: number;
+  /** A merge that runs longer is stopped and answered 422. */
+  mergeTimeoutMs: number;
+  mergeLimits: MergeLimits;
 }
 
 export const DEFAULT_TOOLS_OPTIONS: ToolsOptions = {
@@ -56,6 +65,8 @@ export const DEFAULT_TOOLS_OPTIONS: ToolsOptions = {
   officeMaxQueued: 50,
   officeJobsPerListener: 200,
   mergeMaxQueued: 100,
+  mergeTimeoutMs: 30_000,
+  mergeLimits: DEFAULT_MERGE_LIMITS,
 };
 
 export interface Charged<T> {
@@ -121,6 +132,13 @@ function engineFailure(error: unknown): AppError {
       errors: { file: [`The file could not be read: ${error.message}.`] },
     });
   }
+  if (error instanceof PdfLimitError) {
+    const field = error.index === undefined ? 'files' : `files.${error.index}`;
+    const subject = error.index === undefined ? 'The files' : `The file ${field}`;
+    return new AppError('validation', 'The given data was invalid.', {
+      errors: { [field]: [`${subject} ${error.message}.`] },
+    });
+  }
   if (error instanceof InvalidPdfError) {
     return new AppError('validation', 'The given data was invalid.', {
       errors: { [`files.${error.index}`]: [`The file files.${error.index} ${error.message}.`] },
@@ -167,7 +185,8 @@ function createToolsService(ctx: AppContext, options: ToolsOptions): ToolsServic
     maxQueued: options.officeMaxQueued,
     secondsPerJob: 0.5,
   });
-  // pdf-lib runs on the event loop: one merge at a time keeps the API responsive.
+  // pdf-lib runs on a worker thread, one merge at a time: the API stays responsive whatever a PDF holds.
+  const pdfWorker = createPdfWorker({ timeoutMs: options.mergeTimeoutMs, limits: options.mergeLimits });
   const mergeQueue = createWorkQueue({
     name: 'merge',
     concurrency: 1,
@@ -224,7 +243,7 @@ function createToolsService(ctx: AppContext, options: ToolsOptions): ToolsServic
     },
 
     merge(files) {
-      return mergeQueue.run(() => mergePdfs(files));
+      return mergeQueue.run(() => pdfWorker.merge(files));
     },
 
     health() {
@@ -241,7 +260,7 @@ function createToolsService(ctx: AppContext, options: ToolsOptions): ToolsServic
     },
 
     async close() {
-      await Promise.all([chromium.close(), office.close()]);
+      await Promise.all([chromium.close(), office.close(), pdfWorker.close()]);
     },
   };
 }
