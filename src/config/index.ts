@@ -22,6 +22,15 @@ export interface Config {
   readonly toolsAllowPrivate: readonly string[];
   readonly toolsMonthlyCredits: number;
   readonly s3Port: number;
+  /** Most resources of each kind one team may hold (apply answers 422 past them). */
+  readonly quotas: Readonly<TeamQuotas>;
+}
+
+export interface TeamQuotas {
+  applications: number;
+  domains: number;
+  managedDatabases: number;
+  objectStorages: number;
 }
 
 export interface ConfigOverrides {
@@ -38,6 +47,10 @@ export interface ConfigOverrides {
   toolsAllowPrivate?: string;
   toolsMonthlyCredits?: string;
   s3Port?: string;
+  quotaApplications?: string;
+  quotaDomains?: string;
+  quotaManagedDatabases?: string;
+  quotaObjectStorages?: string;
 }
 
 /** Environment variable behind each setting; `berth serve --<flag>` overrides it. */
@@ -98,6 +111,26 @@ export const CONFIG_VARIABLES: Record<keyof ConfigOverrides, { env: string; flag
     env: 'BERTH_S3_PORT',
     flag: 's3-port',
     doc: 'TCP port of the S3-compatible endpoint (default 9000)',
+  },
+  quotaApplications: {
+    env: 'BERTH_QUOTA_APPLICATIONS',
+    flag: 'quota-applications',
+    doc: 'applications one team may have (default 50)',
+  },
+  quotaDomains: {
+    env: 'BERTH_QUOTA_DOMAINS',
+    flag: 'quota-domains',
+    doc: "domains over all of one team's applications (default 500)",
+  },
+  quotaManagedDatabases: {
+    env: 'BERTH_QUOTA_MANAGED_DATABASES',
+    flag: 'quota-managed-databases',
+    doc: 'managed databases one team may have (default 20)',
+  },
+  quotaObjectStorages: {
+    env: 'BERTH_QUOTA_OBJECT_STORAGES',
+    flag: 'quota-object-storages',
+    doc: 'object storages one team may have (default 20)',
   },
 };
 
@@ -171,6 +204,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
       .filter(Boolean),
     toolsMonthlyCredits: integer('toolsMonthlyCredits', 1000, 0, 1_000_000_000),
     s3Port: integer('s3Port', 9000, 0, 65535),
+    quotas: Object.freeze({
+      applications: integer('quotaApplications', 50, 0, 1_000_000),
+      domains: integer('quotaDomains', 500, 0, 1_000_000),
+      managedDatabases: integer('quotaManagedDatabases', 20, 0, 1_000_000),
+      objectStorages: integer('quotaObjectStorages', 20, 0, 1_000_000),
+    }),
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze(config);

@@ -54,6 +54,7 @@ describe.each(DIALECTS)('apply is all or nothing (%s)', (dialect) => {
       ids: t.ctx.ids,
       secretBox: t.ctx.secretBox,
       identity: t.ctx.identity,
+      quotas: t.ctx.config.quotas,
     });
     return { plugin, service };
   }

@@ -38,6 +38,32 @@ import {
 
 type Obj = Record<string, unknown>;
 /**
+ * The longest list each field may hold (docs/api/apply.md, "Limits"): bounds the work one document
+ * can cause, and is far above what an application uses (Ploi, Render and Heroku set similar caps).
+ */
+export const LIST_LIMITS: Readonly<Record<string, number>> = {
+  domains: 100,
+  secrets: 500,
+  volumes: 20,
+  services: 20,
+  container_services: 20,
+  managed_databases: 50,
+  object_storage: 50,
+  tags: 50,
+  users: 100,
+  logical_databases: 100,
+  buckets: 100,
+  build: 50,
+  init: 50,
+  extensions: 50,
+  settings: 100,
+  policies: 20,
+};
+const DEFAULT_LIST_LIMIT = 100;
+/** A secret's value (a certificate chain or a key fits; Heroku's config vars are 32 KiB in all). */
+export const MAX_SECRET_VALUE_BYTES = 32 * 1024;
+
+/**
  * Database users a document may not declare: the admin a team receives (`upadmin`), Berth's own
  * accounts (`berth…`), and the engines' own (PostgreSQL `postgres`, `public`, `pg_*`; MariaDB `root`,
  * `mysql`, `mariadb.sys`; Valkey `default`). Case-insensitive, as PostgreSQL folds unquoted names.
@@ -263,6 +289,14 @@ class Checker {
     );
   }
 
+  /** Refuses a list longer than its limit (LIST_LIMITS), before any of its items is looked at. */
+  private tooLong(value: unknown[], key: string, at: string, resource: string): boolean {
+    const limit = LIST_LIMITS[key] ?? DEFAULT_LIST_LIMIT;
+    if (value.length <= limit) return false;
+    this.add(at, `${resource}: field '${key}' has ${value.length} items; at most ${limit} are accepted.`);
+    return true;
+  }
+
   /** A list of strings, each checked with `item`; bad items are reported at their index. */
   stringList(
     obj: Obj,
@@ -279,6 +313,7 @@ class Checker {
       this.add(at, `${resource}: field '${key}' must be a list of ${itemExpected}; got ${repr(value)}.`);
       return undefined;
     }
+    if (this.tooLong(value, key, at, resource)) return undefined;
     let ok = true;
     value.forEach((entry, index) => {
       if (typeof entry !== 'string' || !item(entry)) {
@@ -308,6 +343,7 @@ class Checker {
       this.add(at, `${resource}: field '${key}' must be a list of ${expected}; got ${repr(value)}.`);
       return [];
     }
+    if (this.tooLong(value, key, at, resource)) return [];
     const entries: Array<[Obj, number]> = [];
     value.forEach((entry, index) => {
       if (isObj(entry)) entries.push([entry, index]);
@@ -603,9 +639,12 @@ function validateSecrets(c: Checker, spec: Obj): DesiredSecret[] {
       'value',
       path,
       label,
-      'a string (numbers and booleans are taken as their text)',
+      `a string of at most ${MAX_SECRET_VALUE_BYTES / 1024} KiB (numbers and booleans are taken as their text)`,
       (v) =>
-        typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean' ? String(v) : undefined,
+        (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean') &&
+        Buffer.byteLength(String(v)) <= MAX_SECRET_VALUE_BYTES
+          ? String(v)
+          : undefined,
       true,
     );
     if (checkedKey === undefined || value === undefined) continue;

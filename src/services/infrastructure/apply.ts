@@ -12,6 +12,7 @@ import {
 } from '../../db/repositories/infrastructure.js';
 import type { Database } from '../../db/schema/index.js';
 import { iso, type Clock, type IdGenerator } from '../../domain/clock.js';
+import type { TeamQuotas } from '../../config/index.js';
 import { AppError, validationError } from '../../domain/errors.js';
 import type { DesiredDocument } from '../../domain/infrastructure/document.js';
 import { parseInfrastructureYaml } from '../../domain/infrastructure/parse.js';
@@ -38,6 +39,7 @@ export interface InfrastructureDeps {
   ids: IdGenerator;
   secretBox: SecretBox;
   identity: Pick<IdentityService, 'requireTeam' | 'requireTeamAt' | 'teamsOfUser'>;
+  quotas: Readonly<TeamQuotas>;
 }
 
 export interface ApplyOptions {
@@ -187,6 +189,88 @@ function dependsOnTeamOnly(doc: DesiredDocument, state: CurrentState): boolean {
     doc.application?.settings.scheduled_deletion_at === undefined &&
     doc.domains.every((d) => state.domains.has(d))
   );
+}
+
+/**
+ * The team's quotas (config: BERTH_QUOTA_*), checked against what the team holds plus what the
+ * document would add; 422 at the list that goes over, naming the quota and how to raise it.
+ */
+async function checkQuotas(
+  trx: Transaction<Database>,
+  teamId: number,
+  doc: DesiredDocument,
+  state: CurrentState,
+  quotas: Readonly<TeamQuotas>,
+): Promise<void> {
+  const errors: Record<string, string[]> = {};
+  const countOf = async (table: 'applications' | 'managed_databases' | 'object_storages') =>
+    Number(
+      (
+        await trx
+          .selectFrom(table)
+          .select((eb) => eb.fn.countAll().as('n'))
+          .where('team_id', '=', teamId)
+          .executeTakeFirst()
+      )?.n ?? 0,
+    );
+  const over = async (
+    path: string,
+    adding: number,
+    existing: () => Promise<number>,
+    quota: number,
+    what: string,
+    variable: string,
+  ) => {
+    if (adding === 0) return;
+    const total = (await existing()) + adding;
+    if (total <= quota) return;
+    errors[path] = [
+      `The team may have at most ${quota} ${what}; this document would make ${total}. Delete some first, or ask the operator to raise ${variable}.`,
+    ];
+  };
+  await over(
+    'spec.managed_databases',
+    doc.managedDatabases.filter((d) => !state.managedDatabases.has(d.name)).length,
+    () => countOf('managed_databases'),
+    quotas.managedDatabases,
+    'managed databases',
+    'BERTH_QUOTA_MANAGED_DATABASES',
+  );
+  await over(
+    'spec.object_storage',
+    doc.objectStorages.filter((o) => !state.objectStorages.has(o.name)).length,
+    () => countOf('object_storages'),
+    quotas.objectStorages,
+    'object storages',
+    'BERTH_QUOTA_OBJECT_STORAGES',
+  );
+  await over(
+    'spec.application',
+    doc.application && !state.application ? 1 : 0,
+    () => countOf('applications'),
+    quotas.applications,
+    'applications',
+    'BERTH_QUOTA_APPLICATIONS',
+  );
+  await over(
+    'spec.domains',
+    doc.touchesApplication ? doc.domains.filter((d) => !state.domains.has(d)).length : 0,
+    async () =>
+      Number(
+        (
+          await trx
+            .selectFrom('domains')
+            .innerJoin('applications', 'applications.id', 'domains.application_id')
+            .select((eb) => eb.fn.countAll().as('n'))
+            .where('applications.team_id', '=', teamId)
+            .executeTakeFirst()
+        )?.n ?? 0,
+      ),
+    quotas.domains,
+    'domains over all its applications',
+    'BERTH_QUOTA_DOMAINS',
+  );
+  if (Object.keys(errors).length > 0) throw validationError(errors, VALIDATION_MESSAGE);
 }
 
 export function createApplyService(deps: InfrastructureDeps) {
@@ -373,6 +457,7 @@ export function createApplyService(deps: InfrastructureDeps) {
                 const revision = Object.isFrozen(doc) ? await repo.teamRevision(team.id) : undefined;
                 const state = await loadState(repo, dialect, team.id, doc);
                 const made = { appId: state.application?.id, result: plan(doc, state, clock.now()) };
+                await checkQuotas(trx, team.id, doc, state, deps.quotas);
                 if (revision !== undefined && dependsOnTeamOnly(doc, state))
                   planned.set(doc, deepFreeze({ teamId: team.id, revision, ...made }));
                 return made;
@@ -389,6 +474,7 @@ export function createApplyService(deps: InfrastructureDeps) {
             const state = await loadState(repo, dialect, team.id, doc);
             const existingId = state.application?.id;
             const result = plan(doc, state, now);
+            await checkQuotas(trx, team.id, doc, state, deps.quotas);
             const appId = await write(trx, team.id, result, existingId, now);
             let deploymentId: number | null = null;
             if (result.needsDeployment && options.autoDeploy && appId !== undefined) {

@@ -9,6 +9,9 @@ import { createApplyService } from '../../../services/infrastructure/apply.js';
 import { createInfrastructureQueries } from '../../../services/infrastructure/queries.js';
 import { principalOf } from '../../types.js';
 
+/** docs/api/apply.md, "Limits". */
+export const APPLY_BODY_LIMIT_BYTES = 2 * 1024 * 1024;
+
 export const YAML_PRODUCES = ['application/yaml', 'application/x-yaml', 'text/yaml', 'text/plain'];
 
 const Flag = Type.Union([Type.Literal('true'), Type.Literal('false'), Type.Literal('1'), Type.Literal('0')]);
@@ -59,6 +62,7 @@ export function registerInfrastructureRoutes(app: FastifyInstance, ctx: AppConte
     ids: ctx.ids,
     secretBox: ctx.secretBox,
     identity: ctx.identity,
+    quotas: ctx.config.quotas,
   });
   const queries = createInfrastructureQueries({ db: ctx.db, identity: ctx.identity });
   const schemaDocument = JSON.stringify(infrastructureJsonSchema(), null, 2);
@@ -67,6 +71,8 @@ export function registerInfrastructureRoutes(app: FastifyInstance, ctx: AppConte
     '/api/v1/infrastructure/apply',
     {
       config: { auth: 'api_token' },
+      // The largest document within the list limits; parsing more would hold up other requests.
+      bodyLimit: APPLY_BODY_LIMIT_BYTES,
       schema: {
         tags,
         security,
