@@ -20,7 +20,7 @@ describe.each(DIALECTS)('apply limits and team quotas (%s)', (dialect) => {
   it('refuses a list over its limit with 422 naming the list and the limit', async () => {
     const doc = fullDocument(t.user.team_id) as Obj;
     specOf(doc).secrets = Array.from({ length: 501 }, (_, i) => ({ key: `K${i}`, value: 'v' }));
-    ((specOf(doc).application as Obj).tags) = Array.from({ length: 51 }, (_, i) => `t${i}`);
+    (specOf(doc).application as Obj).tags = Array.from({ length: 51 }, (_, i) => `t${i}`);
     const res = await apply(t, doc, '?dry_run=true');
     expect(res.statusCode).toBe(422);
     const errors = res.json<{ errors: Record<string, string[]> }>().errors;
