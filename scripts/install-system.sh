@@ -11,6 +11,7 @@ PACKAGES=(
   postgresql-15 mariadb-server mariadb-client redis-server
   qpdf poppler-utils
   lz4 tar
+  util-linux
 )
 
 missing=()

@@ -4,9 +4,9 @@
 // jobs (its memory grows) and restarted after a crash. Each job works in its own temp directory (LibreOffice
 // writes a lock file beside its input). If no listener can be used, a cold `soffice --convert-to pdf` runs.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import fs from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
@@ -55,16 +55,40 @@ const IMPORT_FILTERS: Record<string, { filter: string; filterOptions: string }> 
   csv: { filter: 'Text - txt - csv (StarCalc)', filterOptions: '44,34,76,1' },
 };
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
+/**
+ * A document is untrusted. LibreOffice fetches pictures and other content a document links to, from
+ * the network and from local files; every profile Berth starts soffice with says never to: links from
+ * documents outside trusted locations are blocked (there are none), and linked content is never
+ * updated. Written before the first start, as LibreOffice's own user settings.
+ */
+const HARDENED_SETTINGS = `<?xml version="1.0" encoding="UTF-8"?>
+<oor:items xmlns:oor="http://openoffice.org/2001/registry" xmlns:xs="http://www.w3.org/2001/XMLSchema" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">
+<item oor:path="/org.openoffice.Office.Common/Security/Scripting"><prop oor:name="BlockUntrustedRefererLinks" oor:op="fuse"><value>true</value></prop></item>
+<item oor:path="/org.openoffice.Office.Common/Security/Scripting"><prop oor:name="MacroSecurityLevel" oor:op="fuse"><value>3</value></prop></item>
+<item oor:path="/org.openoffice.Office.Common/Security/Scripting"><prop oor:name="DisableMacrosExecution" oor:op="fuse"><value>true</value></prop></item>
+<item oor:path="/org.openoffice.Office.Common/Security/Scripting"><prop oor:name="SecureURL" oor:op="fuse"><value></value></prop></item>
+<item oor:path="/org.openoffice.Office.Writer/Content/Update"><prop oor:name="Link" oor:op="fuse"><value>2</value></prop></item>
+<item oor:path="/org.openoffice.Office.Calc/Content/Update"><prop oor:name="Link" oor:op="fuse"><value>2</value></prop></item>
+<item oor:path="/org.openoffice.Office.Common/Misc"><prop oor:name="UseOpenCL" oor:op="fuse"><value>false</value></prop></item>
+</oor:items>
+`;
+
+async function hardenedProfile(profileDir: string): Promise<string> {
+  await fs.mkdir(path.join(profileDir, 'user'), { recursive: true });
+  await fs.writeFile(path.join(profileDir, 'user', 'registrymodifications.xcu'), HARDENED_SETTINGS);
+  return `-env:UserInstallation=file://${profileDir}`;
+}
+
+/**
+ * soffice in a network namespace of its own, which has no interface up: whatever a document makes
+ * it try, no request leaves. The UNO worker reaches it over a pipe (a Unix socket in /tmp).
+ */
+function withoutNetwork(args: string[]): [string, string[]] {
+  const root = process.getuid?.() === 0;
+  return [
+    'unshare',
+    [...(root ? [] : ['--user', '--map-current-user']), '--net', '--', SOFFICE_PATH, ...args],
+  ];
 }
 
 function killGroup(child: ChildProcess | undefined): void {
@@ -95,24 +119,20 @@ class Listener {
   ) {}
 
   async start(): Promise<void> {
-    const port = await freePort();
-    await fs.mkdir(this.profileDir, { recursive: true });
-    this.soffice = spawn(
-      SOFFICE_PATH,
-      [
-        `-env:UserInstallation=file://${this.profileDir}`,
-        '--headless',
-        '--invisible',
-        '--nologo',
-        '--norestore',
-        '--nodefault',
-        '--nolockcheck',
-        `--accept=socket,host=127.0.0.1,port=${port};urp;StarOffice.ComponentContext`,
-      ],
-      { stdio: 'ignore', detached: true },
-    );
+    const pipe = `pipe,name=berth-office-${process.pid}-${randomBytes(6).toString('hex')}`;
+    const [command, args] = withoutNetwork([
+      await hardenedProfile(this.profileDir),
+      '--headless',
+      '--invisible',
+      '--nologo',
+      '--norestore',
+      '--nodefault',
+      '--nolockcheck',
+      `--accept=${pipe};urp;StarOffice.ComponentContext`,
+    ]);
+    this.soffice = spawn(command, args, { stdio: 'ignore', detached: true });
     this.soffice.on('exit', () => this.die(new OfficeEngineError('LibreOffice exited')));
-    this.worker = spawn(PYTHON_PATH, ['-c', UNO_WORKER_PY, String(port)], {
+    this.worker = spawn(PYTHON_PATH, ['-c', UNO_WORKER_PY, pipe], {
       stdio: ['pipe', 'pipe', 'ignore'],
       detached: true,
     });
@@ -365,20 +385,17 @@ export class OfficeEngine {
     const run = this.coldChain.then(async () => {
       this.stats.coldConversions += 1;
       const root = await this.workDir;
-      const child = spawn(
-        SOFFICE_PATH,
-        [
-          `-env:UserInstallation=file://${path.join(root, 'profile-cold')}`,
-          '--headless',
-          '--norestore',
-          '--convert-to',
-          'pdf',
-          '--outdir',
-          path.join(jobDir, 'cold'),
-          input,
-        ],
-        { stdio: 'ignore', detached: true },
-      );
+      const [command, args] = withoutNetwork([
+        await hardenedProfile(path.join(root, 'profile-cold')),
+        '--headless',
+        '--norestore',
+        '--convert-to',
+        'pdf',
+        '--outdir',
+        path.join(jobDir, 'cold'),
+        input, // Berth's own absolute path, never a name from the request
+      ]);
+      const child = spawn(command, args, { stdio: 'ignore', detached: true });
       const timer = setTimeout(() => killGroup(child), this.options.jobTimeoutMs);
       try {
         const [code] = (await once(child, 'exit')) as [number | null];

@@ -15,13 +15,14 @@ def reply(obj):
     sys.stdout.write(json.dumps(obj) + "\n")
     sys.stdout.flush()
 
-port = int(sys.argv[1])
+# The listener's connection: a pipe (a Unix socket), which reaches soffice in its network namespace.
+connection = sys.argv[1]
 local = uno.getComponentContext()
 resolver = local.ServiceManager.createInstanceWithContext("com.sun.star.bridge.UnoUrlResolver", local)
 deadline = time.time() + 60
 while True:
     try:
-        remote = resolver.resolve("uno:socket,host=127.0.0.1,port=%d;urp;StarOffice.ComponentContext" % port)
+        remote = resolver.resolve("uno:%s;urp;StarOffice.ComponentContext" % connection)
         break
     except Exception as error:
         if time.time() > deadline:
