@@ -9,7 +9,7 @@ PACKAGES=(
   chromium fonts-liberation fonts-noto-cjk fonts-noto-color-emoji
   libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui python3-uno
   postgresql-15 mariadb-server mariadb-client redis-server
-  qpdf poppler-utils
+  qpdf poppler-utils zip
   lz4 tar
   util-linux
 )

@@ -23,13 +23,27 @@ describe('address guard', () => {
     ['ff02::1', 'multicast'],
     ['::ffff:10.0.0.1', 'private'],
     ['::ffff:127.0.0.1', 'loopback'],
+    // IPv6 forms that carry an IPv4 address are judged as that address.
+    ['::127.0.0.1', 'loopback'],
+    ['::7f00:1', 'loopback'],
+    ['::10.0.0.1', 'private'],
+    ['::169.254.169.254', 'linkLocal'],
+    ['64:ff9b::127.0.0.1', 'loopback'],
+    ['64:ff9b::a9fe:a9fe', 'linkLocal'],
+    ['2002:7f00:1::', 'loopback'],
+    ['2002:c0a8:101::1', 'private'],
+    ['2001:0:4136:e378:8000:63bf:80ff:fffe', 'loopback'], // Teredo, client 127.0.0.1
+    ['::', 'unspecified'],
   ])('%s is not public (%s)', (address, range) => {
     expect(nonPublicReason(address)).toContain(range);
   });
 
-  it.each(['93.184.215.14', '1.1.1.1', '2606:4700:4700::1111'])('%s is public', (address) => {
-    expect(nonPublicReason(address)).toBeUndefined();
-  });
+  it.each(['93.184.215.14', '1.1.1.1', '2606:4700:4700::1111', '::1.1.1.1', '2002:101:101::1'])(
+    '%s is public',
+    (address) => {
+      expect(nonPublicReason(address)).toBeUndefined();
+    },
+  );
 
   const fakeDns = (table: Record<string, string[]>) => (host: string) =>
     Promise.resolve(

@@ -55,12 +55,26 @@ export function parseAllowList(entries: readonly string[]): AllowRule[] {
   });
 }
 
+const v4 = (high: number, low: number): ipaddr.IPv4 =>
+  new ipaddr.IPv4([high >> 8, high & 0xff, low >> 8, low & 0xff]);
+
+/**
+ * The IPv4 address an IPv6 address carries, judged as that address: IPv4-mapped (::ffff:a.b.c.d),
+ * IPv4-compatible (::a.b.c.d, so `[::127.0.0.1]` is loopback), NAT64 (64:ff9b::/96), 6to4
+ * (2002:AABB:CCDD::) and Teredo (2001:0::/32, the client's address inverted in the last 32 bits).
+ */
 function normalise(address: string): ipaddr.IPv4 | ipaddr.IPv6 {
   const ip = ipaddr.parse(address);
-  // ::ffff:10.0.0.1 is 10.0.0.1 on the wire.
-  if (ip.kind() === 'ipv6' && (ip as ipaddr.IPv6).isIPv4MappedAddress()) {
-    return (ip as ipaddr.IPv6).toIPv4Address();
-  }
+  if (ip.kind() === 'ipv4') return ip;
+  const v6 = ip as ipaddr.IPv6;
+  const p = v6.parts;
+  if (v6.isIPv4MappedAddress()) return v6.toIPv4Address();
+  const zeros = (from: number, to: number) => p.slice(from, to).every((x) => x === 0);
+  // :: and ::1 are the IPv6 unspecified and loopback addresses themselves.
+  if (zeros(0, 6) && (p[6] !== 0 || (p[7] ?? 0) > 1)) return v4(p[6] ?? 0, p[7] ?? 0);
+  if (p[0] === 0x64 && p[1] === 0xff9b && zeros(2, 6)) return v4(p[6] ?? 0, p[7] ?? 0);
+  if (p[0] === 0x2002) return v4(p[1] ?? 0, p[2] ?? 0);
+  if (p[0] === 0x2001 && p[1] === 0) return v4(~(p[6] ?? 0) & 0xffff, ~(p[7] ?? 0) & 0xffff);
   return ip;
 }
 
