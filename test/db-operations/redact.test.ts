@@ -33,6 +33,15 @@ describe('redaction', () => {
     expect(out).toContain('PGPASSWORD=***');
   });
 
+  it('masks a secret only where it stands whole, never the letters of other words', () => {
+    expect(redactText('unexpectedly failed for p at p@host', ['p'])).toBe(
+      'unexpectedly failed for *** at ***@host',
+    );
+    expect(redactText('server said: secret123 is wrong; secret1234 is not it', ['secret123'])).toBe(
+      'server said: *** is wrong; secret1234 is not it',
+    );
+  });
+
   it('keeps the password out of OperationError messages', () => {
     const error = new OperationError('SOURCE_AUTH_FAILED', 'server said: bad password s3cret for user x', [
       's3cret',

@@ -18,15 +18,16 @@ export function redactUri(uri: string): string {
 const escapeRegExp = (s: string): string => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 /**
- * Removes every occurrence of the given secrets (raw and URL-encoded) and anything that looks like a
- * credential: `scheme://user:pass@`, `password=…` in libpq conninfo strings, and `PGPASSWORD=`/`MYSQL_PWD=`.
+ * Removes the given secrets (raw and URL-encoded) wherever they stand as a whole (not inside a longer
+ * word: the password `p` leaves "unexpectedly" alone) and anything that looks like a credential:
+ * `scheme://user:pass@`, `password=…` in libpq conninfo strings, and `PGPASSWORD=`/`MYSQL_PWD=`.
  */
 export function redactText(text: string, secrets: readonly string[] = []): string {
   let out = text;
   for (const secret of secrets) {
     if (!secret) continue;
     for (const form of new Set([secret, encodeURIComponent(secret)])) {
-      out = out.replace(new RegExp(escapeRegExp(form), 'g'), MASK);
+      out = out.replace(new RegExp(`(?<![A-Za-z0-9])${escapeRegExp(form)}(?![A-Za-z0-9])`, 'g'), MASK);
     }
   }
   out = out.replace(/(\b[a-z][a-z0-9+.-]*:\/\/[^:/?#@\s]*:)([^@\s]*)@/gi, `$1${MASK}@`);
