@@ -99,7 +99,8 @@ export function createIdentityService(deps: { db: Kysely<Database>; clock: Clock
     const found = await repo.findTeamWithRole(text, /^\d+$/.test(text) ? Number(text) : undefined, userId);
     if (!found) throw new AppError('not_found', `Team '${text}' not found`);
     const { role, ...team } = found;
-    if (role === null) throw new AppError('forbidden', `You are not a member of team '${team.name}'`);
+    // Team ids are sequential: the answer names nothing the caller may not see.
+    if (role === null) throw new AppError('forbidden', 'You are not a member of this team');
     return { ...team, role };
   }
 

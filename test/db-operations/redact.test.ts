@@ -42,6 +42,14 @@ describe('redaction', () => {
     );
   });
 
+  it('replaces server file paths, and keeps URIs', () => {
+    expect(
+      redactText(
+        'could not open file "/var/lib/berth/databases/0a1b/data/base/1/2": denied; see postgres://u@h:5432/db and /tmp/berth-clone-x/data',
+      ),
+    ).toBe('could not open file "<path>": denied; see postgres://u@h:5432/db and <path>');
+  });
+
   it('keeps the password out of OperationError messages', () => {
     const error = new OperationError('SOURCE_AUTH_FAILED', 'server said: bad password s3cret for user x', [
       's3cret',

@@ -309,6 +309,12 @@ describe.each(DIALECTS)('scheduled deletion lifecycle (%s)', (dialect) => {
       await waitFor(async () =>
         (await app(warned)) === undefined && (await app(unseen)) === undefined ? true : undefined,
       );
+      // The records of the deletions are sent by the background work too, after the deletions.
+      await waitFor(() =>
+        Promise.resolve(
+          sink.mails.filter((m) => m.subject.includes(' was deleted on ')).length >= 4 ? true : undefined,
+        ),
+      );
     } finally {
       await background.stop();
     }

@@ -14,6 +14,7 @@ import {
 } from '../../drivers/databases/types.js';
 import type { Kysely, Transaction } from 'kysely';
 import type { Database } from '../../db/schema/index.js';
+import { redactPaths } from '../../drivers/databases/operations/redact.js';
 import { iso } from '../../domain/clock.js';
 import { AppError } from '../../domain/errors.js';
 import { enqueueJob, type NewJob } from '../../jobs/queue.js';
@@ -405,7 +406,8 @@ function createManagedDatabaseService(
         log.info({ uuid, port: runtime.port, pid: runtime.pid }, 'managed database running');
       } catch (error) {
         const reason = error instanceof Error ? error.message : String(error);
-        await repo.setState(row.id, 'error', reason.slice(0, 1000), now());
+        // Shown to the team (state_error): without the host's paths, as every answer.
+        await repo.setState(row.id, 'error', redactPaths(reason).slice(0, 1000), now());
         log.warn({ uuid, err: error }, 'managed database provisioning failed');
         // A fault in the request itself will not go away by retrying.
         if (!(error instanceof PermanentDriverError)) throw error;

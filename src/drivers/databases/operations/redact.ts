@@ -33,5 +33,14 @@ export function redactText(text: string, secrets: readonly string[] = []): strin
   out = out.replace(/(\b[a-z][a-z0-9+.-]*:\/\/[^:/?#@\s]*:)([^@\s]*)@/gi, `$1${MASK}@`);
   out = out.replace(/\b(password|sslpassword)\s*=\s*('(?:[^'\\]|\\.)*'|[^\s]+)/gi, `$1=${MASK}`);
   out = out.replace(/\b(PGPASSWORD|MYSQL_PWD)=\S+/g, `$1=${MASK}`);
-  return out;
+  return redactPaths(out);
+}
+
+/**
+ * Server file paths (`/var/lib/…/data/base/16384`, a data directory, a temp dir) say how the host is
+ * laid out; answers and task results carry `<path>` instead. A path is a `/` that starts a token and
+ * has at least two segments, so the `//host/db` of a URI stays.
+ */
+export function redactPaths(text: string): string {
+  return text.replace(/(?<![\w:/.~@-])\/(?:[\w.@+-]+\/)+[\w.@+-]*/g, '<path>');
 }
