@@ -454,6 +454,9 @@ describe.each(DIALECTS)('managed databases on %s', (dialect) => {
     expect(job.state).toBe('queued');
     expect(new Date(job.run_at).getTime()).toBe(env.clock.now().getTime() + 24 * 60 * 60 * 1000);
 
+    // What an interrupted backup leaves (no manifest) is removed by the next one.
+    fs.mkdirSync(path.join(root, 'base-backups', '2020-01-01T00-00-00-000Z'));
+    fs.writeFileSync(path.join(root, 'base-backups', '2020-01-01T00-00-00-000Z', 'base.tar'), 'partial');
     // Retention: the driver keeps the newest `retain` and cleans the archive up to the oldest kept.
     const databases = managedDatabases(berth.ctx);
     const current = await instance('pg');

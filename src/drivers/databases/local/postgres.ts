@@ -425,7 +425,9 @@ export const postgresEngine: LocalEngine = {
     }
   },
 
-  async baseBackup(root, spec, port, retain) {
+  async baseBackup(root, _spec, port, retain) {
+    // A retry after an interrupted backup: its directory (no manifest yet) is not a backup.
+    dropIncompleteBackups(root);
     const major = dataMajorOf(root) ?? NEW_INSTANCE_MAJOR;
     const backups = baseBackupsOf(root);
     const at = new Date();
@@ -458,7 +460,10 @@ export const postgresEngine: LocalEngine = {
     return remaining;
   },
 
-  recover: undoInterruptedSwitch,
+  recover(root) {
+    undoInterruptedSwitch(root);
+    dropIncompleteBackups(root);
+  },
 
   async adoptCopy(root, copyDataDir) {
     undoInterruptedSwitch(root);
@@ -650,6 +655,20 @@ async function lowLevelBackup(root: string, port: number, target: string): Promi
     throw error;
   } finally {
     await admin.end();
+  }
+}
+
+/** Removes what an interrupted base backup left: a directory without its manifest (written last). */
+export function dropIncompleteBackups(root: string): void {
+  let names: string[];
+  try {
+    names = fs.readdirSync(baseBackupsOf(root));
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const dir = path.join(baseBackupsOf(root), name);
+    if (!fs.existsSync(path.join(dir, 'berth-backup.json'))) fs.rmSync(dir, { recursive: true, force: true });
   }
 }
 
