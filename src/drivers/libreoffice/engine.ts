@@ -1,15 +1,17 @@
 // Office → PDF with warm LibreOffice listeners (Debian's -nogui packages).
-// Each listener is a `soffice.bin --accept=socket…` process with its own profile, driven by a persistent
-// /usr/bin/python3 UNO worker over JSON lines. A listener serves one job at a time, is recycled after N
-// jobs (its memory grows) and restarted after a crash. Each job works in its own temp directory (LibreOffice
-// writes a lock file beside its input). If no listener can be used, a cold `soffice --convert-to pdf` runs.
+// Each listener is a persistent /usr/bin/python3 UNO worker, driven over JSON lines, that starts its own
+// `soffice --accept=pipe…` with its own profile; both run in one bubblewrap jail (./sandbox.ts) without
+// network and with a file system limited to their profile and the listener's job directory. A listener
+// serves one job at a time, is recycled after N jobs (its memory grows) and restarted after a crash. Each
+// job works in its own temp directory (LibreOffice writes a lock file beside its input). If no listener can
+// be used, a cold `soffice --convert-to pdf` runs, jailed the same way.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import fs from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
+import { BWRAP_PATH, prepareProfile, sandboxArgs } from './sandbox.js';
 import { UNO_WORKER_PY } from './worker-script.js';
 
 export const SOFFICE_PATH = '/usr/lib/libreoffice/program/soffice';
@@ -55,18 +57,6 @@ const IMPORT_FILTERS: Record<string, { filter: string; filterOptions: string }> 
   csv: { filter: 'Text - txt - csv (StarCalc)', filterOptions: '44,34,76,1' },
 };
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
 function killGroup(child: ChildProcess | undefined): void {
   if (!child?.pid || child.exitCode !== null || child.signalCode !== null) return;
   try {
@@ -84,38 +74,28 @@ interface Pending {
 class Listener {
   jobs = 0;
   dead = false;
-  private soffice: ChildProcess | undefined;
   private worker: ChildProcess | undefined;
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
 
   constructor(
     private readonly profileDir: string,
+    /** The only place this listener's jobs live; bound read-write into its jail. */
+    readonly jobsDir: string,
     private readonly startTimeoutMs: number,
   ) {}
 
   async start(): Promise<void> {
-    const port = await freePort();
-    await fs.mkdir(this.profileDir, { recursive: true });
-    this.soffice = spawn(
-      SOFFICE_PATH,
-      [
-        `-env:UserInstallation=file://${this.profileDir}`,
-        '--headless',
-        '--invisible',
-        '--nologo',
-        '--norestore',
-        '--nodefault',
-        '--nolockcheck',
-        `--accept=socket,host=127.0.0.1,port=${port};urp;StarOffice.ComponentContext`,
-      ],
-      { stdio: 'ignore', detached: true },
+    await prepareProfile(this.profileDir);
+    await fs.mkdir(this.jobsDir, { recursive: true });
+    this.worker = spawn(
+      BWRAP_PATH,
+      sandboxArgs(
+        [this.profileDir, this.jobsDir],
+        [PYTHON_PATH, '-c', UNO_WORKER_PY, SOFFICE_PATH, `file://${this.profileDir}`],
+      ),
+      { stdio: ['pipe', 'pipe', 'ignore'], detached: true },
     );
-    this.soffice.on('exit', () => this.die(new OfficeEngineError('LibreOffice exited')));
-    this.worker = spawn(PYTHON_PATH, ['-c', UNO_WORKER_PY, String(port)], {
-      stdio: ['pipe', 'pipe', 'ignore'],
-      detached: true,
-    });
     this.worker.on('exit', () => this.die(new OfficeEngineError('the UNO worker exited')));
     const lines = readline.createInterface({ input: this.worker.stdout! });
     const ready = new Promise<void>((resolve, reject) => {
@@ -179,7 +159,6 @@ class Listener {
     for (const waiting of this.pending.values()) waiting.reject(error);
     this.pending.clear();
     killGroup(this.worker);
-    killGroup(this.soffice);
   }
 
   stop(): void {
@@ -221,12 +200,13 @@ export class OfficeEngine {
     if (this.closed) throw new OfficeEngineError('the office engine is stopped');
     this.stats.jobs += 1;
     const root = await this.workDir;
-    const jobDir = await fs.mkdtemp(path.join(root, 'job-'));
+    const listener = await this.acquire();
+    // The job's directory sits in the jailed listener's own job directory (it sees no other job's files).
+    const jobDir = await fs.mkdtemp(path.join(listener?.jobsDir ?? root, 'job-'));
     const input = path.join(jobDir, `document.${extension}`);
     const output = path.join(jobDir, 'document.pdf');
     try {
       await fs.writeFile(input, bytes);
-      const listener = await this.acquire();
       if (listener) {
         let timer: NodeJS.Timeout | undefined;
         try {
@@ -340,6 +320,7 @@ export class OfficeEngine {
     // A fresh profile per listener start: a crashed office can leave its profile locked or damaged.
     const listener = new Listener(
       path.join(root, `profile-${this.listenerSeq}`),
+      path.join(root, `jobs-${this.listenerSeq}`),
       this.options.startTimeoutMs,
     );
     if (this.stats.status !== 'ready') this.stats.status = 'starting';
@@ -360,23 +341,30 @@ export class OfficeEngine {
     }
   }
 
-  /** `soffice --convert-to pdf` in its own process and profile, one at a time. */
+  /** `soffice --convert-to pdf` in its own jailed process and profile, one at a time. */
   private convertCold(input: string, jobDir: string): Promise<Buffer> {
     const run = this.coldChain.then(async () => {
       this.stats.coldConversions += 1;
       const root = await this.workDir;
+      const profile = path.join(root, 'profile-cold');
+      await prepareProfile(profile);
       const child = spawn(
-        SOFFICE_PATH,
-        [
-          `-env:UserInstallation=file://${path.join(root, 'profile-cold')}`,
-          '--headless',
-          '--norestore',
-          '--convert-to',
-          'pdf',
-          '--outdir',
-          path.join(jobDir, 'cold'),
-          input,
-        ],
+        BWRAP_PATH,
+        sandboxArgs(
+          [profile, jobDir],
+          [
+            SOFFICE_PATH,
+            `-env:UserInstallation=file://${profile}`,
+            '--headless',
+            '--norestore',
+            '--convert-to',
+            'pdf',
+            '--outdir',
+            path.join(jobDir, 'cold'),
+            // soffice knows no `--`; the input is Berth's own absolute path (`/…/document.ext`).
+            input,
+          ],
+        ),
         { stdio: 'ignore', detached: true },
       );
       const timer = setTimeout(() => killGroup(child), this.options.jobTimeoutMs);
