@@ -22,7 +22,13 @@ import {
   type OfficeStatus,
 } from '../../drivers/libreoffice/engine.js';
 import { createAddressGuard, BlockedAddressError, type AddressGuard } from '../../drivers/net/guard.js';
-import { InvalidPdfError, mergePdfs } from '../../drivers/pdf/merge.js';
+import {
+  createPdfPool,
+  DEFAULT_PDF_LIMITS,
+  InvalidPdfError,
+  PdfLimitError,
+  type PdfLimits,
+} from '../../drivers/pdf/merge.js';
 import { createCreditLedger, type CreditLedger } from './credits.js';
 import { MARKDOWN_STYLESHEET } from './markdown-style.js';
 import { createWorkQueue, type WorkQueue } from './queue.js';
@@ -40,6 +46,9 @@ export interface ToolsOptions {
   officeMaxQueued: number;
   officeJobsPerListener: number;
   mergeMaxQueued: number;
+  /** Merges at once, each on its own worker thread. */
+  mergeWorkers: number;
+  mergeLimits: PdfLimits;
 }
 
 export const DEFAULT_TOOLS_OPTIONS: ToolsOptions = {
@@ -56,6 +65,9 @@ export const DEFAULT_TOOLS_OPTIONS: ToolsOptions = {
   officeMaxQueued: 50,
   officeJobsPerListener: 200,
   mergeMaxQueued: 100,
+  // Leaves a core to the event loop and the other engines.
+  mergeWorkers: Math.max(1, Math.min(2, os.availableParallelism() - 1)),
+  mergeLimits: DEFAULT_PDF_LIMITS,
 };
 
 export interface Charged<T> {
@@ -121,6 +133,12 @@ function engineFailure(error: unknown): AppError {
       errors: { file: [`The file could not be read: ${error.message}.`] },
     });
   }
+  if (error instanceof PdfLimitError) {
+    // A 413 body is `{message}`; a 422 names the limit under `files`, like the other merge refusals.
+    return error.tooLarge
+      ? new AppError('payload_too_large', error.message)
+      : new AppError('validation', 'The given data was invalid.', { errors: { files: [error.message] } });
+  }
   if (error instanceof InvalidPdfError) {
     return new AppError('validation', 'The given data was invalid.', {
       errors: { [`files.${error.index}`]: [`The file files.${error.index} ${error.message}.`] },
@@ -167,10 +185,11 @@ function createToolsService(ctx: AppContext, options: ToolsOptions): ToolsServic
     maxQueued: options.officeMaxQueued,
     secondsPerJob: 0.5,
   });
-  // pdf-lib runs on the event loop: one merge at a time keeps the API responsive.
+  // pdf-lib runs on worker threads; the queue bounds how many merges wait for one.
+  const pdf = createPdfPool({ size: options.mergeWorkers, limits: options.mergeLimits });
   const mergeQueue = createWorkQueue({
     name: 'merge',
-    concurrency: 1,
+    concurrency: options.mergeWorkers,
     maxQueued: options.mergeMaxQueued,
     secondsPerJob: 0.05,
   });
@@ -224,7 +243,7 @@ function createToolsService(ctx: AppContext, options: ToolsOptions): ToolsServic
     },
 
     merge(files) {
-      return mergeQueue.run(() => mergePdfs(files));
+      return mergeQueue.run(() => pdf.merge(files));
     },
 
     health() {
@@ -241,7 +260,7 @@ function createToolsService(ctx: AppContext, options: ToolsOptions): ToolsServic
     },
 
     async close() {
-      await Promise.all([chromium.close(), office.close()]);
+      await Promise.all([chromium.close(), office.close(), pdf.close()]);
     },
   };
 }
