@@ -132,13 +132,21 @@ describe('pdf merge limits', () => {
       expect((await merge(t, [one, one])).statusCode).toBe(200);
     });
 
-    it('refuses inputs over the size limit with 413 naming it', async () => {
-      const small = await openApp({ mergeLimits: { ...DEFAULT_PDF_LIMITS, maxBytes: 1024 * 1024 } });
+    it('refuses inputs over the size limit with 413 and over the object limit with 422, naming them', async () => {
+      const small = await openApp({
+        mergeLimits: { ...DEFAULT_PDF_LIMITS, maxBytes: 1024 * 1024, maxObjects: 10 },
+      });
       try {
         const before = await used(small);
         const res = await merge(small, [one, Buffer.concat([one, Buffer.alloc(1024 * 1024)])]);
         expect(res.statusCode).toBe(413);
         expect(res.json<{ message: string }>().message).toBe('The files are larger than 1 MiB together.');
+        // A one-page pdf-lib file holds about 8 objects: two exceed 10.
+        const objects = await merge(small, [one, one]);
+        expect(objects.statusCode).toBe(422);
+        expect(objects.json<{ errors: { files: string[] } }>().errors.files[0]).toBe(
+          'The files hold more than 10 PDF objects together.',
+        );
         expect(await used(small)).toBe(before);
       } finally {
         await small.close();
