@@ -11,7 +11,8 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
-import { BWRAP_PATH, prepareProfile, sandboxArgs } from './sandbox.js';
+import type { SystemAccount } from '../os/users.js';
+import { BWRAP_PATH, handOver, officeAccount, prepareProfile, sandboxArgs } from './sandbox.js';
 import { UNO_WORKER_PY } from './worker-script.js';
 
 export const SOFFICE_PATH = '/usr/lib/libreoffice/program/soffice';
@@ -66,6 +67,10 @@ function killGroup(child: ChildProcess | undefined): void {
   }
 }
 
+function runAs(account: SystemAccount | undefined): { uid?: number; gid?: number } {
+  return account ? { uid: account.uid, gid: account.gid } : {};
+}
+
 interface Pending {
   resolve: (answer: { ok: boolean; unreadable?: boolean; error?: string }) => void;
   reject: (error: Error) => void;
@@ -83,18 +88,20 @@ class Listener {
     /** The only place this listener's jobs live; bound read-write into its jail. */
     readonly jobsDir: string,
     private readonly startTimeoutMs: number,
+    private readonly account: SystemAccount | undefined,
   ) {}
 
   async start(): Promise<void> {
-    await prepareProfile(this.profileDir);
-    await fs.mkdir(this.jobsDir, { recursive: true });
+    await prepareProfile(this.profileDir, this.account);
+    await fs.mkdir(this.jobsDir, { recursive: true, mode: 0o700 });
+    await handOver(this.account, this.jobsDir);
     this.worker = spawn(
       BWRAP_PATH,
       sandboxArgs(
         [this.profileDir, this.jobsDir],
         [PYTHON_PATH, '-c', UNO_WORKER_PY, SOFFICE_PATH, `file://${this.profileDir}`],
       ),
-      { stdio: ['pipe', 'pipe', 'ignore'], detached: true },
+      { stdio: ['pipe', 'pipe', 'ignore'], detached: true, ...runAs(this.account) },
     );
     this.worker.on('exit', () => this.die(new OfficeEngineError('the UNO worker exited')));
     const lines = readline.createInterface({ input: this.worker.stdout! });
@@ -172,6 +179,7 @@ export class OfficeEngine {
   private count = 0;
   private closed = false;
   private readonly workDir: Promise<string>;
+  private account: SystemAccount | undefined;
   private coldChain: Promise<unknown> = Promise.resolve();
   private listenerSeq = 0;
   private readonly stats: OfficeStatus = {
@@ -186,7 +194,13 @@ export class OfficeEngine {
   private readonly live = new Set<Listener>();
 
   constructor(private readonly options: OfficeOptions) {
-    this.workDir = fs.mkdtemp(path.join(options.workDir ?? os.tmpdir(), 'berth-office-'));
+    this.workDir = (async () => {
+      const root = await fs.mkdtemp(path.join(options.workDir ?? os.tmpdir(), 'berth-office-'));
+      // The office account must reach its profiles and job directories under this 0700 directory.
+      this.account = officeAccount();
+      await handOver(this.account, root);
+      return root;
+    })();
     // A rejected mkdtemp is reported by convert(); do not crash the process meanwhile.
     this.workDir.catch(() => undefined);
   }
@@ -206,7 +220,8 @@ export class OfficeEngine {
     const input = path.join(jobDir, `document.${extension}`);
     const output = path.join(jobDir, 'document.pdf');
     try {
-      await fs.writeFile(input, bytes);
+      await fs.writeFile(input, bytes, { mode: 0o600 });
+      await handOver(this.account, jobDir, input);
       if (listener) {
         let timer: NodeJS.Timeout | undefined;
         try {
@@ -322,6 +337,7 @@ export class OfficeEngine {
       path.join(root, `profile-${this.listenerSeq}`),
       path.join(root, `jobs-${this.listenerSeq}`),
       this.options.startTimeoutMs,
+      this.account,
     );
     if (this.stats.status !== 'ready') this.stats.status = 'starting';
     try {
@@ -347,7 +363,7 @@ export class OfficeEngine {
       this.stats.coldConversions += 1;
       const root = await this.workDir;
       const profile = path.join(root, 'profile-cold');
-      await prepareProfile(profile);
+      await prepareProfile(profile, this.account);
       const child = spawn(
         BWRAP_PATH,
         sandboxArgs(
@@ -365,7 +381,7 @@ export class OfficeEngine {
             input,
           ],
         ),
-        { stdio: 'ignore', detached: true },
+        { stdio: 'ignore', detached: true, ...runAs(this.account) },
       );
       const timer = setTimeout(() => killGroup(child), this.options.jobTimeoutMs);
       try {

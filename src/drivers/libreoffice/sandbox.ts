@@ -5,10 +5,13 @@
 //   so nothing it connects to leaves it (the UNO link to the worker is a pipe inside the same jail);
 // - with a file system of read-only /usr, the few /etc entries it needs (fonts, its own configuration),
 //   a private /tmp, and read-write only its profile and the job directories it is handed;
-// - with no capabilities, a new session (no TIOCSTI into a terminal) and death with its parent.
+// - with no capabilities, a new session (no TIOCSTI into a terminal) and death with its parent;
+// - as the unprivileged system account `berth-office` when Berth runs as root (the jail's user namespace
+//   maps that account, not root), so an escape from the jail is an unprivileged user on the host.
 // Settings in the profile also tell LibreOffice not to follow links at all (defence in depth).
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { ensureSystemAccount, isRoot, type SystemAccount } from '../os/users.js';
 
 export const BWRAP_PATH = '/usr/bin/bwrap';
 
@@ -73,7 +76,21 @@ const NO_LINKS_XCU = `<?xml version="1.0" encoding="UTF-8"?>
 `;
 
 /** Creates `profileDir` with the no-links settings (before soffice first starts on it). */
-export async function prepareProfile(profileDir: string): Promise<void> {
-  await fs.mkdir(path.join(profileDir, 'user'), { recursive: true });
-  await fs.writeFile(path.join(profileDir, 'user', 'registrymodifications.xcu'), NO_LINKS_XCU);
+export async function prepareProfile(profileDir: string, account: SystemAccount | undefined): Promise<void> {
+  const user = path.join(profileDir, 'user');
+  const settings = path.join(user, 'registrymodifications.xcu');
+  await fs.mkdir(user, { recursive: true, mode: 0o700 });
+  await fs.writeFile(settings, NO_LINKS_XCU, { mode: 0o600 });
+  await handOver(account, profileDir, user, settings);
+}
+
+/** The account soffice runs as: `berth-office` when Berth is root, else Berth's own user (undefined). */
+export function officeAccount(): SystemAccount | undefined {
+  return isRoot() ? ensureSystemAccount('berth-office') : undefined;
+}
+
+/** Gives `paths` to the office account, so that the jailed soffice can use them (root needs no grant). */
+export async function handOver(account: SystemAccount | undefined, ...paths: string[]): Promise<void> {
+  if (!account) return;
+  for (const target of paths) await fs.chown(target, account.uid, account.gid);
 }
