@@ -181,7 +181,10 @@ describe('office conversion and linked content', () => {
       `http://localhost:${port}/localhost.png`,
       `file://${secret}`,
     ];
+    // The jailed account must traverse to the engine's directory (as it does under the 1777 /tmp).
+    fs.chmodSync(dir, 0o711);
     engine = new OfficeEngine({
+      workDir: dir,
       listeners: 1,
       jobTimeoutMs: 60_000,
       maxJobsPerListener: 10,
@@ -207,6 +210,15 @@ describe('office conversion and linked content', () => {
       // Both at once, so that a failure shows the requests made and the images embedded.
       expect({ requests, images: pdfImages(pdf) }).toEqual({ requests: [], images: [] });
       // The jailed warm listener did the work (not the cold fallback).
+      // …as the unprivileged office account when the tests run as root.
+      const owners = execFileSync('ps', ['-eo', 'user:32,args'], { encoding: 'utf8' })
+        .split('\n')
+        .filter((line) => line.includes('soffice.bin') && line.includes(dir))
+        .map((line) => line.trim().split(/\s+/)[0]);
+      expect(owners.length).toBeGreaterThan(0);
+      expect(new Set(owners)).toEqual(
+        new Set([process.getuid?.() === 0 ? 'berth-office' : os.userInfo().username]),
+      );
       expect(engine.status()).toMatchObject({
         status: 'ready',
         listeners: 1,
