@@ -82,6 +82,13 @@ export function createPdfPool(options: { size: number; limits: PdfLimits }): Pdf
       resourceLimits: { maxOldGenerationSizeMb: limits.heapMb },
     });
     worker.unref();
+    // A worker that dies while idle is forgotten, not handed the next job.
+    worker.once('exit', () => {
+      const at = idle.indexOf(worker);
+      if (at < 0) return;
+      idle.splice(at, 1);
+      started -= 1;
+    });
     return worker;
   };
 
