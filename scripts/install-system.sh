@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Berth and its tests need, only those that are missing.
-# Engines: Chromium (PDF, screenshots) with fonts for Latin, CJK and emoji, LibreOffice (office → PDF), PostgreSQL 15, MariaDB and Redis
+# Engines: Chromium (PDF, screenshots) with fonts for Latin, CJK and emoji, LibreOffice (office → PDF, jailed by bubblewrap), PostgreSQL 15, MariaDB and Redis
 # (managed databases, and the test store), lz4 and tar (base backups and clones), qpdf and poppler-utils
 # (test oracles for PDFs).
 set -euo pipefail
 
 PACKAGES=(
   chromium fonts-liberation fonts-noto-cjk fonts-noto-color-emoji
-  libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui python3-uno
+  libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui python3-uno bubblewrap
   postgresql-15 mariadb-server mariadb-client redis-server
   qpdf poppler-utils zip
   lz4 tar

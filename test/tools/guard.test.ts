@@ -23,27 +23,63 @@ describe('address guard', () => {
     ['ff02::1', 'multicast'],
     ['::ffff:10.0.0.1', 'private'],
     ['::ffff:127.0.0.1', 'loopback'],
-    // IPv6 forms that carry an IPv4 address are judged as that address.
-    ['::127.0.0.1', 'loopback'],
-    ['::7f00:1', 'loopback'],
-    ['::10.0.0.1', 'private'],
-    ['::169.254.169.254', 'linkLocal'],
-    ['64:ff9b::127.0.0.1', 'loopback'],
-    ['64:ff9b::a9fe:a9fe', 'linkLocal'],
-    ['2002:7f00:1::', 'loopback'],
-    ['2002:c0a8:101::1', 'private'],
-    ['2001:0:4136:e378:8000:63bf:80ff:fffe', 'loopback'], // Teredo, client 127.0.0.1
-    ['::', 'unspecified'],
   ])('%s is not public (%s)', (address, range) => {
     expect(nonPublicReason(address)).toContain(range);
   });
 
-  it.each(['93.184.215.14', '1.1.1.1', '2606:4700:4700::1111', '::1.1.1.1', '2002:101:101::1'])(
-    '%s is public',
-    (address) => {
-      expect(nonPublicReason(address)).toBeUndefined();
-    },
-  );
+  // IPv6 forms that carry an IPv4 address are judged by that address (issue 11, item 10).
+  it.each([
+    ['::127.0.0.1', '127.0.0.1 is a loopback'],
+    ['::7f00:1', '127.0.0.1 is a loopback'],
+    ['::10.0.0.1', '10.0.0.1 is a private'],
+    ['::169.254.169.254', '169.254.169.254 is a linkLocal'],
+    ['::ffff:7f00:1', '127.0.0.1 is a loopback'],
+    ['::ffff:192.168.0.1', '192.168.0.1 is a private'],
+    ['64:ff9b::127.0.0.1', '127.0.0.1 is a loopback'],
+    ['64:ff9b::a9fe:a9fe', '169.254.169.254 is a linkLocal'],
+    ['2002:7f00:1::1', '127.0.0.1 is a loopback'],
+    ['2002:a00:1:5::9', '10.0.0.1 is a private'],
+    // Teredo: server 65.54.227.120, client 127.0.0.1 (stored inverted).
+    ['2001:0:4136:e378:8000:63bf:80ff:fffe', '127.0.0.1 is a loopback'],
+    // Teredo: server 10.0.0.1, client 8.8.8.8.
+    ['2001:0:a00:1::f7f7:f7f7', '10.0.0.1 is a private'],
+  ])('%s is judged by its embedded IPv4 address', (address, reason) => {
+    expect(nonPublicReason(address)).toContain(reason);
+  });
+
+  it.each([
+    '::ffff:8.8.8.8',
+    '::8.8.8.8',
+    '64:ff9b::808:808',
+    '2002:808:808::1',
+    '2001:0:808:808::f7f7:f7f7',
+  ])('%s embeds a public IPv4 address and is public', (address) => {
+    expect(nonPublicReason(address)).toBeUndefined();
+  });
+
+  it.each([
+    'http://[::127.0.0.1]/',
+    'http://[::7f00:1]:8080/',
+    'http://[::ffff:127.0.0.1]/',
+    'http://[64:ff9b::7f00:1]/',
+    'http://[2002:7f00:1::]/',
+    'http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/',
+  ])('the guard refuses %s', async (url) => {
+    const guard = createAddressGuard({ allow: [] });
+    await expect(guard.resolve(new URL(url))).rejects.toThrow(/127\.0\.0\.1 is a loopback/);
+  });
+
+  it('an allowed IPv4 address is allowed in its embedded forms, and only there', async () => {
+    const guard = createAddressGuard({ allow: ['127.0.0.1'] });
+    await expect(guard.resolve(new URL('http://[::7f00:1]/'))).resolves.toMatchObject({
+      address: '::7f00:1',
+    });
+    await expect(guard.resolve(new URL('http://[::7f00:2]/'))).rejects.toThrow(/loopback/);
+  });
+
+  it.each(['93.184.215.14', '1.1.1.1', '2606:4700:4700::1111'])('%s is public', (address) => {
+    expect(nonPublicReason(address)).toBeUndefined();
+  });
 
   const fakeDns = (table: Record<string, string[]>) => (host: string) =>
     Promise.resolve(

@@ -1,15 +1,18 @@
 // Office → PDF with warm LibreOffice listeners (Debian's -nogui packages).
-// Each listener is a `soffice.bin --accept=socket…` process with its own profile, driven by a persistent
-// /usr/bin/python3 UNO worker over JSON lines. A listener serves one job at a time, is recycled after N
-// jobs (its memory grows) and restarted after a crash. Each job works in its own temp directory (LibreOffice
-// writes a lock file beside its input). If no listener can be used, a cold `soffice --convert-to pdf` runs.
+// Each listener is a persistent /usr/bin/python3 UNO worker, driven over JSON lines, that starts its own
+// `soffice --accept=pipe…` with its own profile; both run in one bubblewrap jail (./sandbox.ts) without
+// network and with a file system limited to their profile and the listener's job directory. A listener
+// serves one job at a time, is recycled after N jobs (its memory grows) and restarted after a crash. Each
+// job works in its own temp directory (LibreOffice writes a lock file beside its input). If no listener can
+// be used, a cold `soffice --convert-to pdf` runs, jailed the same way.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
+import type { SystemAccount } from '../os/users.js';
+import { BWRAP_PATH, handOver, officeAccount, prepareProfile, sandboxArgs } from './sandbox.js';
 import { UNO_WORKER_PY } from './worker-script.js';
 
 export const SOFFICE_PATH = '/usr/lib/libreoffice/program/soffice';
@@ -55,42 +58,6 @@ const IMPORT_FILTERS: Record<string, { filter: string; filterOptions: string }> 
   csv: { filter: 'Text - txt - csv (StarCalc)', filterOptions: '44,34,76,1' },
 };
 
-/**
- * A document is untrusted. LibreOffice fetches pictures and other content a document links to, from
- * the network and from local files; every profile Berth starts soffice with says never to: links from
- * documents outside trusted locations are blocked (there are none), and linked content is never
- * updated. Written before the first start, as LibreOffice's own user settings.
- */
-const HARDENED_SETTINGS = `<?xml version="1.0" encoding="UTF-8"?>
-<oor:items xmlns:oor="http://openoffice.org/2001/registry" xmlns:xs="http://www.w3.org/2001/XMLSchema" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">
-<item oor:path="/org.openoffice.Office.Common/Security/Scripting"><prop oor:name="BlockUntrustedRefererLinks" oor:op="fuse"><value>true</value></prop></item>
-<item oor:path="/org.openoffice.Office.Common/Security/Scripting"><prop oor:name="MacroSecurityLevel" oor:op="fuse"><value>3</value></prop></item>
-<item oor:path="/org.openoffice.Office.Common/Security/Scripting"><prop oor:name="DisableMacrosExecution" oor:op="fuse"><value>true</value></prop></item>
-<item oor:path="/org.openoffice.Office.Common/Security/Scripting"><prop oor:name="SecureURL" oor:op="fuse"><value></value></prop></item>
-<item oor:path="/org.openoffice.Office.Writer/Content/Update"><prop oor:name="Link" oor:op="fuse"><value>2</value></prop></item>
-<item oor:path="/org.openoffice.Office.Calc/Content/Update"><prop oor:name="Link" oor:op="fuse"><value>2</value></prop></item>
-<item oor:path="/org.openoffice.Office.Common/Misc"><prop oor:name="UseOpenCL" oor:op="fuse"><value>false</value></prop></item>
-</oor:items>
-`;
-
-async function hardenedProfile(profileDir: string): Promise<string> {
-  await fs.mkdir(path.join(profileDir, 'user'), { recursive: true });
-  await fs.writeFile(path.join(profileDir, 'user', 'registrymodifications.xcu'), HARDENED_SETTINGS);
-  return `-env:UserInstallation=file://${profileDir}`;
-}
-
-/**
- * soffice in a network namespace of its own, which has no interface up: whatever a document makes
- * it try, no request leaves. The UNO worker reaches it over a pipe (a Unix socket in /tmp).
- */
-function withoutNetwork(args: string[]): [string, string[]] {
-  const root = process.getuid?.() === 0;
-  return [
-    'unshare',
-    [...(root ? [] : ['--user', '--map-current-user']), '--net', '--', SOFFICE_PATH, ...args],
-  ];
-}
-
 function killGroup(child: ChildProcess | undefined): void {
   if (!child?.pid || child.exitCode !== null || child.signalCode !== null) return;
   try {
@@ -98,6 +65,10 @@ function killGroup(child: ChildProcess | undefined): void {
   } catch {
     child.kill('SIGKILL');
   }
+}
+
+function runAs(account: SystemAccount | undefined): { uid?: number; gid?: number } {
+  return account ? { uid: account.uid, gid: account.gid } : {};
 }
 
 interface Pending {
@@ -108,34 +79,30 @@ interface Pending {
 class Listener {
   jobs = 0;
   dead = false;
-  private soffice: ChildProcess | undefined;
   private worker: ChildProcess | undefined;
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
 
   constructor(
     private readonly profileDir: string,
+    /** The only place this listener's jobs live; bound read-write into its jail. */
+    readonly jobsDir: string,
     private readonly startTimeoutMs: number,
+    private readonly account: SystemAccount | undefined,
   ) {}
 
   async start(): Promise<void> {
-    const pipe = `pipe,name=berth-office-${process.pid}-${randomBytes(6).toString('hex')}`;
-    const [command, args] = withoutNetwork([
-      await hardenedProfile(this.profileDir),
-      '--headless',
-      '--invisible',
-      '--nologo',
-      '--norestore',
-      '--nodefault',
-      '--nolockcheck',
-      `--accept=${pipe};urp;StarOffice.ComponentContext`,
-    ]);
-    this.soffice = spawn(command, args, { stdio: 'ignore', detached: true });
-    this.soffice.on('exit', () => this.die(new OfficeEngineError('LibreOffice exited')));
-    this.worker = spawn(PYTHON_PATH, ['-c', UNO_WORKER_PY, pipe], {
-      stdio: ['pipe', 'pipe', 'ignore'],
-      detached: true,
-    });
+    await prepareProfile(this.profileDir, this.account);
+    await fs.mkdir(this.jobsDir, { recursive: true, mode: 0o700 });
+    await handOver(this.account, this.jobsDir);
+    this.worker = spawn(
+      BWRAP_PATH,
+      sandboxArgs(
+        [this.profileDir, this.jobsDir],
+        [PYTHON_PATH, '-c', UNO_WORKER_PY, SOFFICE_PATH, `file://${this.profileDir}`],
+      ),
+      { stdio: ['pipe', 'pipe', 'ignore'], detached: true, ...runAs(this.account) },
+    );
     this.worker.on('exit', () => this.die(new OfficeEngineError('the UNO worker exited')));
     const lines = readline.createInterface({ input: this.worker.stdout! });
     const ready = new Promise<void>((resolve, reject) => {
@@ -199,7 +166,6 @@ class Listener {
     for (const waiting of this.pending.values()) waiting.reject(error);
     this.pending.clear();
     killGroup(this.worker);
-    killGroup(this.soffice);
   }
 
   stop(): void {
@@ -213,6 +179,7 @@ export class OfficeEngine {
   private count = 0;
   private closed = false;
   private readonly workDir: Promise<string>;
+  private account: SystemAccount | undefined;
   private coldChain: Promise<unknown> = Promise.resolve();
   private listenerSeq = 0;
   private readonly stats: OfficeStatus = {
@@ -227,7 +194,13 @@ export class OfficeEngine {
   private readonly live = new Set<Listener>();
 
   constructor(private readonly options: OfficeOptions) {
-    this.workDir = fs.mkdtemp(path.join(options.workDir ?? os.tmpdir(), 'berth-office-'));
+    this.workDir = (async () => {
+      const root = await fs.mkdtemp(path.join(options.workDir ?? os.tmpdir(), 'berth-office-'));
+      // The office account must reach its profiles and job directories under this 0700 directory.
+      this.account = officeAccount();
+      await handOver(this.account, root);
+      return root;
+    })();
     // A rejected mkdtemp is reported by convert(); do not crash the process meanwhile.
     this.workDir.catch(() => undefined);
   }
@@ -241,12 +214,14 @@ export class OfficeEngine {
     if (this.closed) throw new OfficeEngineError('the office engine is stopped');
     this.stats.jobs += 1;
     const root = await this.workDir;
-    const jobDir = await fs.mkdtemp(path.join(root, 'job-'));
+    const listener = await this.acquire();
+    // The job's directory sits in the jailed listener's own job directory (it sees no other job's files).
+    const jobDir = await fs.mkdtemp(path.join(listener?.jobsDir ?? root, 'job-'));
     const input = path.join(jobDir, `document.${extension}`);
     const output = path.join(jobDir, 'document.pdf');
     try {
-      await fs.writeFile(input, bytes);
-      const listener = await this.acquire();
+      await fs.writeFile(input, bytes, { mode: 0o600 });
+      await handOver(this.account, jobDir, input);
       if (listener) {
         let timer: NodeJS.Timeout | undefined;
         try {
@@ -360,7 +335,9 @@ export class OfficeEngine {
     // A fresh profile per listener start: a crashed office can leave its profile locked or damaged.
     const listener = new Listener(
       path.join(root, `profile-${this.listenerSeq}`),
+      path.join(root, `jobs-${this.listenerSeq}`),
       this.options.startTimeoutMs,
+      this.account,
     );
     if (this.stats.status !== 'ready') this.stats.status = 'starting';
     try {
@@ -380,22 +357,32 @@ export class OfficeEngine {
     }
   }
 
-  /** `soffice --convert-to pdf` in its own process and profile, one at a time. */
+  /** `soffice --convert-to pdf` in its own jailed process and profile, one at a time. */
   private convertCold(input: string, jobDir: string): Promise<Buffer> {
     const run = this.coldChain.then(async () => {
       this.stats.coldConversions += 1;
       const root = await this.workDir;
-      const [command, args] = withoutNetwork([
-        await hardenedProfile(path.join(root, 'profile-cold')),
-        '--headless',
-        '--norestore',
-        '--convert-to',
-        'pdf',
-        '--outdir',
-        path.join(jobDir, 'cold'),
-        input, // Berth's own absolute path, never a name from the request
-      ]);
-      const child = spawn(command, args, { stdio: 'ignore', detached: true });
+      const profile = path.join(root, 'profile-cold');
+      await prepareProfile(profile, this.account);
+      const child = spawn(
+        BWRAP_PATH,
+        sandboxArgs(
+          [profile, jobDir],
+          [
+            SOFFICE_PATH,
+            `-env:UserInstallation=file://${profile}`,
+            '--headless',
+            '--norestore',
+            '--convert-to',
+            'pdf',
+            '--outdir',
+            path.join(jobDir, 'cold'),
+            // soffice knows no `--`; the input is Berth's own absolute path (`/…/document.ext`).
+            input,
+          ],
+        ),
+        { stdio: 'ignore', detached: true, ...runAs(this.account) },
+      );
       const timer = setTimeout(() => killGroup(child), this.options.jobTimeoutMs);
       try {
         const [code] = (await once(child, 'exit')) as [number | null];

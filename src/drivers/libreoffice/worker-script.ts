@@ -15,14 +15,26 @@ def reply(obj):
     sys.stdout.write(json.dumps(obj) + "\n")
     sys.stdout.flush()
 
-# The listener's connection: a pipe (a Unix socket), which reaches soffice in its network namespace.
-connection = sys.argv[1]
+# argv: the soffice program and the profile URL. The worker starts soffice itself, inside the same jail,
+# and talks to it over a named pipe (a Unix socket in the jail's private /tmp): no TCP, no network.
+import subprocess, threading, os
+office = subprocess.Popen(
+    [sys.argv[1], "-env:UserInstallation=" + sys.argv[2], "--headless", "--invisible", "--nologo",
+     "--norestore", "--nodefault", "--nolockcheck", "--accept=pipe,name=berth-office;urp;StarOffice.ComponentContext"],
+    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+def watch():
+    # soffice gone: the worker goes too, so that Berth sees the listener die and replaces it.
+    office.wait()
+    os._exit(3)
+
+threading.Thread(target=watch, daemon=True).start()
 local = uno.getComponentContext()
 resolver = local.ServiceManager.createInstanceWithContext("com.sun.star.bridge.UnoUrlResolver", local)
 deadline = time.time() + 60
 while True:
     try:
-        remote = resolver.resolve("uno:%s;urp;StarOffice.ComponentContext" % connection)
+        remote = resolver.resolve("uno:pipe,name=berth-office;urp;StarOffice.ComponentContext")
         break
     except Exception as error:
         if time.time() > deadline:

@@ -55,34 +55,39 @@ export function parseAllowList(entries: readonly string[]): AllowRule[] {
   });
 }
 
-const v4 = (high: number, low: number): ipaddr.IPv4 =>
-  new ipaddr.IPv4([high >> 8, high & 0xff, low >> 8, low & 0xff]);
-
 /**
- * The IPv4 address an IPv6 address carries, judged as that address: IPv4-mapped (::ffff:a.b.c.d),
- * IPv4-compatible (::a.b.c.d, so `[::127.0.0.1]` is loopback), NAT64 (64:ff9b::/96), 6to4
- * (2002:AABB:CCDD::) and Teredo (2001:0::/32, the client's address inverted in the last 32 bits).
+ * The IPv4 addresses an IPv6 address carries to the wire: IPv4-mapped (`::ffff:a.b.c.d`), IPv4-compatible
+ * (`::a.b.c.d`, which some stacks still route as IPv4), NAT64 (`64:ff9b::/96`), 6to4 (`2002:AABB:CCDD::/48`)
+ * and Teredo (`2001:0::/32`: the relay's server address and the client's, inverted). Empty for other
+ * addresses. Each form is judged by what it embeds, or `[::127.0.0.1]` would reach loopback.
  */
-function normalise(address: string): ipaddr.IPv4 | ipaddr.IPv6 {
+export function embeddedIPv4(ip: ipaddr.IPv4 | ipaddr.IPv6): ipaddr.IPv4[] {
+  if (ip.kind() !== 'ipv6') return [];
+  const w = (ip as ipaddr.IPv6).parts;
+  const v4 = (high: number, low: number) => new ipaddr.IPv4([high >> 8, high & 0xff, low >> 8, low & 0xff]);
+  const zeros = (from: number, to: number) => w.slice(from, to).every((part) => part === 0);
+  if (zeros(0, 5) && w[5] === 0xffff) return [v4(w[6]!, w[7]!)];
+  // `::` and `::1` keep their own meaning (unspecified, loopback); every other `::/96` address is compatible.
+  if (zeros(0, 6) && !(w[6] === 0 && (w[7] === 0 || w[7] === 1))) return [v4(w[6]!, w[7]!)];
+  if (w[0] === 0x64 && w[1] === 0xff9b && zeros(2, 6)) return [v4(w[6]!, w[7]!)];
+  if (w[0] === 0x2002) return [v4(w[1]!, w[2]!)];
+  if (w[0] === 0x2001 && w[1] === 0) return [v4(w[2]!, w[3]!), v4(w[6]! ^ 0xffff, w[7]! ^ 0xffff)];
+  return [];
+}
+
+function normalise(address: string): Array<ipaddr.IPv4 | ipaddr.IPv6> {
   const ip = ipaddr.parse(address);
-  if (ip.kind() === 'ipv4') return ip;
-  const v6 = ip as ipaddr.IPv6;
-  const p = v6.parts;
-  if (v6.isIPv4MappedAddress()) return v6.toIPv4Address();
-  const zeros = (from: number, to: number) => p.slice(from, to).every((x) => x === 0);
-  // :: and ::1 are the IPv6 unspecified and loopback addresses themselves.
-  if (zeros(0, 6) && (p[6] !== 0 || (p[7] ?? 0) > 1)) return v4(p[6] ?? 0, p[7] ?? 0);
-  if (p[0] === 0x64 && p[1] === 0xff9b && zeros(2, 6)) return v4(p[6] ?? 0, p[7] ?? 0);
-  if (p[0] === 0x2002) return v4(p[1] ?? 0, p[2] ?? 0);
-  if (p[0] === 0x2001 && p[1] === 0) return v4(~(p[6] ?? 0) & 0xffff, ~(p[7] ?? 0) & 0xffff);
-  return ip;
+  const embedded = embeddedIPv4(ip);
+  return embedded.length > 0 ? embedded : [ip];
 }
 
 /** Why an address is not public, or undefined when it is an ordinary unicast address. */
 export function nonPublicReason(address: string): string | undefined {
-  const ip = normalise(address);
-  const range = ip.range();
-  return range === 'unicast' ? undefined : `${ip.toString()} is a ${range} address`;
+  for (const ip of normalise(address)) {
+    const range = ip.range();
+    if (range !== 'unicast') return `${ip.toString()} is a ${range} address`;
+  }
+  return undefined;
 }
 
 function defaultPort(url: URL): number {
@@ -98,12 +103,14 @@ export function createAddressGuard(options: {
   const lookup = options.lookup ?? ((host: string) => dns.lookup(host, { all: true, verbatim: true }));
 
   const allowed = (address: string, port: number): boolean => {
-    const ip = normalise(address);
-    return rules.some(
-      (rule) =>
-        rule.range[0].kind() === ip.kind() &&
-        ip.match(rule.range) &&
-        (rule.port === undefined || rule.port === port),
+    // Every address the packet may reach must be listed.
+    return normalise(address).every((ip) =>
+      rules.some(
+        (rule) =>
+          rule.range[0].kind() === ip.kind() &&
+          ip.match(rule.range) &&
+          (rule.port === undefined || rule.port === port),
+      ),
     );
   };
 

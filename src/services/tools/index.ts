@@ -23,12 +23,12 @@ import {
 } from '../../drivers/libreoffice/engine.js';
 import { createAddressGuard, BlockedAddressError, type AddressGuard } from '../../drivers/net/guard.js';
 import {
-  DEFAULT_MERGE_LIMITS,
+  createPdfPool,
+  DEFAULT_PDF_LIMITS,
   InvalidPdfError,
   PdfLimitError,
-  type MergeLimits,
+  type PdfLimits,
 } from '../../drivers/pdf/merge.js';
-import { createPdfWorker } from '../../drivers/pdf/pool.js';
 import { createCreditLedger, type CreditLedger } from './credits.js';
 import { MARKDOWN_STYLESHEET } from './markdown-style.js';
 import { createWorkQueue, type WorkQueue } from './queue.js';
@@ -46,9 +46,9 @@ export interface ToolsOptions {
   officeMaxQueued: number;
   officeJobsPerListener: number;
   mergeMaxQueued: number;
-  /** A merge that runs longer is stopped and answered 422. */
-  mergeTimeoutMs: number;
-  mergeLimits: MergeLimits;
+  /** Merges at once, each on its own worker thread. */
+  mergeWorkers: number;
+  mergeLimits: PdfLimits;
 }
 
 export const DEFAULT_TOOLS_OPTIONS: ToolsOptions = {
@@ -65,8 +65,9 @@ export const DEFAULT_TOOLS_OPTIONS: ToolsOptions = {
   officeMaxQueued: 50,
   officeJobsPerListener: 200,
   mergeMaxQueued: 100,
-  mergeTimeoutMs: 30_000,
-  mergeLimits: DEFAULT_MERGE_LIMITS,
+  // Leaves a core to the event loop and the other engines.
+  mergeWorkers: Math.max(1, Math.min(2, os.availableParallelism() - 1)),
+  mergeLimits: DEFAULT_PDF_LIMITS,
 };
 
 export interface Charged<T> {
@@ -133,11 +134,10 @@ function engineFailure(error: unknown): AppError {
     });
   }
   if (error instanceof PdfLimitError) {
-    const field = error.index === undefined ? 'files' : `files.${error.index}`;
-    const subject = error.index === undefined ? 'The files' : `The file ${field}`;
-    return new AppError('validation', 'The given data was invalid.', {
-      errors: { [field]: [`${subject} ${error.message}.`] },
-    });
+    // A 413 body is `{message}`; a 422 names the limit under `files`, like the other merge refusals.
+    return error.tooLarge
+      ? new AppError('payload_too_large', error.message)
+      : new AppError('validation', 'The given data was invalid.', { errors: { files: [error.message] } });
   }
   if (error instanceof InvalidPdfError) {
     return new AppError('validation', 'The given data was invalid.', {
@@ -185,11 +185,11 @@ function createToolsService(ctx: AppContext, options: ToolsOptions): ToolsServic
     maxQueued: options.officeMaxQueued,
     secondsPerJob: 0.5,
   });
-  // pdf-lib runs on a worker thread, one merge at a time: the API stays responsive whatever a PDF holds.
-  const pdfWorker = createPdfWorker({ timeoutMs: options.mergeTimeoutMs, limits: options.mergeLimits });
+  // pdf-lib runs on worker threads; the queue bounds how many merges wait for one.
+  const pdf = createPdfPool({ size: options.mergeWorkers, limits: options.mergeLimits });
   const mergeQueue = createWorkQueue({
     name: 'merge',
-    concurrency: 1,
+    concurrency: options.mergeWorkers,
     maxQueued: options.mergeMaxQueued,
     secondsPerJob: 0.05,
   });
@@ -243,7 +243,7 @@ function createToolsService(ctx: AppContext, options: ToolsOptions): ToolsServic
     },
 
     merge(files) {
-      return mergeQueue.run(() => pdfWorker.merge(files));
+      return mergeQueue.run(() => pdf.merge(files));
     },
 
     health() {
@@ -260,7 +260,7 @@ function createToolsService(ctx: AppContext, options: ToolsOptions): ToolsServic
     },
 
     async close() {
-      await Promise.all([chromium.close(), office.close(), pdfWorker.close()]);
+      await Promise.all([chromium.close(), office.close(), pdf.close()]);
     },
   };
 }
