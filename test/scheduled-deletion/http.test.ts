@@ -113,6 +113,8 @@ describe.each(DIALECTS)('scheduled deletion over HTTP (%s)', (dialect) => {
     ] as const) {
       const res = await call(method, url, method === 'GET' ? undefined : { scheduled_deletion_at: null });
       expect(res.statusCode, `${method} ${url}`).toBe(403);
+      // Team ids are sequential: a 403 names nothing the caller may not see.
+      expect(res.body, `${method} ${url}`).not.toContain('globex');
     }
     expect((await call('GET', '/api/v1/teams/nobody/notifications')).statusCode).toBe(404);
     const untouched = await t.ctx.db
