@@ -138,7 +138,22 @@ describe.each(DIALECTS)('/1.3 database operations on %s', (dialect) => {
       migration_check: { source_service_uri: source.url, method: 'dump', ignore_dbs: 'crm' },
     });
     expect(task).toMatchObject({ operation: 'pg_migration_check', success: true });
-    expect(task.result).not.toBe('');
+    // The source has no TLS, which the migration's default (ssl: true) needs: the check says so.
+    expect(task.result_codes.map((c) => c.code)).toContain('SSL_NOT_SUPPORTED');
+    expect(task.result).toContain('start the migration with "ssl": false');
+    // With ssl given, the check connects exactly as that migration will.
+    const withTls = await finishedTask({
+      operation: 'migration_check',
+      migration_check: { source_service_uri: source.url, method: 'dump', ssl: true },
+    });
+    expect(withTls.success).toBe(false);
+    const plain = await finishedTask({
+      operation: 'migration_check',
+      migration_check: { source_service_uri: source.url, method: 'dump', ssl: false },
+    });
+    expect(plain).toMatchObject({ success: true });
+    expect(plain.result).toContain('passed successfully without TLS');
+    expect(plain.result_codes.map((c) => c.code)).not.toContain('SSL_NOT_SUPPORTED');
     const stored = await berth.ctx.db
       .selectFrom('managed_database_tasks')
       .select('request')

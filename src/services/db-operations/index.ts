@@ -100,6 +100,8 @@ export type TaskOperation = 'migration_check' | 'upgrade_check';
 export interface TaskRequest {
   operation: TaskOperation;
   sourceUri?: string;
+  /** TLS to the source, as the migration started later will use it; unset: checked both ways. */
+  ssl?: boolean;
   method?: MigrationMethod;
   ignoreDbs?: string;
   targetVersion?: string;
@@ -190,6 +192,7 @@ export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandl
         const check = await checkMigrationSource({
           sourceUri: request.sourceUri ?? '',
           engine,
+          ...(request.ssl !== undefined ? { ssl: request.ssl } : {}),
           ...(request.method ? { method: request.method } : {}),
           ...(request.ignoreDbs ? { ignoreDbs: request.ignoreDbs } : {}),
           ...(engine === 'pg' && targetMajor ? { targetMajor } : {}),

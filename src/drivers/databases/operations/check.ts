@@ -82,7 +82,15 @@ export async function checkMigrationSource(input: MigrationCheckInput): Promise<
   const method = input.method ?? 'dump';
   try {
     const partial = spec.engine === 'pg' ? await checkPostgres(spec, input) : await checkMysql(spec, input);
-    return conclude(partial, input.method);
+    const result = conclude(partial, input.method, spec.sslMode);
+    // Without `ssl`, a migration requires TLS (its default): say so now if the source has none.
+    if (result.success && input.ssl === undefined && spec.sslMode === 'prefer' && !(await acceptsTls(spec))) {
+      const message =
+        'The source does not accept TLS: start the migration with "ssl": false (its default, true, requires TLS)';
+      result.resultCodes.push({ code: 'SSL_NOT_SUPPORTED', message });
+      result.result = `${result.result} ${message}.`;
+    }
+    return result;
   } catch (error) {
     if (isOperationError(error))
       return failed(spec.engine, method, { code: error.code, message: error.message });
@@ -92,7 +100,23 @@ export async function checkMigrationSource(input: MigrationCheckInput): Promise<
 
 type Facts = Omit<MigrationCheckResult, 'success' | 'method' | 'preferredMethod' | 'result'>;
 
-function conclude(partial: Facts, requested: MigrationMethod | undefined): MigrationCheckResult {
+/** Whether the source takes a connection that requires TLS. */
+async function acceptsTls(spec: ConnectionSpec): Promise<boolean> {
+  const tls = { ...spec, sslMode: 'require' as const };
+  try {
+    if (spec.engine === 'pg') await withPg(tls, 'source', (c) => c.query('SELECT 1'));
+    else await withMysql(tls, 'source', (c) => c.query('SELECT 1'));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function conclude(
+  partial: Facts,
+  requested: MigrationMethod | undefined,
+  sslMode: ConnectionSpec['sslMode'],
+): MigrationCheckResult {
   const preferred: MigrationMethod | null = partial.replication.possible
     ? 'replication'
     : partial.dump.possible
@@ -108,8 +132,9 @@ function conclude(partial: Facts, requested: MigrationMethod | undefined): Migra
   ) {
     resultCodes.unshift({ code, message: verdict.reasons.join('; ') });
   }
+  const tls = { require: ' with TLS', disable: ' without TLS', prefer: '' }[sslMode];
   const result = verdict.possible
-    ? `All pre-checks passed successfully, migration method will be '${method}'.`
+    ? `All pre-checks passed successfully${tls}, migration method will be '${method}'.`
     : `Migration method '${method}' is not possible: ${verdict.reasons.join('; ')}`;
   return { ...partial, success: verdict.possible, method, preferredMethod: preferred, resultCodes, result };
 }

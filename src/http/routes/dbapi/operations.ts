@@ -64,6 +64,8 @@ const TaskBody = Type.Object(
           source_service_uri: Type.String({ minLength: 1, maxLength: 4096 }),
           method: Type.Optional(Method),
           ignore_dbs: Type.Optional(Type.String({ maxLength: 4096 })),
+          // As on POST …/migration: given, the check connects exactly as that migration will.
+          ssl: Type.Optional(Type.Boolean()),
         },
         { additionalProperties: false },
       ),
@@ -217,10 +219,11 @@ export function registerDbOperationRoutes(app: FastifyInstance, ctx: AppContext)
             apiCode: 'INVALID_REQUEST',
           });
         }
-        validateUri(check.source_service_uri, engine);
+        validateUri(check.source_service_uri, engine, check.ssl);
         task = {
           operation: 'migration_check',
           sourceUri: check.source_service_uri,
+          ...(check.ssl !== undefined ? { ssl: check.ssl } : {}),
           ...(check.method ? { method: check.method } : {}),
           ...(check.ignore_dbs ? { ignoreDbs: check.ignore_dbs } : {}),
         };
