@@ -4,6 +4,7 @@
 import fs from 'node:fs';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { maintenanceFile } from '../../src/drivers/databases/local/accounts.js';
 import { isAlive } from '../../src/drivers/databases/local/process.js';
 import { createBackgroundWork } from '../../src/jobs/index.js';
 import type { CreatedUser } from '../../src/services/identity.js';
@@ -144,6 +145,7 @@ describe.each(DIALECTS)('deleting and powering managed databases on %s', (dialec
     expect(gone.json()).toMatchObject({ error_code: 'SERVICE_NOT_FOUND' });
     expect(isAlive(before.pid)).toBe(false);
     expect(fs.existsSync(dir)).toBe(false);
+    expect(fs.existsSync(maintenanceFile(dir))).toBe(false); // Berth's password for it, too
     const left = await berth.ctx.db
       .selectFrom('managed_database_tasks')
       .select('id')

@@ -8,7 +8,11 @@ import mysql from 'mysql2/promise';
 import pg from 'pg';
 import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MAINTENANCE_USER, maintenancePassword } from '../../src/drivers/databases/local/accounts.js';
+import {
+  MAINTENANCE_USER,
+  maintenanceFile,
+  maintenancePassword,
+} from '../../src/drivers/databases/local/accounts.js';
 import { createBackgroundWork } from '../../src/jobs/index.js';
 import { managedDatabases } from '../../src/services/managed-databases/index.js';
 import type { CreatedUser } from '../../src/services/identity.js';
@@ -217,7 +221,7 @@ describe.each(DIALECTS)('tenant isolation of managed databases on %s', (dialect)
     maintenance.password = encodeURIComponent(maintenancePassword(root));
     await pgAs(maintenance.toString(), (c) => c.query('ALTER ROLE upadmin SUPERUSER'));
     await berth.close();
-    fs.rmSync(path.join(root, 'maintenance.password'));
+    fs.rmSync(maintenanceFile(root));
     fs.chmodSync(root, 0o755);
     // chown -R to the shared account, as instances used to be
     const { execFileSync } = await import('node:child_process');
@@ -235,6 +239,10 @@ describe.each(DIALECTS)('tenant isolation of managed databases on %s', (dialect)
     const { pid } = await instance(ids.pgA);
     expect(fs.statSync(root).uid).toBe(uidOf(pid as number));
     expect(fs.statSync(root).mode & 0o777).toBe(0o700);
-    expect(fs.existsSync(path.join(root, 'maintenance.password'))).toBe(true);
+    // Berth's maintenance password lives outside the instance, out of its OS account's reach.
+    expect(fs.existsSync(maintenanceFile(root))).toBe(true);
+    expect(fs.statSync(maintenanceFile(root)).uid).toBe(0);
+    expect(fs.statSync(path.dirname(maintenanceFile(root))).mode & 0o777).toBe(0o700);
+    expect(fs.readdirSync(root)).not.toContain('maintenance.password');
   });
 });

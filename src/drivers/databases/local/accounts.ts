@@ -51,11 +51,17 @@ function lookupUid(account: string): number {
   return uid;
 }
 
-const maintenanceFile = (root: string) => path.join(root, 'maintenance.password');
+/**
+ * Beside the instances, not in them: the instance's own OS account owns its directory, and must not
+ * read the password of the account that can undo its confinement. Root only (0700 / 0600).
+ */
+export const maintenanceFile = (root: string): string =>
+  path.join(path.dirname(root), '.maintenance', path.basename(root));
 
 /** The maintenance account's password of the instance at `root`, made once (0600). */
 export function maintenancePassword(root: string): string {
   const file = maintenanceFile(root);
+  fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
   try {
     return fs.readFileSync(file, 'utf8');
   } catch (error) {

@@ -18,7 +18,7 @@ import {
 import type { LocalEngine } from './engine.js';
 import { mariadbEngine } from './mariadb.js';
 import { postgresEngine } from './postgres.js';
-import { instanceAccount, ownInstance } from './accounts.js';
+import { instanceAccount, maintenanceFile, ownInstance } from './accounts.js';
 import { chownTree, ensureTraversable, freePort, portIsFree, run, terminate, treeSize } from './process.js';
 import { valkeyEngine } from './valkey.js';
 
@@ -253,6 +253,7 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
       serialized(ref.id, async () => {
         await stopInstance(ref);
         fs.rmSync(dirOf(ref.id), { recursive: true, force: true });
+        fs.rmSync(maintenanceFile(dirOf(ref.id)), { force: true });
       }),
     status: (ref): Promise<InstanceStatus> => {
       const root = dirOf(ref.id);
