@@ -190,9 +190,16 @@ describe.each(DIALECTS)('/1.3 database operations on %s', (dialect) => {
       source_pg_version: '15',
       target_pg_version: '16',
     });
-    const missing = await finishedTask({ operation: 'upgrade_check', target_version: '99' });
-    expect(missing.success).toBe(false);
+    const missing = await finishedTask({ operation: 'upgrade_check', target_version: '17' });
+    expect(missing).toMatchObject({ success: false, target_pg_version: '17' });
     expect(missing.result_codes.map((c) => c.code)).toContain('UPGRADE_BINARIES_MISSING');
+    expect(missing.result).toBe('PostgreSQL 17 is not installed on this host (the nearest is 16)');
+    // A downgrade is refused as such, whatever is installed; no answer shows a server path.
+    const older = await finishedTask({ operation: 'upgrade_check', target_version: '14' });
+    expect(older).toMatchObject({ success: false, target_pg_version: '14' });
+    expect(older.result_codes.map((c) => c.code)).toEqual(['UPGRADE_VERSION_NOT_NEWER']);
+    for (const task of [missing, older])
+      expect(JSON.stringify(task)).not.toMatch(/\/usr\/|\/tmp\/|node_modules/);
     // A failed check does not open the gate. The upgrade itself runs in test/dbapi/upgrade.test.ts:
     // this suite's database stays on 15 for the clone tests below.
     const failedCheck = await call('POST', `/1.3/database/${uuid}/upgrade`, { target_version: '99' });

@@ -212,7 +212,8 @@ export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandl
         codes = check.resultCodes;
         details = {
           source_pg_version: String(check.sourceMajor),
-          target_pg_version: check.targetMajor === null ? version : String(check.targetMajor),
+          // The version asked for: the answer is about it, whatever binaries were found.
+          target_pg_version: version,
         };
       }
     } catch (error) {

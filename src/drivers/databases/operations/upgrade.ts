@@ -80,7 +80,10 @@ async function binaryMajor(binDir: string): Promise<number> {
   const { stdout } = await runCommand({ command: path.join(binDir, 'postgres'), args: ['--version'] });
   const major = Number(/\(PostgreSQL\)\s+(\d+)/.exec(stdout)?.[1] ?? NaN);
   if (!Number.isFinite(major))
-    throw new OperationError('UPGRADE_BINARIES_MISSING', `Unknown postgres in ${binDir}`);
+    throw new OperationError(
+      'UPGRADE_BINARIES_MISSING',
+      'The PostgreSQL binaries for that version cannot be run',
+    );
   return major;
 }
 
@@ -103,19 +106,26 @@ export async function upgradeCheck(input: UpgradeCheckInput): Promise<UpgradeChe
     if (!info) throw new OperationError('TARGET_UNREACHABLE', 'Empty answer from the database');
     sourceVersion = info.version;
     sourceMajor = pgMajorOf(Number(info.num));
+    // What was asked for is judged first: a downgrade is refused as such, whatever is installed.
+    if (input.targetVersion !== undefined && Number(input.targetVersion) <= sourceMajor) {
+      throw new OperationError(
+        'UPGRADE_VERSION_NOT_NEWER',
+        `Target version ${input.targetVersion} is not newer than the current ${sourceVersion}`,
+      );
+    }
 
     const missing = REQUIRED_BINARIES.filter((b) => !fs.existsSync(path.join(input.targetBinDir, b)));
     if (missing.length > 0) {
       throw new OperationError(
         'UPGRADE_BINARIES_MISSING',
-        `PostgreSQL ${input.targetVersion ?? ''} is not installed: ${missing.join(', ')} missing in ${input.targetBinDir}`,
+        `PostgreSQL ${input.targetVersion ?? ''} is not installed on this host (its ${missing.join(', ')} are missing)`,
       );
     }
     targetMajor = await binaryMajor(input.targetBinDir);
     if (input.targetVersion !== undefined && Number(input.targetVersion) !== targetMajor) {
       throw new OperationError(
         'UPGRADE_BINARIES_MISSING',
-        `PostgreSQL ${input.targetVersion} is not installed (the binaries in ${input.targetBinDir} are ${targetMajor})`,
+        `PostgreSQL ${input.targetVersion} is not installed on this host (the nearest is ${targetMajor})`,
       );
     }
     if (targetMajor <= sourceMajor) {
