@@ -106,17 +106,26 @@ export function createObjectMetadata(db: Kysely<Database>, dialect: Dialect) {
         .where('key', '=', key)
         .executeTakeFirst(),
 
-    /** Creates or replaces the object; returns the replaced object's file, to be removed after commit. */
-    async putObject(bucketId: number, key: string, values: NewObject): Promise<string | undefined> {
+    /**
+     * Creates or replaces the object; returns the replaced object's file, to be removed after commit.
+     * `guard` sees the locked current row (see conditional.ts) and throws to refuse the write.
+     */
+    async putObject(
+      bucketId: number,
+      key: string,
+      values: NewObject,
+      guard?: (current: { etag: string } | undefined) => void,
+    ): Promise<string | undefined> {
       for (let attempt = 0; ; attempt += 1) {
         const result = await db.transaction().execute(async (trx) => {
           let select = trx
             .selectFrom('s3_objects')
-            .select(['id', 'file'])
+            .select(['id', 'file', 'etag'])
             .where('bucket_id', '=', bucketId)
             .where('key', '=', key);
           if (locking) select = select.forUpdate();
           const old = await select.executeTakeFirst();
+          guard?.(old);
           if (old) {
             await trx.updateTable('s3_objects').set(values).where('id', '=', old.id).execute();
             return { done: true, old: old.file };
@@ -247,17 +256,25 @@ export function createObjectMetadata(db: Kysely<Database>, dialect: Dialect) {
         .execute(),
 
     /** Completes an upload: the object row replaces any old one and the upload goes, in one transaction. */
-    async completeUpload(uploadRowId: number, bucketId: number, key: string, values: NewObject) {
+    async completeUpload(
+      uploadRowId: number,
+      bucketId: number,
+      key: string,
+      values: NewObject,
+      guard?: (current: { etag: string } | undefined) => void,
+    ) {
       return db.transaction().execute(async (trx) => {
         const gone = await trx.deleteFrom('s3_uploads').where('id', '=', uploadRowId).executeTakeFirst();
         if (Number(gone.numDeletedRows) === 0) return { completed: false, old: undefined };
         let select = trx
           .selectFrom('s3_objects')
-          .select(['id', 'file'])
+          .select(['id', 'file', 'etag'])
           .where('bucket_id', '=', bucketId)
           .where('key', '=', key);
         if (locking) select = select.forUpdate();
         const old = await select.executeTakeFirst();
+        // A refusal rolls back the upload's deletion too: the client may retry without a condition.
+        guard?.(old);
         if (old) await trx.updateTable('s3_objects').set(values).where('id', '=', old.id).execute();
         else
           await trx

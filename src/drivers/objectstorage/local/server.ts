@@ -14,6 +14,7 @@ import type { Database } from '../../../db/schema/index.js';
 import { iso, type Clock } from '../../../domain/clock.js';
 import type { SecretBox } from '../../../services/secret-box.js';
 import { memorySink, receiveBody } from './body.js';
+import { conditionalWrite } from './conditional.js';
 import { FileSink } from './file-sink.js';
 import { errors, S3Error } from './errors.js';
 import { createObjectFiles, type ObjectFiles } from './files.js';
@@ -378,18 +379,25 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
   async function putObject(x: Exchange, bucket: BucketRow, key: string): Promise<void> {
     allow(x, { action: 's3:PutObject', bucket: bucket.name, key });
     checkKey(key);
+    const guard = conditionalWrite(x.req.headers, key); // hook: conditional writes (conditional.ts)
+    guard?.before(await meta.findObject(bucket.id, key));
     const { temp, size, md5 } = await receiveToTemp(x);
     const etag = quoteEtag(md5.toString('hex'));
     const file = await files.place(temp, 'data', bucket.id);
     let old: string | undefined;
     try {
-      old = await meta.putObject(bucket.id, key, {
-        size,
-        etag,
-        file,
-        headers: storedHeaders(x.req),
-        last_modified: iso(deps.clock.now()),
-      });
+      old = await meta.putObject(
+        bucket.id,
+        key,
+        {
+          size,
+          etag,
+          file,
+          headers: storedHeaders(x.req),
+          last_modified: iso(deps.clock.now()),
+        },
+        guard?.commit,
+      );
     } catch (error) {
       await files.remove(file);
       throw error;
@@ -597,6 +605,8 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
   async function completeUpload(x: Exchange, bucket: BucketRow, key: string): Promise<void> {
     allow(x, { action: 's3:PutObject', bucket: bucket.name, key });
     const upload = await findUpload(x, bucket, key);
+    const guard = conditionalWrite(x.req.headers, key); // hook: conditional writes (conditional.ts)
+    guard?.before(await meta.findObject(bucket.id, key));
     const requested = parseCompleteMultipart(await receiveXml(x));
     const stored = new Map((await meta.listParts(upload.id)).map((p) => [p.part_number, p]));
     let previous = 0;
@@ -629,13 +639,18 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
     }
     const etag = quoteEtag(`${md5s.digest('hex')}-${chosen.length}`);
     const file = await files.place(temp, 'data', bucket.id);
-    const result = await meta.completeUpload(upload.id, bucket.id, key, {
-      size,
-      etag,
-      file,
-      headers: upload.headers,
-      last_modified: iso(deps.clock.now()),
-    });
+    const result = await meta
+      .completeUpload(
+        upload.id,
+        bucket.id,
+        key,
+        { size, etag, file, headers: upload.headers, last_modified: iso(deps.clock.now()) },
+        guard?.commit,
+      )
+      .catch(async (error: unknown) => {
+        await files.remove(file); // hook: a refused condition leaves no object file behind
+        throw error;
+      });
     if (!result.completed) {
       await files.remove(file);
       throw errors.noSuchUpload(upload.upload_id);
