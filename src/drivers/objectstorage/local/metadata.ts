@@ -290,6 +290,26 @@ export function createObjectMetadata(db: Kysely<Database>, dialect: Dialect) {
       return Number(gone.numDeletedRows) > 0;
     },
 
+    /** The bucket's CORS rules (JSON, see cors.ts), or undefined when it has no configuration. */
+    getCors: async (bucketId: number): Promise<string | undefined> =>
+      (
+        await db
+          .selectFrom('s3_bucket_cors')
+          .select('rules')
+          .where('bucket_id', '=', bucketId)
+          .executeTakeFirst()
+      )?.rules,
+
+    putCors: (bucketId: number, rules: string) =>
+      db
+        .insertInto('s3_bucket_cors')
+        .values({ bucket_id: bucketId, rules })
+        .onConflict((oc) => oc.column('bucket_id').doUpdateSet({ rules }))
+        .execute(),
+
+    deleteCors: (bucketId: number) =>
+      db.deleteFrom('s3_bucket_cors').where('bucket_id', '=', bucketId).execute(),
+
     /** Which of these files (relative paths) an object or an upload part names. */
     async namedFiles(files: string[]): Promise<Set<string>> {
       if (files.length === 0) return new Set();

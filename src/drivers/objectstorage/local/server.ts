@@ -15,6 +15,8 @@ import { iso, type Clock } from '../../../domain/clock.js';
 import type { SecretBox } from '../../../services/secret-box.js';
 import { memorySink, receiveBody } from './body.js';
 import { conditionalWrite } from './conditional.js';
+import { createCors } from './cors.js';
+import type { FeatureExchange } from './exchange.js';
 import { FileSink } from './file-sink.js';
 import { errors, S3Error } from './errors.js';
 import { createObjectFiles, type ObjectFiles } from './files.js';
@@ -113,9 +115,6 @@ function hasSubresource(params: Map<string, string>): boolean {
   return [...params.keys()].some((k) => k !== 'x-id' && !k.startsWith('X-Amz-'));
 }
 
-const EXPOSED_HEADERS =
-  'ETag, Content-Length, Content-Range, Content-Type, Last-Modified, Accept-Ranges, x-amz-request-id';
-
 /** Sorts after every key that starts with the text before it (see metadata.listObjects). */
 const SKIP_UNDER = '\u{10FFFF}';
 
@@ -129,6 +128,7 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
   const ttl = deps.lookupTtlMs ?? LOOKUP_TTL_MS;
   const keyCache = lookupCache<AccessKey>(ttl);
   const bucketCache = lookupCache<BucketRow>(ttl);
+  const corsFeature = createCors(meta, ttl);
 
   function statementsOf(policies: string): readonly Statement[] {
     let found = compiled.get(policies);
@@ -267,6 +267,17 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
 
   function checkKey(key: string): void {
     if (Buffer.byteLength(key) > 1024) throw errors.keyTooLong();
+  }
+
+  /** What the feature modules (cors.ts…) see of a request. */
+  function feature(x: Exchange): FeatureExchange {
+    return {
+      req: x.req,
+      allow: (request) => allow(x, request),
+      readXml: () => receiveXml(x),
+      reply: (status, headers) => send(x, status, headers),
+      replyXml: (root, body, headers) => sendXml(x, root, body, headers),
+    };
   }
 
   // ---- buckets ----
@@ -711,6 +722,10 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
     if (x.key === undefined) {
       if (method === 'PUT' && !hasSubresource(p)) return createBucket(x, x.bucket);
       const bucket = await ownBucket(x, x.bucket);
+      // hook: bucket CORS configuration (cors.ts)
+      if (p.has('cors') && method === 'PUT') return corsFeature.put(feature(x), bucket);
+      if (p.has('cors') && method === 'GET') return corsFeature.get(feature(x), bucket);
+      if (p.has('cors') && method === 'DELETE') return corsFeature.delete(feature(x), bucket);
       switch (method) {
         case 'HEAD':
           allow(x, { action: 's3:ListBucket', bucket: bucket.name });
@@ -810,29 +825,6 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
     res.end(body);
   }
 
-  /**
-   * Browsers may call the endpoint from any origin (presigned uploads from a web page). Every request
-   * carries its own signature and no ambient credential, so allowing any origin exposes nothing a
-   * holder of the URL could not already read. Answers preflights itself; returns true when it did.
-   */
-  function cors(req: IncomingMessage, res: ServerResponse): boolean {
-    const origin = headerValue(req.headers, 'origin');
-    if (origin === undefined) return false;
-    res.setHeader('access-control-allow-origin', origin);
-    res.setHeader('vary', 'Origin');
-    res.setHeader('access-control-expose-headers', EXPOSED_HEADERS);
-    const method = headerValue(req.headers, 'access-control-request-method');
-    if (req.method !== 'OPTIONS' || method === undefined) return false;
-    res.writeHead(200, {
-      'access-control-allow-methods': 'GET, PUT, POST, DELETE, HEAD',
-      'access-control-allow-headers': headerValue(req.headers, 'access-control-request-headers') ?? '*',
-      'access-control-max-age': '3000',
-      'content-length': 0,
-    });
-    res.end();
-    return true;
-  }
-
   return async function handle(
     req: IncomingMessage,
     res: ServerResponse,
@@ -840,8 +832,9 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
   ): Promise<void> {
     const requestId = randomBytes(8).toString('hex').toUpperCase();
     const { path, query } = splitTarget(req.url ?? '/');
-    if (cors(req, res)) return;
     try {
+      // hook: browsers' CORS answers from the bucket's rules (cors.ts)
+      if (await corsFeature.answer(req, res, address(req.headers.host, path).bucket)) return;
       const params = parseQuery(query);
       const { bucket, key } = address(req.headers.host, path);
       const caller = await authenticate(req);
