@@ -18,6 +18,7 @@ import { conditionalWrite } from './conditional.js';
 import { createCors } from './cors.js';
 import type { FeatureExchange } from './exchange.js';
 import { FileSink } from './file-sink.js';
+import { createPostObject } from './post-object.js';
 import { errors, S3Error } from './errors.js';
 import { createObjectFiles, type ObjectFiles } from './files.js';
 import { lookupCache } from './lookup-cache.js';
@@ -159,14 +160,9 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
     return { bucket: uriDecode(bucketPart), ...(keyPart !== '' ? { key: uriDecode(keyPart) } : {}) };
   }
 
-  async function authenticate(req: IncomingMessage): Promise<Caller> {
-    const signature = parseSignature(
-      { method: req.method ?? 'GET', url: req.url ?? '/', headers: req.headers },
-      deps.clock.now(),
-    );
-    if (!signature) throw errors.accessDenied('Anonymous access is not allowed');
-    const key = await keyCache.get(signature.accessKeyId, async () => {
-      const row = await meta.findAccessKey(signature.accessKeyId);
+  const loadKey = (accessKeyId: string) =>
+    keyCache.get(accessKeyId, async () => {
+      const row = await meta.findAccessKey(accessKeyId);
       return (
         row && {
           storageId: row.object_storage_id,
@@ -175,6 +171,45 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
         }
       );
     });
+
+  // Browser form uploads: authenticated by their signed policy, not by a signed request.
+  const postObject = createPostObject({
+    now: () => deps.clock.now(),
+    async accessKey(id) {
+      const key = await loadKey(id);
+      return key && { ...key, allows: (request: AccessRequest) => isAllowed(key.statements, request) };
+    },
+    bucket: (name) => bucketCache.get(name, () => meta.findBucket(name)),
+    temp: () => files.temp(),
+    sink: (temp) => new FileSink(temp),
+    discard: (temp) => files.removeTemp(temp),
+    async store(bucket, key, temp, size, md5, headers) {
+      const etag = quoteEtag(md5.toString('hex'));
+      const file = await files.place(temp, 'data', bucket.id);
+      const values = {
+        size,
+        etag,
+        file,
+        headers: JSON.stringify(headers),
+        last_modified: iso(deps.clock.now()),
+      };
+      const old = await meta.putObject(bucket.id, key, values).catch(async (error: unknown) => {
+        await files.remove(file);
+        throw error;
+      });
+      await files.remove(old);
+      return etag;
+    },
+    maxObject: MAX_OBJECT,
+  });
+
+  async function authenticate(req: IncomingMessage): Promise<Caller> {
+    const signature = parseSignature(
+      { method: req.method ?? 'GET', url: req.url ?? '/', headers: req.headers },
+      deps.clock.now(),
+    );
+    if (!signature) throw errors.accessDenied('Anonymous access is not allowed');
+    const key = await loadKey(signature.accessKeyId);
     if (!key) throw errors.invalidAccessKeyId();
     verifySignature(
       { method: req.method ?? 'GET', url: req.url ?? '/', headers: req.headers },
@@ -837,6 +872,9 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
       if (await corsFeature.answer(req, res, address(req.headers.host, path).bucket)) return;
       const params = parseQuery(query);
       const { bucket, key } = address(req.headers.host, path);
+      // hook: browser form uploads (post-object.ts)
+      if (bucket !== undefined && postObject.matches(req, key))
+        return await postObject.handle(req, res, bucket, requestId);
       const caller = await authenticate(req);
       let continued = !expectContinue;
       const x: Exchange = {
