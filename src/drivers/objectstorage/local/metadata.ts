@@ -17,6 +17,8 @@ export interface ObjectRow {
   file: string;
   headers: string;
   last_modified: string;
+  /** JSON object of the object's tags (see tagging.ts). */
+  tags?: string;
 }
 
 export interface NewObject {
@@ -25,6 +27,8 @@ export interface NewObject {
   file: string;
   headers: string;
   last_modified: string;
+  /** JSON object of tags; an overwrite without them leaves the object untagged. */
+  tags?: string;
 }
 
 export interface ListResult {
@@ -101,7 +105,7 @@ export function createObjectMetadata(db: Kysely<Database>, dialect: Dialect) {
     findObject: (bucketId: number, key: string): Promise<ObjectRow | undefined> =>
       db
         .selectFrom('s3_objects')
-        .select(['key', 'size', 'etag', 'file', 'headers', 'last_modified'])
+        .select(['key', 'size', 'etag', 'file', 'headers', 'last_modified', 'tags'])
         .where('bucket_id', '=', bucketId)
         .where('key', '=', key)
         .executeTakeFirst(),
@@ -127,7 +131,11 @@ export function createObjectMetadata(db: Kysely<Database>, dialect: Dialect) {
           const old = await select.executeTakeFirst();
           guard?.(old);
           if (old) {
-            await trx.updateTable('s3_objects').set(values).where('id', '=', old.id).execute();
+            await trx
+              .updateTable('s3_objects')
+              .set({ tags: '{}', ...values })
+              .where('id', '=', old.id)
+              .execute();
             return { done: true, old: old.file };
           }
           const inserted = await trx
@@ -214,6 +222,7 @@ export function createObjectMetadata(db: Kysely<Database>, dialect: Dialect) {
       key: string;
       headers: string;
       created_at: string;
+      tags?: string;
     }) => db.insertInto('s3_uploads').values(values).execute(),
 
     findUpload: (uploadId: string) =>
@@ -275,7 +284,12 @@ export function createObjectMetadata(db: Kysely<Database>, dialect: Dialect) {
         const old = await select.executeTakeFirst();
         // A refusal rolls back the upload's deletion too: the client may retry without a condition.
         guard?.(old);
-        if (old) await trx.updateTable('s3_objects').set(values).where('id', '=', old.id).execute();
+        if (old)
+          await trx
+            .updateTable('s3_objects')
+            .set({ tags: '{}', ...values })
+            .where('id', '=', old.id)
+            .execute();
         else
           await trx
             .insertInto('s3_objects')
@@ -288,6 +302,17 @@ export function createObjectMetadata(db: Kysely<Database>, dialect: Dialect) {
     async abortUpload(uploadRowId: number): Promise<boolean> {
       const gone = await db.deleteFrom('s3_uploads').where('id', '=', uploadRowId).executeTakeFirst();
       return Number(gone.numDeletedRows) > 0;
+    },
+
+    /** Replaces an object's tags; false when there is no such object. */
+    async setTags(bucketId: number, key: string, tags: string): Promise<boolean> {
+      const result = await db
+        .updateTable('s3_objects')
+        .set({ tags })
+        .where('bucket_id', '=', bucketId)
+        .where('key', '=', key)
+        .executeTakeFirst();
+      return Number(result.numUpdatedRows) > 0;
     },
 
     /** The bucket's CORS rules (JSON, see cors.ts), or undefined when it has no configuration. */

@@ -19,6 +19,7 @@ import { createCors } from './cors.js';
 import type { FeatureExchange } from './exchange.js';
 import { FileSink } from './file-sink.js';
 import { createPostObject } from './post-object.js';
+import { copyTags, createTagging, headerTags, tagCountHeader } from './tagging.js';
 import { errors, S3Error } from './errors.js';
 import { createObjectFiles, type ObjectFiles } from './files.js';
 import { lookupCache } from './lookup-cache.js';
@@ -130,6 +131,7 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
   const keyCache = lookupCache<AccessKey>(ttl);
   const bucketCache = lookupCache<BucketRow>(ttl);
   const corsFeature = createCors(meta, ttl);
+  const tagging = createTagging(meta);
 
   function statementsOf(policies: string): readonly Statement[] {
     let found = compiled.get(policies);
@@ -427,6 +429,7 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
     checkKey(key);
     const guard = conditionalWrite(x.req.headers, key); // hook: conditional writes (conditional.ts)
     guard?.before(await meta.findObject(bucket.id, key));
+    const tags = headerTags(x.req.headers); // hook: x-amz-tagging (tagging.ts)
     const { temp, size, md5 } = await receiveToTemp(x);
     const etag = quoteEtag(md5.toString('hex'));
     const file = await files.place(temp, 'data', bucket.id);
@@ -441,6 +444,7 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
           file,
           headers: storedHeaders(x.req),
           last_modified: iso(deps.clock.now()),
+          tags,
         },
         guard?.commit,
       );
@@ -501,6 +505,7 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
       'last-modified': new Date(object.last_modified).toUTCString(),
       'accept-ranges': 'bytes',
       ...(JSON.parse(object.headers) as Record<string, string>),
+      ...tagCountHeader(object.tags), // hook: x-amz-tagging-count (tagging.ts)
     };
     for (const [param, header] of Object.entries(RESPONSE_OVERRIDES)) {
       const value = x.params.get(param);
@@ -597,6 +602,7 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
       file,
       headers: replace ? storedHeaders(x.req) : object.headers,
       last_modified: lastModified,
+      tags: copyTags(x.req.headers, object.tags), // hook: tagging directive (tagging.ts)
     });
     await files.remove(old);
     sendXml(x, 'CopyObjectResult', { LastModified: lastModified, ETag: object.etag });
@@ -622,6 +628,7 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
       key,
       headers: storedHeaders(x.req),
       created_at: iso(deps.clock.now()),
+      tags: headerTags(x.req.headers), // hook: x-amz-tagging (tagging.ts)
     });
     sendXml(x, 'InitiateMultipartUploadResult', { Bucket: bucket.name, Key: key, UploadId: uploadId });
   }
@@ -690,7 +697,14 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
         upload.id,
         bucket.id,
         key,
-        { size, etag, file, headers: upload.headers, last_modified: iso(deps.clock.now()) },
+        {
+          size,
+          etag,
+          file,
+          headers: upload.headers,
+          last_modified: iso(deps.clock.now()),
+          tags: upload.tags,
+        },
         guard?.commit,
       )
       .catch(async (error: unknown) => {
@@ -793,6 +807,10 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
     }
     const key = x.key;
     const bucket = await ownBucket(x, x.bucket);
+    // hook: object tagging (tagging.ts)
+    if (p.has('tagging') && method === 'PUT') return tagging.put(feature(x), bucket, key);
+    if (p.has('tagging') && method === 'GET') return tagging.get(feature(x), bucket, key);
+    if (p.has('tagging') && method === 'DELETE') return tagging.delete(feature(x), bucket, key);
     switch (method) {
       case 'PUT': {
         if (p.has('uploadId')) return uploadPart(x, bucket, key);
