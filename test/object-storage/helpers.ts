@@ -1,4 +1,5 @@
 // Object storages inserted and enqueued exactly as apply does, and S3 clients for their users.
+import http from 'node:http';
 import { S3Client } from '@aws-sdk/client-s3';
 import { iso } from '../../src/domain/clock.js';
 import { enqueueJob } from '../../src/jobs/queue.js';
@@ -57,5 +58,42 @@ export function s3Client(endpoint: string, accessKeyId: string, secretAccessKey:
     forcePathStyle: true,
     credentials: { accessKeyId, secretAccessKey },
     maxAttempts: 1,
+  });
+}
+
+/** Presigned PUT sent by hand with Expect: 100-continue: `onContinue` runs once the endpoint has
+ * accepted the headers (authentication and the early condition check passed), before the body goes. */
+export function putAfterContinue(
+  url: string,
+  headers: Record<string, string>,
+  body: Buffer,
+  onContinue: () => Promise<void>,
+): Promise<{ status: number; body: string }> {
+  const target = new URL(url);
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      {
+        host: target.hostname,
+        port: target.port,
+        method: 'PUT',
+        path: target.pathname + target.search,
+        headers: { ...headers, 'content-length': body.length, expect: '100-continue' },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }));
+      },
+    );
+    req.on('error', reject);
+    req.on('continue', () => {
+      onContinue().then(
+        () => req.end(body),
+        (error: unknown) => {
+          req.destroy();
+          reject(error instanceof Error ? error : new Error(String(error)));
+        },
+      );
+    });
   });
 }

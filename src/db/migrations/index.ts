@@ -10,6 +10,7 @@ import * as m005 from './005_managed_instances.js';
 import * as m008 from './008_db_operations.js';
 import * as m009 from './009_team_revisions.js';
 import * as m010 from './010_s3_object_files.js';
+import * as m011 from './011_s3_features.js';
 import * as m017 from './017_user_credit_allowance.js';
 
 type DialectMigration = { up(db: Kysely<unknown>, dialect: Dialect): Promise<void> };
@@ -24,6 +25,7 @@ const MIGRATIONS: Record<string, DialectMigration> = {
   '008_db_operations': m008,
   '009_team_revisions': m009,
   '010_s3_object_files': m010,
+  '011_s3_features': m011,
   '017_user_credit_allowance': m017,
 };
 

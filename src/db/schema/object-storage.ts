@@ -1,6 +1,6 @@
 // Tables of the local object-storage driver: buckets, access keys, objects and multipart uploads.
 // Bucket names are unique on the whole endpoint (as on S3); everything else hangs off a bucket or a storage.
-import type { Generated } from 'kysely';
+import type { ColumnType, Generated } from 'kysely';
 
 export interface S3BucketsTable {
   id: Generated<number>;
@@ -37,6 +37,8 @@ export interface S3ObjectsTable {
   /** JSON: content-type, user metadata and the other headers that are stored with an object. */
   headers: string;
   last_modified: string;
+  /** JSON object of the object's tags (see 011_s3_features). */
+  tags: ColumnType<string, string | undefined, string>;
 }
 
 export interface S3UploadsTable {
@@ -47,6 +49,14 @@ export interface S3UploadsTable {
   /** JSON, as S3ObjectsTable.headers. */
   headers: string;
   created_at: string;
+  /** JSON object of the tags the completed object gets. */
+  tags: ColumnType<string, string | undefined, string>;
+}
+
+export interface S3BucketCorsTable {
+  bucket_id: number;
+  /** JSON array of CORS rules (see cors.ts). */
+  rules: string;
 }
 
 export interface S3UploadPartsTable {
@@ -65,4 +75,5 @@ export interface ObjectStorageTables {
   s3_objects: S3ObjectsTable;
   s3_uploads: S3UploadsTable;
   s3_upload_parts: S3UploadPartsTable;
+  s3_bucket_cors: S3BucketCorsTable;
 }

@@ -17,6 +17,8 @@ export interface ObjectRow {
   file: string;
   headers: string;
   last_modified: string;
+  /** JSON object of the object's tags (see tagging.ts). */
+  tags?: string;
 }
 
 export interface NewObject {
@@ -25,6 +27,8 @@ export interface NewObject {
   file: string;
   headers: string;
   last_modified: string;
+  /** JSON object of tags; an overwrite without them leaves the object untagged. */
+  tags?: string;
 }
 
 export interface ListResult {
@@ -101,24 +105,37 @@ export function createObjectMetadata(db: Kysely<Database>, dialect: Dialect) {
     findObject: (bucketId: number, key: string): Promise<ObjectRow | undefined> =>
       db
         .selectFrom('s3_objects')
-        .select(['key', 'size', 'etag', 'file', 'headers', 'last_modified'])
+        .select(['key', 'size', 'etag', 'file', 'headers', 'last_modified', 'tags'])
         .where('bucket_id', '=', bucketId)
         .where('key', '=', key)
         .executeTakeFirst(),
 
-    /** Creates or replaces the object; returns the replaced object's file, to be removed after commit. */
-    async putObject(bucketId: number, key: string, values: NewObject): Promise<string | undefined> {
+    /**
+     * Creates or replaces the object; returns the replaced object's file, to be removed after commit.
+     * `guard` sees the locked current row (see conditional.ts) and throws to refuse the write.
+     */
+    async putObject(
+      bucketId: number,
+      key: string,
+      values: NewObject,
+      guard?: (current: { etag: string } | undefined) => void,
+    ): Promise<string | undefined> {
       for (let attempt = 0; ; attempt += 1) {
         const result = await db.transaction().execute(async (trx) => {
           let select = trx
             .selectFrom('s3_objects')
-            .select(['id', 'file'])
+            .select(['id', 'file', 'etag'])
             .where('bucket_id', '=', bucketId)
             .where('key', '=', key);
           if (locking) select = select.forUpdate();
           const old = await select.executeTakeFirst();
+          guard?.(old);
           if (old) {
-            await trx.updateTable('s3_objects').set(values).where('id', '=', old.id).execute();
+            await trx
+              .updateTable('s3_objects')
+              .set({ tags: '{}', ...values })
+              .where('id', '=', old.id)
+              .execute();
             return { done: true, old: old.file };
           }
           const inserted = await trx
@@ -205,6 +222,7 @@ export function createObjectMetadata(db: Kysely<Database>, dialect: Dialect) {
       key: string;
       headers: string;
       created_at: string;
+      tags?: string;
     }) => db.insertInto('s3_uploads').values(values).execute(),
 
     findUpload: (uploadId: string) =>
@@ -247,18 +265,31 @@ export function createObjectMetadata(db: Kysely<Database>, dialect: Dialect) {
         .execute(),
 
     /** Completes an upload: the object row replaces any old one and the upload goes, in one transaction. */
-    async completeUpload(uploadRowId: number, bucketId: number, key: string, values: NewObject) {
+    async completeUpload(
+      uploadRowId: number,
+      bucketId: number,
+      key: string,
+      values: NewObject,
+      guard?: (current: { etag: string } | undefined) => void,
+    ) {
       return db.transaction().execute(async (trx) => {
         const gone = await trx.deleteFrom('s3_uploads').where('id', '=', uploadRowId).executeTakeFirst();
         if (Number(gone.numDeletedRows) === 0) return { completed: false, old: undefined };
         let select = trx
           .selectFrom('s3_objects')
-          .select(['id', 'file'])
+          .select(['id', 'file', 'etag'])
           .where('bucket_id', '=', bucketId)
           .where('key', '=', key);
         if (locking) select = select.forUpdate();
         const old = await select.executeTakeFirst();
-        if (old) await trx.updateTable('s3_objects').set(values).where('id', '=', old.id).execute();
+        // A refusal rolls back the upload's deletion too: the client may retry without a condition.
+        guard?.(old);
+        if (old)
+          await trx
+            .updateTable('s3_objects')
+            .set({ tags: '{}', ...values })
+            .where('id', '=', old.id)
+            .execute();
         else
           await trx
             .insertInto('s3_objects')
@@ -272,6 +303,37 @@ export function createObjectMetadata(db: Kysely<Database>, dialect: Dialect) {
       const gone = await db.deleteFrom('s3_uploads').where('id', '=', uploadRowId).executeTakeFirst();
       return Number(gone.numDeletedRows) > 0;
     },
+
+    /** Replaces an object's tags; false when there is no such object. */
+    async setTags(bucketId: number, key: string, tags: string): Promise<boolean> {
+      const result = await db
+        .updateTable('s3_objects')
+        .set({ tags })
+        .where('bucket_id', '=', bucketId)
+        .where('key', '=', key)
+        .executeTakeFirst();
+      return Number(result.numUpdatedRows) > 0;
+    },
+
+    /** The bucket's CORS rules (JSON, see cors.ts), or undefined when it has no configuration. */
+    getCors: async (bucketId: number): Promise<string | undefined> =>
+      (
+        await db
+          .selectFrom('s3_bucket_cors')
+          .select('rules')
+          .where('bucket_id', '=', bucketId)
+          .executeTakeFirst()
+      )?.rules,
+
+    putCors: (bucketId: number, rules: string) =>
+      db
+        .insertInto('s3_bucket_cors')
+        .values({ bucket_id: bucketId, rules })
+        .onConflict((oc) => oc.column('bucket_id').doUpdateSet({ rules }))
+        .execute(),
+
+    deleteCors: (bucketId: number) =>
+      db.deleteFrom('s3_bucket_cors').where('bucket_id', '=', bucketId).execute(),
 
     /** Which of these files (relative paths) an object or an upload part names. */
     async namedFiles(files: string[]): Promise<Set<string>> {

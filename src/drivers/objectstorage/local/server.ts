@@ -14,7 +14,12 @@ import type { Database } from '../../../db/schema/index.js';
 import { iso, type Clock } from '../../../domain/clock.js';
 import type { SecretBox } from '../../../services/secret-box.js';
 import { memorySink, receiveBody } from './body.js';
+import { conditionalWrite } from './conditional.js';
+import { createCors } from './cors.js';
+import type { FeatureExchange } from './exchange.js';
 import { FileSink } from './file-sink.js';
+import { createPostObject } from './post-object.js';
+import { copyTags, createTagging, headerTags, tagCountHeader } from './tagging.js';
 import { errors, S3Error } from './errors.js';
 import { createObjectFiles, type ObjectFiles } from './files.js';
 import { lookupCache } from './lookup-cache.js';
@@ -112,9 +117,6 @@ function hasSubresource(params: Map<string, string>): boolean {
   return [...params.keys()].some((k) => k !== 'x-id' && !k.startsWith('X-Amz-'));
 }
 
-const EXPOSED_HEADERS =
-  'ETag, Content-Length, Content-Range, Content-Type, Last-Modified, Accept-Ranges, x-amz-request-id';
-
 /** Sorts after every key that starts with the text before it (see metadata.listObjects). */
 const SKIP_UNDER = '\u{10FFFF}';
 
@@ -128,6 +130,8 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
   const ttl = deps.lookupTtlMs ?? LOOKUP_TTL_MS;
   const keyCache = lookupCache<AccessKey>(ttl);
   const bucketCache = lookupCache<BucketRow>(ttl);
+  const corsFeature = createCors(meta, ttl);
+  const tagging = createTagging(meta);
 
   function statementsOf(policies: string): readonly Statement[] {
     let found = compiled.get(policies);
@@ -158,14 +162,9 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
     return { bucket: uriDecode(bucketPart), ...(keyPart !== '' ? { key: uriDecode(keyPart) } : {}) };
   }
 
-  async function authenticate(req: IncomingMessage): Promise<Caller> {
-    const signature = parseSignature(
-      { method: req.method ?? 'GET', url: req.url ?? '/', headers: req.headers },
-      deps.clock.now(),
-    );
-    if (!signature) throw errors.accessDenied('Anonymous access is not allowed');
-    const key = await keyCache.get(signature.accessKeyId, async () => {
-      const row = await meta.findAccessKey(signature.accessKeyId);
+  const loadKey = (accessKeyId: string) =>
+    keyCache.get(accessKeyId, async () => {
+      const row = await meta.findAccessKey(accessKeyId);
       return (
         row && {
           storageId: row.object_storage_id,
@@ -174,6 +173,45 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
         }
       );
     });
+
+  // Browser form uploads: authenticated by their signed policy, not by a signed request.
+  const postObject = createPostObject({
+    now: () => deps.clock.now(),
+    async accessKey(id) {
+      const key = await loadKey(id);
+      return key && { ...key, allows: (request: AccessRequest) => isAllowed(key.statements, request) };
+    },
+    bucket: (name) => bucketCache.get(name, () => meta.findBucket(name)),
+    temp: () => files.temp(),
+    sink: (temp) => new FileSink(temp),
+    discard: (temp) => files.removeTemp(temp),
+    async store(bucket, key, temp, size, md5, headers) {
+      const etag = quoteEtag(md5.toString('hex'));
+      const file = await files.place(temp, 'data', bucket.id);
+      const values = {
+        size,
+        etag,
+        file,
+        headers: JSON.stringify(headers),
+        last_modified: iso(deps.clock.now()),
+      };
+      const old = await meta.putObject(bucket.id, key, values).catch(async (error: unknown) => {
+        await files.remove(file);
+        throw error;
+      });
+      await files.remove(old);
+      return etag;
+    },
+    maxObject: MAX_OBJECT,
+  });
+
+  async function authenticate(req: IncomingMessage): Promise<Caller> {
+    const signature = parseSignature(
+      { method: req.method ?? 'GET', url: req.url ?? '/', headers: req.headers },
+      deps.clock.now(),
+    );
+    if (!signature) throw errors.accessDenied('Anonymous access is not allowed');
+    const key = await loadKey(signature.accessKeyId);
     if (!key) throw errors.invalidAccessKeyId();
     verifySignature(
       { method: req.method ?? 'GET', url: req.url ?? '/', headers: req.headers },
@@ -266,6 +304,17 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
 
   function checkKey(key: string): void {
     if (Buffer.byteLength(key) > 1024) throw errors.keyTooLong();
+  }
+
+  /** What the feature modules (cors.ts…) see of a request. */
+  function feature(x: Exchange): FeatureExchange {
+    return {
+      req: x.req,
+      allow: (request) => allow(x, request),
+      readXml: () => receiveXml(x),
+      reply: (status, headers) => send(x, status, headers),
+      replyXml: (root, body, headers) => sendXml(x, root, body, headers),
+    };
   }
 
   // ---- buckets ----
@@ -378,18 +427,27 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
   async function putObject(x: Exchange, bucket: BucketRow, key: string): Promise<void> {
     allow(x, { action: 's3:PutObject', bucket: bucket.name, key });
     checkKey(key);
+    const guard = conditionalWrite(x.req.headers, key); // hook: conditional writes (conditional.ts)
+    guard?.before(await meta.findObject(bucket.id, key));
+    const tags = headerTags(x.req.headers); // hook: x-amz-tagging (tagging.ts)
     const { temp, size, md5 } = await receiveToTemp(x);
     const etag = quoteEtag(md5.toString('hex'));
     const file = await files.place(temp, 'data', bucket.id);
     let old: string | undefined;
     try {
-      old = await meta.putObject(bucket.id, key, {
-        size,
-        etag,
-        file,
-        headers: storedHeaders(x.req),
-        last_modified: iso(deps.clock.now()),
-      });
+      old = await meta.putObject(
+        bucket.id,
+        key,
+        {
+          size,
+          etag,
+          file,
+          headers: storedHeaders(x.req),
+          last_modified: iso(deps.clock.now()),
+          tags,
+        },
+        guard?.commit,
+      );
     } catch (error) {
       await files.remove(file);
       throw error;
@@ -447,6 +505,7 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
       'last-modified': new Date(object.last_modified).toUTCString(),
       'accept-ranges': 'bytes',
       ...(JSON.parse(object.headers) as Record<string, string>),
+      ...tagCountHeader(object.tags), // hook: x-amz-tagging-count (tagging.ts)
     };
     for (const [param, header] of Object.entries(RESPONSE_OVERRIDES)) {
       const value = x.params.get(param);
@@ -543,6 +602,7 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
       file,
       headers: replace ? storedHeaders(x.req) : object.headers,
       last_modified: lastModified,
+      tags: copyTags(x.req.headers, object.tags), // hook: tagging directive (tagging.ts)
     });
     await files.remove(old);
     sendXml(x, 'CopyObjectResult', { LastModified: lastModified, ETag: object.etag });
@@ -568,6 +628,7 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
       key,
       headers: storedHeaders(x.req),
       created_at: iso(deps.clock.now()),
+      tags: headerTags(x.req.headers), // hook: x-amz-tagging (tagging.ts)
     });
     sendXml(x, 'InitiateMultipartUploadResult', { Bucket: bucket.name, Key: key, UploadId: uploadId });
   }
@@ -597,6 +658,8 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
   async function completeUpload(x: Exchange, bucket: BucketRow, key: string): Promise<void> {
     allow(x, { action: 's3:PutObject', bucket: bucket.name, key });
     const upload = await findUpload(x, bucket, key);
+    const guard = conditionalWrite(x.req.headers, key); // hook: conditional writes (conditional.ts)
+    guard?.before(await meta.findObject(bucket.id, key));
     const requested = parseCompleteMultipart(await receiveXml(x));
     const stored = new Map((await meta.listParts(upload.id)).map((p) => [p.part_number, p]));
     let previous = 0;
@@ -629,13 +692,25 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
     }
     const etag = quoteEtag(`${md5s.digest('hex')}-${chosen.length}`);
     const file = await files.place(temp, 'data', bucket.id);
-    const result = await meta.completeUpload(upload.id, bucket.id, key, {
-      size,
-      etag,
-      file,
-      headers: upload.headers,
-      last_modified: iso(deps.clock.now()),
-    });
+    const result = await meta
+      .completeUpload(
+        upload.id,
+        bucket.id,
+        key,
+        {
+          size,
+          etag,
+          file,
+          headers: upload.headers,
+          last_modified: iso(deps.clock.now()),
+          tags: upload.tags,
+        },
+        guard?.commit,
+      )
+      .catch(async (error: unknown) => {
+        await files.remove(file); // hook: a refused condition leaves no object file behind
+        throw error;
+      });
     if (!result.completed) {
       await files.remove(file);
       throw errors.noSuchUpload(upload.upload_id);
@@ -696,6 +771,10 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
     if (x.key === undefined) {
       if (method === 'PUT' && !hasSubresource(p)) return createBucket(x, x.bucket);
       const bucket = await ownBucket(x, x.bucket);
+      // hook: bucket CORS configuration (cors.ts)
+      if (p.has('cors') && method === 'PUT') return corsFeature.put(feature(x), bucket);
+      if (p.has('cors') && method === 'GET') return corsFeature.get(feature(x), bucket);
+      if (p.has('cors') && method === 'DELETE') return corsFeature.delete(feature(x), bucket);
       switch (method) {
         case 'HEAD':
           allow(x, { action: 's3:ListBucket', bucket: bucket.name });
@@ -728,6 +807,10 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
     }
     const key = x.key;
     const bucket = await ownBucket(x, x.bucket);
+    // hook: object tagging (tagging.ts)
+    if (p.has('tagging') && method === 'PUT') return tagging.put(feature(x), bucket, key);
+    if (p.has('tagging') && method === 'GET') return tagging.get(feature(x), bucket, key);
+    if (p.has('tagging') && method === 'DELETE') return tagging.delete(feature(x), bucket, key);
     switch (method) {
       case 'PUT': {
         if (p.has('uploadId')) return uploadPart(x, bucket, key);
@@ -795,29 +878,6 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
     res.end(body);
   }
 
-  /**
-   * Browsers may call the endpoint from any origin (presigned uploads from a web page). Every request
-   * carries its own signature and no ambient credential, so allowing any origin exposes nothing a
-   * holder of the URL could not already read. Answers preflights itself; returns true when it did.
-   */
-  function cors(req: IncomingMessage, res: ServerResponse): boolean {
-    const origin = headerValue(req.headers, 'origin');
-    if (origin === undefined) return false;
-    res.setHeader('access-control-allow-origin', origin);
-    res.setHeader('vary', 'Origin');
-    res.setHeader('access-control-expose-headers', EXPOSED_HEADERS);
-    const method = headerValue(req.headers, 'access-control-request-method');
-    if (req.method !== 'OPTIONS' || method === undefined) return false;
-    res.writeHead(200, {
-      'access-control-allow-methods': 'GET, PUT, POST, DELETE, HEAD',
-      'access-control-allow-headers': headerValue(req.headers, 'access-control-request-headers') ?? '*',
-      'access-control-max-age': '3000',
-      'content-length': 0,
-    });
-    res.end();
-    return true;
-  }
-
   return async function handle(
     req: IncomingMessage,
     res: ServerResponse,
@@ -825,10 +885,14 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
   ): Promise<void> {
     const requestId = randomBytes(8).toString('hex').toUpperCase();
     const { path, query } = splitTarget(req.url ?? '/');
-    if (cors(req, res)) return;
     try {
+      // hook: browsers' CORS answers from the bucket's rules (cors.ts)
+      if (await corsFeature.answer(req, res, address(req.headers.host, path).bucket)) return;
       const params = parseQuery(query);
       const { bucket, key } = address(req.headers.host, path);
+      // hook: browser form uploads (post-object.ts)
+      if (bucket !== undefined && postObject.matches(req, key))
+        return await postObject.handle(req, res, bucket, requestId);
       const caller = await authenticate(req);
       let continued = !expectContinue;
       const x: Exchange = {

@@ -16,7 +16,7 @@ function unescapeXml(text: string): string {
   });
 }
 
-export type XmlValue = string | number | boolean | undefined | XmlNode | XmlNode[];
+export type XmlValue = string | number | boolean | undefined | XmlNode | XmlNode[] | string[];
 export interface XmlNode {
   [name: string]: XmlValue;
 }
@@ -40,14 +40,14 @@ export function xmlDocument(root: string, body: XmlNode): string {
   return `<?xml version="1.0" encoding="UTF-8"?>\n<${root} xmlns="http://s3.amazonaws.com/doc/2006-03-01/">${inner}</${root}>`;
 }
 
-function elements(xml: string, name: string): string[] {
+export function elements(xml: string, name: string): string[] {
   const out: string[] = [];
   const re = new RegExp(`<${name}(?:\\s[^>]*)?>([\\s\\S]*?)</${name}>`, 'g');
   for (let m = re.exec(xml); m; m = re.exec(xml)) out.push(m[1]!);
   return out;
 }
 
-function text(xml: string, name: string): string | undefined {
+export function text(xml: string, name: string): string | undefined {
   const found = elements(xml, name)[0];
   return found === undefined ? undefined : unescapeXml(found);
 }

@@ -1,0 +1,281 @@
+// Browser form uploads (POST Object): a multipart/form-data POST to the bucket whose fields carry a
+// base64 policy document signed with SigV4. The signature proves the key holder issued the policy;
+// the policy's conditions bound what the browser may send (key prefix, size, content type…).
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Readable, Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { Busboy, type BusboyHeaders, type BusboyInstance } from '@fastify/busboy';
+import { createHash, createHmac } from 'node:crypto';
+import { errors, S3Error } from './errors.js';
+import type { BucketRow } from './metadata.js';
+import type { AccessRequest } from './policy.js';
+import { constantTimeHexEqual, headerValue, signingKey, uriEncode } from './sigv4.js';
+import { xmlDocument } from './xml.js';
+
+export interface PostObjectDeps {
+  now(): Date;
+  accessKey(
+    id: string,
+  ): Promise<{ storageId: number; secret: string; allows(request: AccessRequest): boolean } | undefined>;
+  bucket(name: string): Promise<BucketRow | undefined>;
+  /** A fresh temp file, a durable writer into it, and its removal. */
+  temp(): Promise<string>;
+  sink(temp: string): Writable;
+  discard(temp: string): Promise<void>;
+  /** Stores a received file as the object, as PutObject does; returns its quoted ETag. */
+  store(
+    bucket: BucketRow,
+    key: string,
+    temp: string,
+    size: number,
+    md5: Buffer,
+    headers: Record<string, string>,
+  ): Promise<string>;
+  maxObject: number;
+}
+
+/** S3's limit on the policy document; form fields are bounded alike so a form cannot fill memory. */
+const MAX_FIELD = 20 * 1024;
+const MAX_FIELDS = 100;
+/** Fields the policy does not have to name (S3's list). */
+const EXEMPT = new Set(['policy', 'x-amz-signature', 'file', 'awsaccesskeyid', 'signature']);
+/** Form fields stored with the object as the same-named headers of a PUT would be. */
+const STORED = [
+  'content-type',
+  'content-encoding',
+  'content-disposition',
+  'content-language',
+  'cache-control',
+  'expires',
+];
+
+const policyRefused = (why: string) =>
+  new S3Error('AccessDenied', 403, `Invalid according to Policy: ${why}`);
+
+type Condition =
+  | { op: 'eq' | 'starts-with'; field: string; value: string }
+  | { op: 'content-length-range'; min: number; max: number };
+
+/** Decodes and checks the shape of a policy document; throws on anything S3 would not accept. */
+export function parsePolicy(base64: string, now: Date): Condition[] {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(Buffer.from(base64, 'base64').toString('utf8'));
+  } catch {
+    throw errors.invalidArgument('Invalid Policy: Invalid JSON.');
+  }
+  const { expiration, conditions } = (doc ?? {}) as { expiration?: unknown; conditions?: unknown };
+  if (typeof expiration !== 'string' || Number.isNaN(Date.parse(expiration)))
+    throw errors.invalidArgument("Invalid Policy: Invalid 'expiration' value.");
+  if (Date.parse(expiration) <= now.getTime()) throw policyRefused('Policy expired.');
+  if (!Array.isArray(conditions)) throw errors.invalidArgument("Invalid Policy: Invalid 'conditions' value.");
+  return conditions.map((c: unknown): Condition => {
+    if (Array.isArray(c)) {
+      const [op, a, b] = c as unknown[];
+      if (op === 'content-length-range' && Number.isSafeInteger(a) && Number.isSafeInteger(b))
+        return { op, min: a as number, max: b as number };
+      if (
+        (op === 'eq' || op === 'starts-with') &&
+        typeof a === 'string' &&
+        a.startsWith('$') &&
+        typeof b === 'string'
+      )
+        return { op, field: a.slice(1).toLowerCase(), value: b };
+    } else if (c !== null && typeof c === 'object') {
+      const entries = Object.entries(c as Record<string, unknown>);
+      const [name, value] = entries[0] ?? [];
+      if (entries.length === 1 && name !== undefined && typeof value === 'string')
+        return { op: 'eq', field: name.toLowerCase(), value };
+    }
+    throw errors.invalidArgument(`Invalid Policy: Invalid Simple-Condition: ${JSON.stringify(c)}`);
+  });
+}
+
+/** Every field must be named by a condition, and every condition must hold (size is checked later). */
+export function checkConditions(conditions: Condition[], fields: Map<string, string>): void {
+  for (const c of conditions) {
+    if (c.op === 'content-length-range') continue;
+    const value = fields.get(c.field) ?? '';
+    const ok = c.op === 'eq' ? value === c.value : value.startsWith(c.value);
+    if (!ok) throw policyRefused(`Policy Condition failed: ["${c.op}", "$${c.field}", "${c.value}"]`);
+  }
+  const named = new Set(conditions.flatMap((c) => (c.op === 'content-length-range' ? [] : [c.field])));
+  for (const name of fields.keys()) {
+    if (!EXEMPT.has(name) && !name.startsWith('x-ignore-') && !named.has(name))
+      throw policyRefused(`Extra input fields: ${name}`);
+  }
+}
+
+/** Reads the form's fields, then hands the file part (the last part that counts) to `onFile`. */
+function readForm<T>(
+  req: IncomingMessage,
+  onFile: (fields: Map<string, string>, file: Readable, filename: string) => Promise<T>,
+): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const fields = new Map<string, string>();
+    let handled = false;
+    let busboy: BusboyInstance;
+    try {
+      busboy = Busboy({
+        headers: req.headers as BusboyHeaders,
+        limits: { fieldSize: MAX_FIELD, fields: MAX_FIELDS, files: 1, parts: MAX_FIELDS + 1 },
+        isPartAFile: (name: string | undefined) => name === 'file',
+      });
+    } catch {
+      reject(errors.invalidRequest('POST requires exactly one file upload per request.'));
+      return;
+    }
+    busboy.on('field', (name: string, value: string, _nameTruncated: boolean, valueTruncated: boolean) => {
+      if (handled) return; // S3 ignores fields after the file
+      if (valueTruncated) {
+        reject(errors.invalidArgument(`Your POST form field ${name} is too long.`));
+        return;
+      }
+      fields.set(name.toLowerCase(), value);
+    });
+    busboy.on('file', (_name: string, file: Readable, filename: string) => {
+      handled = true;
+      onFile(fields, file, filename).then(resolve, (error: unknown) => {
+        file.resume();
+        reject(error instanceof Error ? error : new Error(String(error)));
+      });
+    });
+    busboy.on('finish', () => {
+      if (!handled) reject(errors.invalidArgument('POST requires exactly one file upload per request.'));
+    });
+    busboy.on('error', (error: unknown) => reject(error instanceof Error ? error : new Error(String(error))));
+    req.pipe(busboy);
+  });
+}
+
+export function createPostObject(deps: PostObjectDeps) {
+  /** Receives the file part into a temp file, refusing it past `max` bytes. */
+  async function receive(file: Readable, max: number) {
+    const temp = await deps.temp();
+    const md5 = createHash('md5');
+    let size = 0;
+    try {
+      await pipeline(
+        file,
+        async function* (source: AsyncIterable<Buffer>) {
+          for await (const chunk of source) {
+            size += chunk.length;
+            if (size > max)
+              throw new S3Error(
+                'EntityTooLarge',
+                400,
+                'Your proposed upload exceeds the maximum allowed size',
+              );
+            md5.update(chunk);
+            yield chunk;
+          }
+        },
+        deps.sink(temp),
+      );
+    } catch (error) {
+      await deps.discard(temp);
+      throw error;
+    }
+    return { temp, size, md5: md5.digest() };
+  }
+
+  /** True for a form upload: a POST to a bucket itself, with a multipart/form-data body. */
+  const matches = (req: IncomingMessage, key: string | undefined): boolean =>
+    req.method === 'POST' &&
+    key === undefined &&
+    /^multipart\/form-data\s*;/i.test(headerValue(req.headers, 'content-type') ?? '');
+
+  async function handle(
+    req: IncomingMessage,
+    res: ServerResponse,
+    bucketName: string,
+    requestId: string,
+  ): Promise<void> {
+    const done = await readForm(req, async (fields, file, filename) => {
+      const field = (name: string) => {
+        const value = fields.get(name);
+        if (value === undefined)
+          throw errors.invalidArgument(`Bucket POST must contain a field named '${name}'.`);
+        return value;
+      };
+      if (field('x-amz-algorithm') !== 'AWS4-HMAC-SHA256')
+        throw errors.invalidArgument('Only AWS4-HMAC-SHA256 is supported in x-amz-algorithm');
+      const credential = /^([A-Za-z0-9]{1,128})\/(\d{8})\/([a-z0-9-]{1,32})\/s3\/aws4_request$/.exec(
+        field('x-amz-credential'),
+      );
+      const amzDate = field('x-amz-date');
+      if (!credential || !amzDate.startsWith(credential[2]!))
+        throw errors.invalidArgument('Invalid x-amz-credential or x-amz-date');
+      const policy = field('policy');
+      const signature = field('x-amz-signature');
+      const key = await deps.accessKey(credential[1]!);
+      if (!key) throw errors.invalidAccessKeyId();
+      const expected = createHmac('sha256', signingKey(key.secret, credential[2]!, credential[3]!, 's3'))
+        .update(policy)
+        .digest('hex');
+      if (!constantTimeHexEqual(expected, signature)) throw errors.signatureDoesNotMatch();
+      const conditions = parsePolicy(policy, deps.now());
+      const objectKey = field('key').replaceAll('${filename}', filename);
+      if (objectKey === '' || Buffer.byteLength(objectKey) > 1024) throw errors.keyTooLong();
+      fields.set('bucket', bucketName);
+      checkConditions(conditions, fields);
+      const bucket = await deps.bucket(bucketName);
+      if (!bucket) throw errors.noSuchBucket(bucketName);
+      if (
+        bucket.object_storage_id !== key.storageId ||
+        !key.allows({ action: 's3:PutObject', bucket: bucket.name, key: objectKey })
+      )
+        throw errors.accessDenied();
+      const range = conditions.find((c) => c.op === 'content-length-range');
+      const max = Math.min(deps.maxObject, range?.op === 'content-length-range' ? range.max : deps.maxObject);
+      const received = await receive(file, max);
+      if (range?.op === 'content-length-range' && received.size < range.min) {
+        await deps.discard(received.temp);
+        throw new S3Error(
+          'EntityTooSmall',
+          400,
+          'Your proposed upload is smaller than the minimum allowed size',
+        );
+      }
+      const headers: Record<string, string> = {};
+      for (const [name, value] of fields) {
+        if (STORED.includes(name) || name.startsWith('x-amz-meta-')) headers[name] = value;
+      }
+      headers['content-type'] ??= 'application/octet-stream';
+      const etag = await deps.store(bucket, objectKey, received.temp, received.size, received.md5, headers);
+      return { key: objectKey, etag, fields };
+    });
+    const location = `/${bucketName}/${uriEncode(done.key, false)}`;
+    const redirect = done.fields.get('success_action_redirect');
+    const common = { 'x-amz-request-id': requestId, server: 'Berth', etag: done.etag, location };
+    if (redirect !== undefined && /^https?:\/\//i.test(redirect)) {
+      const target = new URL(redirect);
+      target.searchParams.set('bucket', bucketName);
+      target.searchParams.set('key', done.key);
+      target.searchParams.set('etag', done.etag);
+      res.writeHead(303, { ...common, location: target.toString(), 'content-length': 0 });
+      res.end();
+      return;
+    }
+    const status = done.fields.get('success_action_status');
+    if (status === '201') {
+      const body = xmlDocument('PostResponse', {
+        Location: location,
+        Bucket: bucketName,
+        Key: done.key,
+        ETag: done.etag,
+      });
+      res.writeHead(201, {
+        ...common,
+        'content-type': 'application/xml',
+        'content-length': Buffer.byteLength(body),
+      });
+      res.end(body);
+      return;
+    }
+    res.writeHead(status === '200' ? 200 : 204, { ...common, 'content-length': 0 });
+    res.end();
+  }
+
+  return { matches, handle };
+}
