@@ -5,9 +5,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
   // One row per bucket that has a CORS configuration; no row means the endpoint's default.
   await db.schema
     .createTable('s3_bucket_cors')
-    .addColumn('bucket_id', 'integer', (c) =>
-      c.primaryKey().references('s3_buckets.id').onDelete('cascade'),
-    )
+    .addColumn('bucket_id', 'integer', (c) => c.primaryKey().references('s3_buckets.id').onDelete('cascade'))
     .addColumn('rules', 'text', (c) => c.notNull())
     .execute();
   // Tags travel with the object row (an overwrite replaces them, as on S3); an upload holds the
