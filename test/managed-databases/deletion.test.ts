@@ -160,6 +160,37 @@ describe.each(DIALECTS)('deleting and powering managed databases on %s', (dialec
     expect(audit).toContainEqual({ action: 'managed_database.deleted', user_id: owner.user_id });
   });
 
+  it('shows how to connect on the platform API: the URI and users, passwords for owners only', async () => {
+    const uuid = await applyManagedDatabase(berth.ctx, owner.team_id, {
+      name: 'shown',
+      type: 'pg',
+      plan: '1x1xCPU-2GB-25GB',
+      users: [{ username: 'app' }],
+    });
+    await runJobs();
+    const view = (user: CreatedUser) =>
+      berth.app.inject({ url: `/api/v1/managed-databases/${uuid}`, headers: authHeaders(user).platform });
+    type View = {
+      data: {
+        state: string;
+        connection: { uri: string; users: Array<{ username: string; password?: string }> };
+      };
+    };
+    const mine = (await view(owner)).json<View>().data;
+    expect(mine.state).toBe('running');
+    expect(mine.connection.uri).toMatch(/^postgres:\/\/upadmin:[^@]+@127\.0\.0\.1:\d+\/defaultdb/);
+    expect(mine.connection.users.map((u) => [u.username, typeof u.password])).toEqual([
+      ['upadmin', 'string'],
+      ['app', 'string'],
+    ]);
+    // The URI the view gives opens the database.
+    expect(await query(mine.connection.uri, 'SELECT 1 AS n')).toEqual([{ n: 1 }]);
+    const members = (await view(member)).json<View>().data;
+    expect(members.connection.users.every((u) => u.password === undefined)).toBe(true);
+    expect(members.connection.uri).not.toContain(':' + (mine.connection.users[0]?.password ?? 'x'));
+    expect((await view(stranger)).statusCode).toBe(403);
+  });
+
   it('deletes through the platform API too, for owners only', async () => {
     const uuid = await applyManagedDatabase(berth.ctx, owner.team_id, {
       name: 'cache',

@@ -1,10 +1,13 @@
 // The panel's action for a plan or zone change that apply reported but did not carry out (spec,
 // apply rule 5): the database restarts with the new plan's limits; a zone change is recorded.
-// And deletion (apply never deletes): the same as DELETE /1.3/database/{uuid}, with an API token.
+// And deletion (apply never deletes): the same as DELETE /1.3/database/{uuid}, with an API token;
+// and one database with how to connect to it, so that an API token is enough to find credentials.
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from 'typebox';
 import type { AppContext } from '../../../context.js';
 import { managedDatabases } from '../../../services/managed-databases/index.js';
+import { createManagedDatabaseRepository } from '../../../services/managed-databases/repository.js';
+import { serviceObject } from '../../../services/managed-databases/view.js';
 import { principalOf } from '../../types.js';
 
 const UuidParam = Type.Object({ uuid: Type.String({ minLength: 1, maxLength: 64 }) });
@@ -12,6 +15,51 @@ const tags = ['managed databases'];
 const security = [{ bearer: [] }];
 
 export function registerManagedDatabasePanelRoutes(app: FastifyInstance, ctx: AppContext): void {
+  app.get<{ Params: Static<typeof UuidParam> }>(
+    '/api/v1/managed-databases/:uuid',
+    {
+      config: { auth: 'api_token' },
+      schema: {
+        tags,
+        security,
+        params: UuidParam,
+        summary: 'A managed database with its connection details (passwords for the team’s owners)',
+      },
+    },
+    async (request) => {
+      const service = managedDatabases(ctx);
+      const { row, role } = await service.databaseFor(
+        principalOf(request).userId,
+        request.params.uuid,
+        'member',
+      );
+      const instance = await createManagedDatabaseRepository(ctx.db).findInstance(row.id);
+      const secrets = role === 'owner' && instance ? service.credentialsOf(instance) : undefined;
+      const object = serviceObject(row, instance, secrets);
+      return {
+        data: {
+          uuid: row.uuid,
+          name: row.name,
+          type: object.type,
+          plan: row.plan,
+          zone: row.zone,
+          state: row.state,
+          // The same values /1.3/database/{uuid} answers (UpCloud's fields), under one name.
+          connection: {
+            uri: object.service_uri,
+            params: object.service_uri_params,
+            users: object.users,
+            databases: object.databases ?? [],
+          },
+          pending_changes:
+            row.pending_plan === null && row.pending_zone === null
+              ? null
+              : { plan: row.pending_plan, zone: row.pending_zone },
+        },
+      };
+    },
+  );
+
   app.post<{ Params: Static<typeof UuidParam> }>(
     '/api/v1/managed-databases/:uuid/apply-pending-change',
     { config: { auth: 'api_token' }, schema: { tags, security, params: UuidParam } },
