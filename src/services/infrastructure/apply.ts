@@ -273,6 +273,42 @@ async function checkQuotas(
   if (Object.keys(errors).length > 0) throw validationError(errors, VALIDATION_MESSAGE);
 }
 
+/**
+ * Bucket names are global on the endpoint: one that another object storage (of any team) already
+ * holds would put this storage in `error` for good, so it is a 422 now, dry run included.
+ */
+async function checkBucketNames(
+  trx: Transaction<Database>,
+  teamId: number,
+  doc: DesiredDocument,
+): Promise<void> {
+  const wanted = doc.objectStorages.flatMap((storage) =>
+    (storage.buckets ?? []).map((bucket, index) => ({ storage: storage.name, bucket, index })),
+  );
+  if (wanted.length === 0) return;
+  const taken = await trx
+    .selectFrom('s3_buckets')
+    .innerJoin('object_storages', 'object_storages.id', 's3_buckets.object_storage_id')
+    .select(['s3_buckets.name', 'object_storages.team_id', 'object_storages.name as storage'])
+    .where(
+      's3_buckets.name',
+      'in',
+      wanted.map((w) => w.bucket),
+    )
+    .execute();
+  const errors: Record<string, string[]> = {};
+  for (const w of wanted) {
+    const holder = taken.find(
+      (t) => t.name === w.bucket && !(t.team_id === teamId && t.storage === w.storage),
+    );
+    if (!holder) continue;
+    errors[`spec.object_storage.${w.storage}.buckets.${w.index}`] = [
+      `Object storage '${w.storage}': bucket name '${w.bucket}' is taken (bucket names are shared by every storage on this endpoint); choose another.`,
+    ];
+  }
+  if (Object.keys(errors).length > 0) throw validationError(errors, VALIDATION_MESSAGE);
+}
+
 export function createApplyService(deps: InfrastructureDeps) {
   const { db, dialect, clock, ids, secretBox } = deps;
   const readDocument = createDocumentReader();
@@ -458,6 +494,7 @@ export function createApplyService(deps: InfrastructureDeps) {
                 const state = await loadState(repo, dialect, team.id, doc);
                 const made = { appId: state.application?.id, result: plan(doc, state, clock.now()) };
                 await checkQuotas(trx, team.id, doc, state, deps.quotas);
+                await checkBucketNames(trx, team.id, doc);
                 if (revision !== undefined && dependsOnTeamOnly(doc, state))
                   planned.set(doc, deepFreeze({ teamId: team.id, revision, ...made }));
                 return made;
@@ -475,6 +512,7 @@ export function createApplyService(deps: InfrastructureDeps) {
             const existingId = state.application?.id;
             const result = plan(doc, state, now);
             await checkQuotas(trx, team.id, doc, state, deps.quotas);
+            await checkBucketNames(trx, team.id, doc);
             const appId = await write(trx, team.id, result, existingId, now);
             let deploymentId: number | null = null;
             if (result.needsDeployment && options.autoDeploy && appId !== undefined) {
