@@ -9,7 +9,6 @@ import {
   ListPartsCommand,
   PutObjectCommand,
   S3Client,
-  S3ServiceException,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
@@ -19,18 +18,7 @@ import { createBackgroundWork } from '../../src/jobs/index.js';
 import { startObjectStorageEndpoint, viewObjectStorages } from '../../src/services/object-storage/index.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
-import { applyObjectStorage, putAfterContinue, s3Client } from './helpers.js';
-
-async function refusal(promise: Promise<unknown>): Promise<{ code: string; status: number | undefined }> {
-  try {
-    await promise;
-  } catch (error) {
-    if (error instanceof S3ServiceException)
-      return { code: error.name, status: error.$metadata.httpStatusCode };
-    throw error;
-  }
-  throw new Error('request was not refused');
-}
+import { applyObjectStorage, putAfterContinue, refusal, s3Client } from './helpers.js';
 
 describe.each(DIALECTS)('conditional writes on %s', (dialect) => {
   let t: TestApp;

@@ -9,7 +9,6 @@ import {
   PutBucketCorsCommand,
   PutObjectCommand,
   S3Client,
-  S3ServiceException,
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { chromium, type Browser } from 'playwright-core';
@@ -20,18 +19,7 @@ import { createBackgroundWork } from '../../src/jobs/index.js';
 import { startObjectStorageEndpoint, viewObjectStorages } from '../../src/services/object-storage/index.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
-import { applyObjectStorage, s3Client } from './helpers.js';
-
-async function refusal(promise: Promise<unknown>): Promise<{ code: string; status: number | undefined }> {
-  try {
-    await promise;
-  } catch (error) {
-    if (error instanceof S3ServiceException)
-      return { code: error.name, status: error.$metadata.httpStatusCode };
-    throw error;
-  }
-  throw new Error('request was not refused');
-}
+import { applyObjectStorage, refusal, s3Client } from './helpers.js';
 
 /** A web application's origin: serves one empty page on a free loopback port. */
 async function pageOrigin(): Promise<{ url: string; close(): Promise<void> }> {

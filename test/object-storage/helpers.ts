@@ -1,6 +1,6 @@
 // Object storages inserted and enqueued exactly as apply does, and S3 clients for their users.
 import http from 'node:http';
-import { S3Client } from '@aws-sdk/client-s3';
+import { S3Client, S3ServiceException } from '@aws-sdk/client-s3';
 import { iso } from '../../src/domain/clock.js';
 import { enqueueJob } from '../../src/jobs/queue.js';
 import type { AppContext } from '../../src/context.js';
@@ -96,4 +96,18 @@ export function putAfterContinue(
       );
     });
   });
+}
+
+/** The S3 error a request was refused with; fails when it was not refused. */
+export async function refusal(
+  promise: Promise<unknown>,
+): Promise<{ code: string; status: number | undefined }> {
+  try {
+    await promise;
+  } catch (error) {
+    if (error instanceof S3ServiceException)
+      return { code: error.name, status: error.$metadata.httpStatusCode };
+    throw error;
+  }
+  throw new Error('request was not refused');
 }

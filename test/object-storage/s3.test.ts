@@ -23,7 +23,6 @@ import {
   ListPartsCommand,
   PutObjectCommand,
   S3Client,
-  S3ServiceException,
   UploadPartCommand,
   type ListObjectsV2CommandInput,
 } from '@aws-sdk/client-s3';
@@ -34,18 +33,7 @@ import { createBackgroundWork } from '../../src/jobs/index.js';
 import { startObjectStorageEndpoint, viewObjectStorages } from '../../src/services/object-storage/index.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
-import { applyObjectStorage, s3Client } from './helpers.js';
-
-async function refusal(promise: Promise<unknown>): Promise<{ code: string; status: number | undefined }> {
-  try {
-    await promise;
-  } catch (error) {
-    if (error instanceof S3ServiceException)
-      return { code: error.name, status: error.$metadata.httpStatusCode };
-    throw error;
-  }
-  throw new Error('request was not refused');
-}
+import { applyObjectStorage, refusal, s3Client } from './helpers.js';
 
 async function text(client: S3Client, Bucket: string, Key: string, Range?: string) {
   const got = await client.send(new GetObjectCommand({ Bucket, Key, ...(Range ? { Range } : {}) }));

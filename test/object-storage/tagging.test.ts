@@ -11,7 +11,6 @@ import {
   PutObjectCommand,
   PutObjectTaggingCommand,
   S3Client,
-  S3ServiceException,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -20,18 +19,7 @@ import { createBackgroundWork } from '../../src/jobs/index.js';
 import { startObjectStorageEndpoint, viewObjectStorages } from '../../src/services/object-storage/index.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
-import { applyObjectStorage, s3Client } from './helpers.js';
-
-async function refusal(promise: Promise<unknown>): Promise<{ code: string; status: number | undefined }> {
-  try {
-    await promise;
-  } catch (error) {
-    if (error instanceof S3ServiceException)
-      return { code: error.name, status: error.$metadata.httpStatusCode };
-    throw error;
-  }
-  throw new Error('request was not refused');
-}
+import { applyObjectStorage, refusal, s3Client } from './helpers.js';
 
 describe.each(DIALECTS)('object tagging on %s', (dialect) => {
   let t: TestApp;
