@@ -31,7 +31,8 @@ export interface ManagedEnv {
  * instead of running initdb and mariadb-install-db once per suite.
  */
 export async function openManagedEnv(dialect: Dialect, templateDir?: string): Promise<ManagedEnv> {
-  const config = testConfig();
+  // Migration sources in these suites are servers on loopback, which /1.3 refuses unless allowed.
+  const config = testConfig({ BERTH_TOOLS_ALLOW_PRIVATE: '127.0.0.1' });
   const store = await openTestStore(dialect);
   const shared: Store = { db: store.db, dialect: store.dialect, close: () => Promise.resolve() };
   const masterKey = randomBytes(32);

@@ -17,6 +17,7 @@ import { baseBackupsOf, walArchiveOf } from '../../drivers/databases/local/postg
 import { freePort } from '../../drivers/databases/local/process.js';
 import { stopCluster } from '../../drivers/databases/operations/cluster.js';
 import { runCommand } from '../../drivers/databases/operations/exec.js';
+import { createAddressGuard, type AddressGuard } from '../../drivers/net/guard.js';
 import {
   DEFAULT_PG_BIN_DIR,
   OperationError,
@@ -167,7 +168,16 @@ function failureOf(error: unknown): { result: string; codes: ResultCode[] } {
   };
 }
 
+/**
+ * A tenant's source server is reached under the tools' address rule and its operator allowance
+ * (BERTH_TOOLS_ALLOW_PRIVATE): loopback, private and link-local addresses are refused otherwise, so
+ * that a tenant cannot map the network behind Berth. Berth's own instances need no such rule.
+ */
+const sourceGuard = (ctx: AppContext): AddressGuard =>
+  createAddressGuard({ allow: ctx.config.toolsAllowPrivate });
+
 export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandler> {
+  const guard = sourceGuard(ctx);
   const log = ctx.logger.child({ component: 'db-operations' });
   const now = () => iso(ctx.clock.now());
 
@@ -190,6 +200,7 @@ export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandl
       if (request.operation === 'migration_check') {
         const targetMajor = majorOf(instance.version);
         const check = await checkMigrationSource({
+          guard,
           sourceUri: request.sourceUri ?? '',
           engine,
           ...(request.ssl !== undefined ? { ssl: request.ssl } : {}),
@@ -270,6 +281,7 @@ export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandl
         ssl: migration.ssl === 1,
         ...(migration.ignore_dbs ? { ignoreDbs: migration.ignore_dbs } : {}),
         signal,
+        guard,
       };
       const status =
         migration.method === 'replication'
@@ -503,6 +515,7 @@ export async function migrationStatusOf(
       sourceUri: ctx.secretBox.decrypt(migration.source),
       targetUri: adminUriOf(ctx, row, instance),
       ssl: migration.ssl === 1,
+      guard: sourceGuard(ctx),
     });
     const { lag_bytes: _lag, ...status } = live;
     return status;
@@ -551,6 +564,7 @@ export async function stopMigration(
         sourceUri: ctx.secretBox.decrypt(migration.source),
         targetUri: adminUriOf(ctx, row, instance),
         ssl: migration.ssl === 1,
+        guard: sourceGuard(ctx),
       });
       if (stopped.orphanedSlots.length > 0) {
         ctx.logger.warn(

@@ -13,7 +13,8 @@ import {
   type MigrationMethod,
   type ResultCode,
 } from './common.js';
-import { connectPg, withMysql, withPg } from './connect.js';
+import type { AddressGuard } from '../../net/guard.js';
+import { connectPg, pinSource, withMysql, withPg } from './connect.js';
 import { isOperationError } from './errors.js';
 import type { ConnectionSpec, Engine } from './source-uri.js';
 
@@ -29,6 +30,8 @@ export interface MigrationCheckInput {
   targetMajor?: number;
   /** Where pg_dump lives; its major bounds the source versions a dump can read. */
   pgBinDir?: string;
+  /** The address rule for a tenant's source; without it any address is connected to. */
+  guard?: AddressGuard;
 }
 
 export interface SourceDatabase {
@@ -78,9 +81,11 @@ function failed(engine: Engine, method: MigrationMethod, code: ResultCode): Migr
 }
 
 export async function checkMigrationSource(input: MigrationCheckInput): Promise<MigrationCheckResult> {
-  const spec = validateSourceUri(input.sourceUri, input.engine, input.ssl);
+  const given = validateSourceUri(input.sourceUri, input.engine, input.ssl);
   const method = input.method ?? 'dump';
+  let spec = given;
   try {
+    spec = await pinSource(given, input.guard);
     const partial = spec.engine === 'pg' ? await checkPostgres(spec, input) : await checkMysql(spec, input);
     const result = conclude(partial, input.method, spec.sslMode);
     // Without `ssl`, a migration requires TLS (its default): say so now if the source has none.

@@ -2,7 +2,8 @@
 import mysql from 'mysql2/promise';
 import pg from 'pg';
 import { OperationError, type OperationErrorCode } from './errors.js';
-import type { ConnectionSpec } from './source-uri.js';
+import type { AddressGuard } from '../../net/guard.js';
+import { parseConnectionUri, type ConnectionSpec } from './source-uri.js';
 
 const CONNECT_TIMEOUT_MS = 5_000;
 
@@ -32,8 +33,47 @@ export function connectFailure(error: unknown, spec: ConnectionSpec, side: Side 
     else if (/does not support SSL|secure connection|SSL/i.test(message) && spec.sslMode === 'require')
       code = 'SOURCE_SSL_UNAVAILABLE';
   }
+  // One answer for every address that is refused, closed, filtered or silent: a tenant must not map
+  // the network behind Berth by comparing them.
+  if (code === 'SOURCE_UNREACHABLE') return sourceUnreachable();
   return new OperationError(code, `Cannot connect to ${where} as ${spec.user}: ${message}`, [spec.password]);
 }
+
+export const SOURCE_UNREACHABLE_MESSAGE = 'Cannot connect to the source server';
+const sourceUnreachable = (): OperationError =>
+  new OperationError('SOURCE_UNREACHABLE', SOURCE_UNREACHABLE_MESSAGE);
+
+/**
+ * Applies the address rule (src/drivers/net/guard.ts) to a tenant's source: its host is resolved once,
+ * every address checked, and the spec returned points at the checked address, so a later resolution
+ * cannot lead somewhere else (DNS rebinding). A refused address answers like an unreachable one.
+ */
+export async function pinSource(
+  spec: ConnectionSpec,
+  guard: AddressGuard | undefined,
+): Promise<ConnectionSpec> {
+  if (!guard) return spec;
+  const url = new URL('http://placeholder/');
+  try {
+    url.hostname = spec.host.includes(':') ? `[${spec.host}]` : spec.host;
+    url.port = String(spec.port);
+    const { address } = await guard.resolve(url);
+    return { ...spec, host: address };
+  } catch {
+    throw sourceUnreachable();
+  }
+}
+
+/** A tenant's source URI, parsed and pinned to an address the rule allows. */
+export const pinnedSource = (input: {
+  sourceUri: string;
+  ssl?: boolean | undefined;
+  guard?: AddressGuard | undefined;
+}): Promise<ConnectionSpec> =>
+  pinSource(
+    parseConnectionUri(input.sourceUri, input.ssl === undefined ? {} : { ssl: input.ssl }),
+    input.guard,
+  );
 
 function pgConfig(spec: ConnectionSpec, ssl: boolean): pg.ClientConfig {
   return {

@@ -10,8 +10,9 @@ import {
   type DatabaseMigrationStatus,
   type MigrationStatus,
 } from './common.js';
-import { mysqlArgs, pgDbnameConninfo, pgEnv, pgIdent, withMysql, withPg } from './connect.js';
+import { mysqlArgs, pgDbnameConninfo, pgEnv, pgIdent, pinSource, withMysql, withPg } from './connect.js';
 import { OperationError } from './errors.js';
+import type { AddressGuard } from '../../net/guard.js';
 import { checkToolSafeName, runPipeline, TOOL_ACCOUNT } from './exec.js';
 import { parseConnectionUri, type ConnectionSpec } from './source-uri.js';
 
@@ -28,6 +29,8 @@ export interface DumpMigrateInput {
   /** Called with a fresh status object after every per-database step. */
   onProgress?: (status: MigrationStatus) => void;
   signal?: AbortSignal;
+  /** The address rule for a tenant's source; without it (Berth's own instances) any address is used. */
+  guard?: AddressGuard;
 }
 
 /** Lists the databases a migration would copy (system databases and the ignore list left out). */
@@ -57,11 +60,12 @@ export async function listSourceDatabases(
 }
 
 export async function dumpMigrate(input: DumpMigrateInput): Promise<MigrationStatus> {
-  const source = parseConnectionUri(input.sourceUri, input.ssl === undefined ? {} : { ssl: input.ssl });
+  const given = parseConnectionUri(input.sourceUri, input.ssl === undefined ? {} : { ssl: input.ssl });
   const target = parseConnectionUri(input.targetUri);
-  if (source.engine !== target.engine) {
-    throw new OperationError('ENGINE_MISMATCH', 'Source and target are different engines', [source.password]);
+  if (given.engine !== target.engine) {
+    throw new OperationError('ENGINE_MISMATCH', 'Source and target are different engines', [given.password]);
   }
+  let source = given;
   const secrets = [source.password, target.password];
   const method = source.engine === 'pg' ? 'pg_dump' : 'mysqldump';
   const status: MigrationStatus = {
@@ -74,6 +78,7 @@ export async function dumpMigrate(input: DumpMigrateInput): Promise<MigrationSta
   const report = (): void => input.onProgress?.(structuredClone(status));
   let names: string[];
   try {
+    source = await pinSource(given, input.guard);
     names = input.databases ? [...input.databases] : await listSourceDatabases(source, input.ignoreDbs);
   } catch (error) {
     status.status = 'failed';
@@ -140,7 +145,15 @@ async function copyPgDatabase(
     // Roles of the source do not exist in the target: objects become the target admin's, grants are dropped.
     {
       command: path.join(bin, 'pg_restore'),
-      args: ['--no-owner', '--no-privileges', `--dbname=${pgDbnameConninfo(dbname)}`],
+      // --clean --if-exists: a retry after a crash or failure drops what an earlier attempt restored
+      // before restoring again, so rows are never duplicated.
+      args: [
+        '--no-owner',
+        '--no-privileges',
+        '--clean',
+        '--if-exists',
+        `--dbname=${pgDbnameConninfo(dbname)}`,
+      ],
       env: pgEnv(target, dbname),
       runAs: TOOL_ACCOUNT,
     },
@@ -167,6 +180,8 @@ async function copyMysqlDatabase(
         '--triggers',
         '--events',
         '--hex-blob',
+        // A retry restores over what an earlier attempt left: the database is dropped and made again.
+        '--add-drop-database',
         '--databases',
         '--',
         dbname,

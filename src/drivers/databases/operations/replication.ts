@@ -10,9 +10,10 @@ import {
   type DatabaseMigrationStatus,
   type MigrationStatus,
 } from './common.js';
-import { connectPg, pgDbnameConninfo, pgEnv, pgIdent, pgLiteral, withPg } from './connect.js';
+import { connectPg, pgDbnameConninfo, pgEnv, pgIdent, pgLiteral, pinnedSource, withPg } from './connect.js';
 import { ensurePgDatabase, listSourceDatabases } from './dump.js';
 import { OperationError } from './errors.js';
+import type { AddressGuard } from '../../net/guard.js';
 import { checkToolSafeName, runPipeline, TOOL_ACCOUNT } from './exec.js';
 import { parseConnectionUri, type ConnectionSpec } from './source-uri.js';
 
@@ -31,6 +32,8 @@ export interface ReplicationInput {
   databases?: readonly string[];
   pgBinDir?: string;
   signal?: AbortSignal;
+  /** The address rule for a tenant's source. */
+  guard?: AddressGuard;
 }
 
 /**
@@ -79,7 +82,7 @@ function conninfo(source: ConnectionSpec, dbname: string): string {
  * subscriptions were created (tables may still be in their initial copy: status `running`).
  */
 export async function startReplication(input: ReplicationInput): Promise<MigrationStatus> {
-  const source = parseConnectionUri(input.sourceUri, input.ssl === undefined ? {} : { ssl: input.ssl });
+  const source = await pinnedSource(input);
   const target = parseConnectionUri(input.targetUri);
   if (source.engine !== 'pg' || target.engine !== 'pg') {
     throw new OperationError(
@@ -166,9 +169,9 @@ interface SubscriptionRow {
  * the subscription received from the source.
  */
 export async function replicationStatus(
-  input: Pick<ReplicationInput, 'sourceUri' | 'targetUri' | 'ssl'>,
+  input: Pick<ReplicationInput, 'sourceUri' | 'targetUri' | 'ssl' | 'guard'>,
 ): Promise<ReplicationStatus> {
-  const source = parseConnectionUri(input.sourceUri, input.ssl === undefined ? {} : { ssl: input.ssl });
+  const source = await pinnedSource(input);
   const target = parseConnectionUri(input.targetUri);
   const subs = await withPg({ ...target, database: target.database || 'postgres' }, 'target', (c) =>
     c
@@ -256,9 +259,9 @@ async function tablesNotReady(client: pg.Client): Promise<number> {
  * the target is freed anyway; the orphaned slot is then reported.
  */
 export async function stopReplication(
-  input: Pick<ReplicationInput, 'sourceUri' | 'targetUri' | 'ssl'>,
+  input: Pick<ReplicationInput, 'sourceUri' | 'targetUri' | 'ssl' | 'guard'>,
 ): Promise<{ databases: string[]; orphanedSlots: string[] }> {
-  const source = parseConnectionUri(input.sourceUri, input.ssl === undefined ? {} : { ssl: input.ssl });
+  const source = await pinnedSource(input);
   const target = parseConnectionUri(input.targetUri);
   const subs = await withPg({ ...target, database: target.database || 'postgres' }, 'target', (c) =>
     c
