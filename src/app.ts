@@ -6,6 +6,7 @@ import type { AppContext } from './context.js';
 import { registerAuth } from './http/plugins/auth.js';
 import { registerErrorHandler } from './http/plugins/errors.js';
 import { registerProtocol } from './http/plugins/protocol.js';
+import { registerInputGuard } from './http/plugins/input.js';
 import { registerIdentityRoutes } from './http/routes/platform/identity.js';
 import { registerApplicationRoutes } from './http/routes/platform/applications.js';
 import { registerInfrastructureRoutes } from './http/routes/platform/infrastructure.js';
@@ -64,6 +65,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   registerErrorHandler(app);
   registerProtocol(app, ctx);
   registerAuth(app, ctx);
+  registerInputGuard(app);
 
   registerSystemRoutes(app, ctx);
   registerIdentityRoutes(app, ctx);

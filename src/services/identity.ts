@@ -1,4 +1,5 @@
 // Users, teams and the three kinds of credential. Each secret is shown once and stored only as a hash.
+import { NAME_CONTROL } from '../domain/control-characters.js';
 import type { Kysely } from 'kysely';
 import { AppError } from '../domain/errors.js';
 import { iso, type Clock, type IdGenerator } from '../domain/clock.js';
@@ -95,6 +96,8 @@ export function createIdentityService(deps: { db: Kysely<Database>; clock: Clock
     ref: string | number,
   ): Promise<TeamRow & { role: Role; revision: number | null }> {
     const text = String(ref).trim();
+    // No team name holds one (TEAM_NAME), and PostgreSQL cannot even compare a text holding NUL.
+    if (NAME_CONTROL.test(text)) throw new AppError('not_found', 'Team not found');
     // One read: the team and the caller's membership together.
     const found = await repo.findTeamWithRole(text, /^\d+$/.test(text) ? Number(text) : undefined, userId);
     if (!found) throw new AppError('not_found', `Team '${text}' not found`);
@@ -138,6 +141,9 @@ export function createIdentityService(deps: { db: Kysely<Database>; clock: Clock
     },
 
     async issueCredential(userId: number, kind: CredentialKind, name = 'default'): Promise<IssuedCredential> {
+      if (name.trim() === '' || name.length > 100 || NAME_CONTROL.test(name)) {
+        throw new AppError('bad_request', 'A credential name is 1-100 characters without control characters');
+      }
       if (!(await repo.findUser(userId))) throw new AppError('not_found', `User ${userId} not found`);
       return issueWith(repo, userId, kind, name);
     },

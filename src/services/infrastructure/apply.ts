@@ -14,6 +14,7 @@ import type { Database } from '../../db/schema/index.js';
 import { iso, type Clock, type IdGenerator } from '../../domain/clock.js';
 import type { TeamQuotas } from '../../config/index.js';
 import { AppError, validationError } from '../../domain/errors.js';
+import { controlCharacterErrors } from '../../domain/control-characters.js';
 import type { DesiredDocument } from '../../domain/infrastructure/document.js';
 import { parseInfrastructureYaml } from '../../domain/infrastructure/parse.js';
 import {
@@ -74,7 +75,13 @@ function isUniqueViolation(error: unknown): boolean {
 const ATTEMPTS = 3;
 
 function readBody(body: unknown): Record<string, unknown> {
-  if (typeof body === 'string') return parseInfrastructureYaml(body);
+  if (typeof body === 'string') {
+    // YAML escapes ("\0") reach what JSON bodies are checked for by the input guard.
+    const parsed = parseInfrastructureYaml(body);
+    const errors = controlCharacterErrors(parsed, '');
+    if (Object.keys(errors).length > 0) throw validationError(errors, VALIDATION_MESSAGE);
+    return parsed;
+  }
   if (body !== null && typeof body === 'object' && !Array.isArray(body))
     return body as Record<string, unknown>;
   if (body === undefined || body === null) {
