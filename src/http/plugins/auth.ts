@@ -45,44 +45,96 @@ export function parseAuthorization(
   return { id: decoded.slice(0, colon), secret: decoded.slice(colon + 1) };
 }
 
-/** Fixed one-minute windows per credential; memory is bounded by pruning old windows. */
-function createRateLimiter(perMinute: number) {
-  const windows = new Map<number, { start: number; count: number }>();
-  return (credentialId: number, now: number): number | undefined => {
-    if (perMinute <= 0) return undefined;
+/** Fixed one-minute windows per key; memory is bounded by pruning old windows. */
+function createWindows() {
+  const windows = new Map<string | number, { start: number; count: number }>();
+  const current = (key: string | number, now: number) => {
     const start = now - (now % 60_000);
-    let window = windows.get(credentialId);
+    let window = windows.get(key);
     if (!window || window.start !== start) {
       if (windows.size > 100_000) windows.clear();
       window = { start, count: 0 };
-      windows.set(credentialId, window);
+      windows.set(key, window);
     }
-    window.count += 1;
-    return window.count > perMinute ? Math.ceil((start + 60_000 - now) / 1000) : undefined;
+    return window;
   };
+  return {
+    /** Seconds until the key's window ends when it already holds `limit` events, else undefined. */
+    full(key: string | number, limit: number, now: number): number | undefined {
+      const window = current(key, now);
+      return window.count >= limit ? Math.ceil((window.start + 60_000 - now) / 1000) : undefined;
+    },
+    add(key: string | number, now: number): void {
+      current(key, now).count += 1;
+    },
+  };
+}
+
+function createRateLimiter(perMinute: number) {
+  const windows = createWindows();
+  return (credentialId: number, now: number): number | undefined => {
+    if (perMinute <= 0) return undefined;
+    windows.add(credentialId, now);
+    return windows.full(credentialId, perMinute + 1, now);
+  };
+}
+
+/**
+ * Failed authentications per minute (issue 11, item 12): per client address, and per credential name
+ * (the /1.3 username) so that guessing one account's password from many addresses is slowed too.
+ * Once over, the address or name is answered 429 without checking anything until the minute ends.
+ */
+export const AUTH_FAILURES_PER_ADDRESS = 30;
+export const AUTH_FAILURES_PER_NAME = 10;
+
+function rateLimited(retryAfter: number, message: string): AppError {
+  return new AppError('rate_limited', message, { retryAfter, apiCode: 'TOO_MANY_REQUESTS' });
 }
 
 export function registerAuth(app: FastifyInstance, ctx: AppContext): void {
   const limit = createRateLimiter(ctx.config.rateLimitPerMinute);
   app.decorateRequest('principal', undefined);
 
+  const failures = createWindows();
   app.addHook('onRequest', async (request: FastifyRequest) => {
     const kind = request.routeOptions.config?.auth;
     if (kind === undefined || kind === 'none') return;
-    const presented = parseAuthorization(kind, request.headers.authorization);
+    const now = Date.now();
+    const address = `address:${request.ip}`;
+    const blockedAddress = failures.full(address, AUTH_FAILURES_PER_ADDRESS, now);
+    if (blockedAddress !== undefined) {
+      throw rateLimited(blockedAddress, 'Too many failed authentications from this address. Retry later.');
+    }
+    let presented: { id: string; secret?: string };
+    try {
+      presented = parseAuthorization(kind, request.headers.authorization);
+    } catch (error) {
+      failures.add(address, now);
+      throw error;
+    }
+    // Only the /1.3 username is a name; a token or key is itself the secret and never a key here.
+    const name = presented.secret !== undefined ? `name:${kind}:${presented.id}` : undefined;
+    const blockedName = name && failures.full(name, AUTH_FAILURES_PER_NAME, now);
+    if (blockedName) {
+      throw rateLimited(blockedName, 'Too many failed authentications for this user. Retry later.');
+    }
     const principal: Principal | undefined = await ctx.identity.authenticate(
       kind,
       presented.id,
       presented.secret,
     );
-    if (!principal) throw unauthenticated(kind, 'Unauthenticated. The credential is unknown or revoked.');
-    request.principal = principal;
-    const retryAfter = limit(principal.credentialId, Date.now());
-    if (retryAfter !== undefined) {
-      throw new AppError('rate_limited', 'Too many requests. Slow down.', {
-        retryAfter,
-        apiCode: 'TOO_MANY_REQUESTS',
-      });
+    if (!principal) {
+      failures.add(address, now);
+      if (name) failures.add(name, now);
+      // Never the secret: the kind, the address and, for /1.3, the username.
+      request.log.warn(
+        { kind, ip: request.ip, ...(presented.secret !== undefined ? { username: presented.id } : {}) },
+        'authentication failed',
+      );
+      throw unauthenticated(kind, 'Unauthenticated. The credential is unknown or revoked.');
     }
+    request.principal = principal;
+    const retryAfter = limit(principal.credentialId, now);
+    if (retryAfter !== undefined) throw rateLimited(retryAfter, 'Too many requests. Slow down.');
   });
 }
