@@ -1,4 +1,5 @@
 // Everything a running Berth needs, built once from a Config. main.ts and the tests both use it.
+import { secureDataDir } from './config/data-dir.js';
 import path from 'node:path';
 import type { Kysely } from 'kysely';
 import { pino, type Logger } from 'pino';
@@ -48,6 +49,8 @@ export function createLogger(config: Config): Logger {
 }
 
 export async function createContext(config: Config, overrides: ContextOverrides = {}): Promise<AppContext> {
+  // Before the store and the key are opened: a new SQLite file takes its directory's reach from the start.
+  const modeChanges = secureDataDir(config.dataDir);
   const store =
     overrides.store ??
     (await openStore({
@@ -57,6 +60,9 @@ export async function createContext(config: Config, overrides: ContextOverrides 
   const clock = overrides.clock ?? systemClock;
   const ids = overrides.ids ?? randomIds;
   const logger = overrides.logger ?? createLogger(config);
+  for (const change of modeChanges) logger.warn(change, 'data dir: permissions tightened');
+  // The store's files, created just now with the process umask: the owner's alone too.
+  for (const change of secureDataDir(config.dataDir)) logger.info(change, 'data dir: new file restricted');
   const secretBox = createSecretBox(
     overrides.masterKey ?? loadOrCreateMasterKey(config.dataDir, config.secretKey),
   );
