@@ -7,6 +7,7 @@ import { registerAuth } from './http/plugins/auth.js';
 import { registerErrorHandler } from './http/plugins/errors.js';
 import { registerProtocol } from './http/plugins/protocol.js';
 import { registerInputGuard } from './http/plugins/input.js';
+import { registerOwnershipCheck } from './http/plugins/ownership.js';
 import { registerIdentityRoutes } from './http/routes/platform/identity.js';
 import { registerApplicationRoutes } from './http/routes/platform/applications.js';
 import { registerInfrastructureRoutes } from './http/routes/platform/infrastructure.js';
@@ -66,6 +67,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   registerProtocol(app, ctx);
   registerAuth(app, ctx);
   registerInputGuard(app);
+  registerOwnershipCheck(app, ctx);
 
   registerSystemRoutes(app, ctx);
   registerIdentityRoutes(app, ctx);
