@@ -2,6 +2,7 @@
 // that match no route because of a space or a trailing slash.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from '../helpers/app.js';
+import { applyManagedDatabase } from '../managed-databases/helpers.js';
 
 describe('error messages that say what is accepted', () => {
   let t: TestApp;
@@ -31,9 +32,15 @@ describe('error messages that say what is accepted', () => {
     expect(shot.json<{ errors: unknown }>().errors).toEqual({
       format: ["The format field must be one of: 'png', 'jpeg'."],
     });
+    // A database of the caller's team: ownership is checked before the body (docs/security.md).
+    const uuid = await applyManagedDatabase(t.ctx, t.user.team_id, {
+      name: 'messages',
+      type: 'pg',
+      plan: '1x1xCPU-2GB-25GB',
+    });
     const task = await t.app.inject({
       method: 'POST',
-      url: '/1.3/database/00000000-0000-4000-8000-000000000000/tasks',
+      url: `/1.3/database/${uuid}/tasks`,
       headers: t.auth.dbApi,
       payload: { operation: 'nope' },
     });
