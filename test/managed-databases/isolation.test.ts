@@ -220,6 +220,12 @@ describe.each(DIALECTS)('tenant isolation of managed databases on %s', (dialect)
     maintenance.username = MAINTENANCE_USER;
     maintenance.password = encodeURIComponent(maintenancePassword(root));
     await pgAs(maintenance.toString(), (c) => c.query('ALTER ROLE upadmin SUPERUSER'));
+    // A document stored before reserved names were refused at apply declared one.
+    await berth.ctx.db
+      .updateTable('managed_databases')
+      .set({ users: JSON.stringify([{ username: 'app' }, { username: 'postgres' }]) })
+      .where('uuid', '=', ids.pgA)
+      .execute();
     await berth.close();
     fs.rmSync(maintenanceFile(root));
     fs.chmodSync(root, 0o755);
@@ -229,6 +235,12 @@ describe.each(DIALECTS)('tenant isolation of managed databases on %s', (dialect)
 
     berth = await env.boot();
     await managedDatabases(berth.ctx).startSupervisor({ intervalMs: 60_000 }).tick();
+    const state = await berth.ctx.db
+      .selectFrom('managed_databases')
+      .select(['state', 'state_reason'])
+      .where('uuid', '=', ids.pgA)
+      .executeTakeFirstOrThrow();
+    expect(state).toEqual({ state: 'running', state_reason: null });
     const after = await service(ids.pgA, alice);
     await pgAs(after.service_uri, async (c) => {
       expect((await c.query('SELECT rolsuper FROM pg_roles WHERE rolname = current_user')).rows).toEqual([

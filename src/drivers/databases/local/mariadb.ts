@@ -62,10 +62,7 @@ function checkSpec(spec: InstanceSpec): void {
   for (const user of spec.users) {
     if (!SAFE_NAME.test(user.username))
       throw new PermanentDriverError(`invalid user name '${user.username}'`);
-    if (SERVER_ACCOUNTS.has(user.username) || user.username === spec.adminUser)
-      throw new PermanentDriverError(
-        `user name '${user.username}' is reserved (the admin, ${[...SERVER_ACCOUNTS].join(', ')} are)`,
-      );
+
     if (user.authentication !== undefined && !AUTH_METHODS.has(user.authentication)) {
       throw new PermanentDriverError(
         `user '${user.username}': authentication '${user.authentication}' is not supported by mysql (use mysql_native_password or caching_sha2_password)`,
@@ -184,7 +181,15 @@ export const mariadbEngine: LocalEngine = {
     return isAlive(pid) && commandLineMentions(pid, dataOf(root)) ? pid : null;
   },
 
-  async ensureAccess(root, spec, _port, _bootstrapPassword) {
+  async ensureAccess(root, declared, _port, _bootstrapPassword) {
+    // A user named like the admin, Berth's account or the server's own is never made (apply refuses
+    // such names; a document stored before that rule is served without them).
+    const spec = {
+      ...declared,
+      users: declared.users.filter(
+        (u) => !SERVER_ACCOUNTS.has(u.username) && u.username !== declared.adminUser,
+      ),
+    };
     checkSpec(spec);
     // root@localhost (the socket, which only Berth reaches) and berth_maint@127.0.0.1 (for dumps and
     // clones over TCP) are Berth's, with the maintenance password; the admin is the team's.

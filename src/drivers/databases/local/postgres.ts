@@ -180,10 +180,7 @@ function checkSpec(spec: InstanceSpec): void {
   for (const user of spec.users) {
     if (!SAFE_NAME.test(user.username))
       throw new PermanentDriverError(`invalid user name '${user.username}'`);
-    if (isReservedRole(user.username, spec.adminUser))
-      throw new PermanentDriverError(
-        `user name '${user.username}' is reserved (the admin, ${MAINTENANCE_USER}, postgres, public and pg_* are)`,
-      );
+
     if (user.authentication !== undefined && !AUTH_METHODS.has(user.authentication)) {
       throw new PermanentDriverError(
         `user '${user.username}': authentication '${user.authentication}' is not supported by pg (use scram-sha-256 or md5)`,
@@ -315,7 +312,13 @@ export const postgresEngine: LocalEngine = {
     return isAlive(pid) && commandLineMentions(pid, data) ? pid : null;
   },
 
-  async ensureAccess(root, spec, port, bootstrapPassword) {
+  async ensureAccess(root, declared, port, bootstrapPassword) {
+    // A user named like the admin, Berth's account or the server's own is never made (apply refuses
+    // such names; a document stored before that rule is served without them).
+    const spec = {
+      ...declared,
+      users: declared.users.filter((u) => !isReservedRole(u.username, declared.adminUser)),
+    };
     checkSpec(spec);
     const maint = await superuserSession(root, spec, port, bootstrapPassword);
     const role = (name: string) => maint.escapeIdentifier(name);
