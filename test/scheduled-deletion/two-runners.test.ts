@@ -78,7 +78,9 @@ describe('scheduled deletion with two runners on one PostgreSQL', () => {
       await Promise.all(runners.map((r) => r.runDue()));
     }
 
-    expect(outcomes.filter((o) => o === 'deleted')).toHaveLength(APPS);
+    // The direct calls race the runners' deletion jobs: either may do a deletion, never both (the
+    // tombstones and audit rows below are one per application).
+    expect(outcomes.filter((o) => o === 'deleted').length).toBeLessThanOrEqual(APPS);
     for (const app of apps) {
       for (const recipient of ['owner@example.com', 'second@example.com']) {
         const mails = sink.to(recipient).filter((m) => m.subject.startsWith(`Application "${app.name}"`));
