@@ -18,6 +18,7 @@ import { FileSink } from './file-sink.js';
 import { errors, S3Error } from './errors.js';
 import { createObjectFiles, type ObjectFiles } from './files.js';
 import { lookupCache } from './lookup-cache.js';
+import { refuseUnhonoured, routeTable } from './routes.js';
 import { createObjectMetadata, type BucketRow, type ObjectRow } from './metadata.js';
 import { compilePolicies, isAllowed, type AccessRequest, type Statement } from './policy.js';
 import {
@@ -105,11 +106,6 @@ interface Exchange {
   caller: Caller;
   /** Sends 100 Continue once the request is authenticated (Expect: 100-continue). */
   proceed(): void;
-}
-
-/** True when the query names a sub-resource (?acl, ?versioning…), not just signing or SDK parameters. */
-function hasSubresource(params: Map<string, string>): boolean {
-  return [...params.keys()].some((k) => k !== 'x-id' && !k.startsWith('X-Amz-'));
 }
 
 const EXPOSED_HEADERS =
@@ -303,8 +299,9 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
     send(x, 204);
   }
 
-  async function listObjects(x: Exchange, bucket: BucketRow, v2: boolean): Promise<void> {
+  async function listObjects(x: Exchange, bucket: BucketRow): Promise<void> {
     const p = x.params;
+    const v2 = p.get('list-type') === '2';
     const prefix = p.get('prefix') ?? '';
     const delimiter = p.get('delimiter') ?? '';
     allow(x, { action: 's3:ListBucket', bucket: bucket.name, listPrefix: prefix });
@@ -686,72 +683,112 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
 
   // ---- dispatch ----
 
+  type Handler = (x: Exchange) => Promise<void>;
+  const inBucket =
+    (fn: (x: Exchange, bucket: BucketRow) => Promise<void>): Handler =>
+    async (x) =>
+      fn(x, await ownBucket(x, x.bucket!));
+  const onObject =
+    (fn: (x: Exchange, bucket: BucketRow, key: string) => Promise<void>): Handler =>
+    async (x) =>
+      fn(x, await ownBucket(x, x.bucket!), x.key!);
+  const refuse: Handler = () => Promise.reject(errors.notImplemented());
+
+  /**
+   * Everything the endpoint answers. Operations whose handlers live elsewhere (tagging, CORS
+   * configuration, form uploads) are listed as `refuse` until wired in; anything not listed is
+   * refused the same way, before the bucket or object is read.
+   */
+  const routes = routeTable<Handler>([
+    { method: 'GET', form: 'service', sub: '', op: 'ListBuckets', handler: listBuckets },
+    {
+      method: 'PUT',
+      form: 'bucket',
+      sub: '',
+      op: 'CreateBucket',
+      handler: (x) => createBucket(x, x.bucket!),
+    },
+    { method: 'HEAD', form: 'bucket', sub: '', op: 'HeadBucket', handler: inBucket(headBucket) },
+    { method: 'DELETE', form: 'bucket', sub: '', op: 'DeleteBucket', handler: inBucket(deleteBucket) },
+    { method: 'GET', form: 'bucket', sub: '', op: 'ListObjects', handler: inBucket(listObjects) },
+    {
+      method: 'GET',
+      form: 'bucket',
+      sub: 'location',
+      op: 'GetBucketLocation',
+      handler: inBucket(bucketLocation),
+    },
+    { method: 'POST', form: 'bucket', sub: 'delete', op: 'DeleteObjects', handler: inBucket(deleteObjects) },
+    { method: 'GET', form: 'bucket', sub: 'cors', op: 'GetBucketCors', handler: refuse },
+    { method: 'PUT', form: 'bucket', sub: 'cors', op: 'PutBucketCors', handler: refuse },
+    { method: 'DELETE', form: 'bucket', sub: 'cors', op: 'DeleteBucketCors', handler: refuse },
+    { method: 'POST', form: 'bucket', sub: '', op: 'PostObject', handler: refuse },
+    { method: 'PUT', form: 'object', sub: '', op: 'PutObject', handler: onObject(putOrCopy) },
+    {
+      method: 'GET',
+      form: 'object',
+      sub: '',
+      op: 'GetObject',
+      handler: onObject((x, b, k) => getObject(x, b, k, false)),
+    },
+    {
+      method: 'HEAD',
+      form: 'object',
+      sub: '',
+      op: 'HeadObject',
+      handler: onObject((x, b, k) => getObject(x, b, k, true)),
+    },
+    { method: 'DELETE', form: 'object', sub: '', op: 'DeleteObject', handler: onObject(deleteObject) },
+    {
+      method: 'POST',
+      form: 'object',
+      sub: 'uploads',
+      op: 'CreateMultipartUpload',
+      handler: onObject(createUpload),
+    },
+    { method: 'PUT', form: 'object', sub: 'uploadId', op: 'UploadPart', handler: onObject(uploadPart) },
+    {
+      method: 'POST',
+      form: 'object',
+      sub: 'uploadId',
+      op: 'CompleteMultipartUpload',
+      handler: onObject(completeUpload),
+    },
+    {
+      method: 'DELETE',
+      form: 'object',
+      sub: 'uploadId',
+      op: 'AbortMultipartUpload',
+      handler: onObject(abortUpload),
+    },
+    { method: 'GET', form: 'object', sub: 'uploadId', op: 'ListParts', handler: onObject(listParts) },
+    { method: 'GET', form: 'object', sub: 'tagging', op: 'GetObjectTagging', handler: refuse },
+    { method: 'PUT', form: 'object', sub: 'tagging', op: 'PutObjectTagging', handler: refuse },
+    { method: 'DELETE', form: 'object', sub: 'tagging', op: 'DeleteObjectTagging', handler: refuse },
+  ]);
+
+  function headBucket(x: Exchange, bucket: BucketRow): Promise<void> {
+    allow(x, { action: 's3:ListBucket', bucket: bucket.name });
+    send(x, 200, { 'x-amz-bucket-region': x.caller.signature.region });
+    return Promise.resolve();
+  }
+
+  function bucketLocation(x: Exchange, bucket: BucketRow): Promise<void> {
+    allow(x, { action: 's3:GetBucketLocation', bucket: bucket.name });
+    sendXml(x, 'LocationConstraint', {});
+    return Promise.resolve();
+  }
+
+  async function putOrCopy(x: Exchange, bucket: BucketRow, key: string): Promise<void> {
+    const source = headerValue(x.req.headers, 'x-amz-copy-source');
+    return source === undefined ? putObject(x, bucket, key) : copyObject(x, bucket, key, source);
+  }
+
   async function dispatch(x: Exchange): Promise<void> {
-    const method = x.req.method ?? 'GET';
-    const p = x.params;
-    if (x.bucket === undefined) {
-      if (method === 'GET') return listBuckets(x);
-      throw errors.methodNotAllowed();
-    }
-    if (x.key === undefined) {
-      if (method === 'PUT' && !hasSubresource(p)) return createBucket(x, x.bucket);
-      const bucket = await ownBucket(x, x.bucket);
-      switch (method) {
-        case 'HEAD':
-          allow(x, { action: 's3:ListBucket', bucket: bucket.name });
-          return send(x, 200, { 'x-amz-bucket-region': x.caller.signature.region });
-        case 'DELETE':
-          if (!hasSubresource(p)) return deleteBucket(x, bucket);
-          break;
-        case 'GET':
-          if (p.has('location')) {
-            allow(x, { action: 's3:GetBucketLocation', bucket: bucket.name });
-            return sendXml(x, 'LocationConstraint', {});
-          }
-          if (
-            p.has('uploads') ||
-            p.has('versioning') ||
-            p.has('policy') ||
-            p.has('acl') ||
-            p.has('cors') ||
-            p.has('lifecycle')
-          )
-            break;
-          return listObjects(x, bucket, p.get('list-type') === '2');
-        case 'POST':
-          if (p.has('delete')) return deleteObjects(x, bucket);
-          break;
-        default:
-          break;
-      }
-      throw errors.notImplemented();
-    }
-    const key = x.key;
-    const bucket = await ownBucket(x, x.bucket);
-    switch (method) {
-      case 'PUT': {
-        if (p.has('uploadId')) return uploadPart(x, bucket, key);
-        const source = headerValue(x.req.headers, 'x-amz-copy-source');
-        if (source !== undefined) return copyObject(x, bucket, key, source);
-        if (p.has('acl') || p.has('tagging') || p.has('retention')) throw errors.notImplemented();
-        return putObject(x, bucket, key);
-      }
-      case 'GET':
-        if (p.has('uploadId')) return listParts(x, bucket, key);
-        if (p.has('acl') || p.has('tagging')) throw errors.notImplemented();
-        return getObject(x, bucket, key, false);
-      case 'HEAD':
-        return getObject(x, bucket, key, true);
-      case 'DELETE':
-        if (p.has('uploadId')) return abortUpload(x, bucket, key);
-        return deleteObject(x, bucket, key);
-      case 'POST':
-        if (p.has('uploads')) return createUpload(x, bucket, key);
-        if (p.has('uploadId')) return completeUpload(x, bucket, key);
-        throw errors.notImplemented();
-      default:
-        throw errors.methodNotAllowed();
-    }
+    const form = x.bucket === undefined ? 'service' : x.key === undefined ? 'bucket' : 'object';
+    const route = routes.find(x.req.method ?? 'GET', form, x.params);
+    refuseUnhonoured(route.op, x.req.headers, x.params, String(x.caller.storageId));
+    return route.handler(x);
   }
 
   function sendError(
