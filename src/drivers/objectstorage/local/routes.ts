@@ -96,7 +96,7 @@ const PARAMETERS = new Set([
  */
 export function subresourceOf(params: Map<string, string>): string {
   const subs = [...params.keys()].filter(
-    (k) => !k.startsWith('X-Amz-') && (SUBRESOURCES.has(k) || !PARAMETERS.has(k)),
+    (k) => !/^x-amz-/i.test(k) && (SUBRESOURCES.has(k) || !PARAMETERS.has(k)),
   );
   return subs.sort().join('&');
 }
@@ -148,6 +148,10 @@ export function refuseUnhonoured(
   params: Map<string, string>,
   ownerId: string,
 ): void {
+  // Presigned URLs carry signed headers in the query (x-amz-server-side-encryption=…): they count too.
+  const hoisted: IncomingHttpHeaders = {};
+  for (const [name, value] of params) if (/^x-amz-/.test(name)) hoisted[name] = value;
+  headers = { ...hoisted, ...headers };
   for (const name of Object.keys(headers)) {
     if (UNHONOURED.includes(name) || UNHONOURED_PREFIXES.some((p) => name.startsWith(p))) {
       // `x-amz-bucket-object-lock-enabled: false` and the like ask for nothing.
