@@ -266,12 +266,28 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
 
   // ---- buckets ----
 
+  const ownerOf = (x: Exchange) => ({
+    ID: String(x.caller.storageId),
+    DisplayName: `storage-${x.caller.storageId}`,
+  });
+
   async function listBuckets(x: Exchange): Promise<void> {
     allow(x, { action: 's3:ListAllMyBuckets' });
-    const buckets = await meta.listBuckets(x.caller.storageId);
+    const maxText = x.params.get('max-buckets') ?? '10000';
+    if (!/^\d+$/.test(maxText) || Number(maxText) < 1 || Number(maxText) > 10000)
+      throw errors.invalidArgument('max-buckets must be an integer from 1 to 10000');
+    const token = x.params.get('continuation-token') ?? '';
+    const after = Buffer.from(token, 'base64url').toString('utf8');
+    // An object storage holds few buckets: they are listed whole and paged here.
+    const buckets = (await meta.listBuckets(x.caller.storageId)).filter((b) => b.name > after);
+    const shown = buckets.slice(0, Number(maxText));
+    const truncated = buckets.length > shown.length;
     sendXml(x, 'ListAllMyBucketsResult', {
-      Owner: { ID: String(x.caller.storageId), DisplayName: `storage-${x.caller.storageId}` },
-      Buckets: { Bucket: buckets.map((b) => ({ Name: b.name, CreationDate: b.created_at })) },
+      Owner: ownerOf(x),
+      Buckets: { Bucket: shown.map((b) => ({ Name: b.name, CreationDate: b.created_at })) },
+      ContinuationToken: truncated
+        ? Buffer.from(shown.at(-1)!.name, 'utf8').toString('base64url')
+        : undefined,
     });
   }
 
@@ -282,9 +298,8 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
     const id = await meta.createBucket(x.caller.storageId, name, iso(deps.clock.now()));
     if (id === undefined) {
       const holder = await meta.findBucket(name);
-      throw holder?.object_storage_id === x.caller.storageId
-        ? errors.bucketAlreadyOwnedByYou(name)
-        : errors.bucketAlreadyExists(name);
+      // us-east-1, the region Berth advertises, answers a caller re-creating its own bucket with 200.
+      if (holder?.object_storage_id !== x.caller.storageId) throw errors.bucketAlreadyExists(name);
     }
     send(x, 200, { location: `/${name}` });
   }
@@ -315,7 +330,7 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
     let after = '';
     const token = p.get('continuation-token');
     if (v2) {
-      if (token !== undefined) {
+      if (token !== undefined && token !== '') {
         after = Buffer.from(token, 'base64url').toString('utf8');
         if (after === '') throw errors.invalidArgument('The continuation token provided is incorrect');
       } else after = p.get('start-after') ?? '';
@@ -329,12 +344,14 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
       maxKeys === 0
         ? { contents: [], prefixes: [], truncated: false, next: undefined }
         : await meta.listObjects(bucket.id, { prefix, delimiter, after, maxKeys });
+    const withOwner = !v2 || p.get('fetch-owner') === 'true';
     const contents = page.contents.map((o) => ({
       Key: enc(o.key),
       LastModified: o.last_modified,
       ETag: o.etag,
       Size: o.size,
       StorageClass: 'STANDARD',
+      Owner: withOwner ? ownerOf(x) : undefined,
     }));
     const common = page.prefixes.map((cp) => ({ Prefix: enc(cp) }));
     const nextToken = page.truncated && page.next !== undefined ? page.next : undefined;
@@ -346,7 +363,7 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
         MaxKeys: maxKeys,
         KeyCount: contents.length + common.length,
         IsTruncated: page.truncated,
-        ContinuationToken: token,
+        ContinuationToken: token === '' ? undefined : token,
         NextContinuationToken:
           nextToken === undefined ? undefined : Buffer.from(nextToken, 'utf8').toString('base64url'),
         StartAfter: p.has('start-after') ? enc(p.get('start-after') ?? '') : undefined,
@@ -357,8 +374,8 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
     } else {
       sendXml(x, 'ListBucketResult', {
         Name: bucket.name,
-        Prefix: enc(prefix),
-        Marker: enc(after),
+        Prefix: prefix, // V1 echoes the prefix as sent, even with encoding-type=url
+        Marker: enc(p.get('marker') ?? ''),
         NextMarker: nextToken === undefined ? undefined : enc(nextToken.replace(SKIP_UNDER, '')),
         Delimiter: delimiter === '' ? undefined : enc(delimiter),
         MaxKeys: maxKeys,
@@ -368,6 +385,53 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
         CommonPrefixes: common,
       });
     }
+  }
+
+  /**
+   * ListObjectVersions on a bucket without versioning: every object is its only version, `null`
+   * (clients, S3's own test suite among them, empty buckets this way).
+   */
+  async function listVersions(x: Exchange, bucket: BucketRow): Promise<void> {
+    const p = x.params;
+    const prefix = p.get('prefix') ?? '';
+    const delimiter = p.get('delimiter') ?? '';
+    // Each object has one version: listing versions shows what ListBucket shows.
+    allow(x, { action: 's3:ListBucket', bucket: bucket.name, listPrefix: prefix });
+    const maxKeysText = p.get('max-keys') ?? '1000';
+    if (!/^\d+$/.test(maxKeysText)) throw errors.invalidArgument('max-keys must be a non-negative integer');
+    const maxKeys = Math.min(1000, Number(maxKeysText));
+    const marker = p.get('key-marker') ?? '';
+    const after =
+      delimiter !== '' && marker.startsWith(prefix) && marker.endsWith(delimiter)
+        ? marker + SKIP_UNDER
+        : marker;
+    const page =
+      maxKeys === 0
+        ? { contents: [], prefixes: [], truncated: false, next: undefined }
+        : await meta.listObjects(bucket.id, { prefix, delimiter, after, maxKeys });
+    const next = page.truncated && page.next !== undefined ? page.next.replace(SKIP_UNDER, '') : undefined;
+    sendXml(x, 'ListVersionsResult', {
+      Name: bucket.name,
+      Prefix: prefix,
+      KeyMarker: marker,
+      VersionIdMarker: p.get('version-id-marker') ?? '',
+      NextKeyMarker: next,
+      NextVersionIdMarker: next === undefined ? undefined : 'null',
+      Delimiter: delimiter === '' ? undefined : delimiter,
+      MaxKeys: maxKeys,
+      IsTruncated: page.truncated,
+      Version: page.contents.map((o) => ({
+        Key: o.key,
+        VersionId: 'null',
+        IsLatest: true,
+        LastModified: o.last_modified,
+        ETag: o.etag,
+        Size: o.size,
+        StorageClass: 'STANDARD',
+        Owner: ownerOf(x),
+      })),
+      CommonPrefixes: page.prefixes.map((cp) => ({ Prefix: cp })),
+    });
   }
 
   // ---- objects ----
@@ -395,28 +459,26 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
     send(x, 200, { etag });
   }
 
-  function conditional(x: Exchange, object: ObjectRow): number | undefined {
-    const ifMatch = headerValue(x.req.headers, 'if-match');
-    if (
-      ifMatch !== undefined &&
-      ifMatch.trim() !== '*' &&
-      !ifMatch.split(',').some((e) => bareEtag(e.trim()) === bareEtag(object.etag))
-    ) {
+  /**
+   * GET's preconditions (RFC 7232 as S3 applies them): throws 412, or returns 304 when the caller's
+   * copy is current. `prefix` reads the same conditions on a copy's source (x-amz-copy-source-if-…).
+   */
+  function conditional(x: Exchange, object: ObjectRow, prefix = ''): number | undefined {
+    const header = (name: string) => headerValue(x.req.headers, prefix + name);
+    const matches = (list: string) =>
+      list.trim() === '*' || list.split(',').some((e) => bareEtag(e.trim()) === bareEtag(object.etag));
+    const modified = Math.floor(Date.parse(object.last_modified) / 1000) * 1000;
+    const after = (date: string | undefined) => {
+      const t = date === undefined ? NaN : Date.parse(date);
+      return Number.isNaN(t) ? undefined : modified > t;
+    };
+    const ifMatch = header('if-match');
+    if (ifMatch !== undefined && !matches(ifMatch)) throw errors.preconditionFailed();
+    if (ifMatch === undefined && after(header('if-unmodified-since')) === true)
       throw errors.preconditionFailed();
-    }
-    const ifNoneMatch = headerValue(x.req.headers, 'if-none-match');
-    if (
-      ifNoneMatch !== undefined &&
-      (ifNoneMatch.trim() === '*' ||
-        ifNoneMatch.split(',').some((e) => bareEtag(e.trim()) === bareEtag(object.etag)))
-    ) {
-      return 304;
-    }
-    const since = headerValue(x.req.headers, 'if-modified-since');
-    if (since !== undefined && ifNoneMatch === undefined) {
-      const t = Date.parse(since);
-      if (!Number.isNaN(t) && Math.floor(Date.parse(object.last_modified) / 1000) * 1000 <= t) return 304;
-    }
+    const ifNoneMatch = header('if-none-match');
+    if (ifNoneMatch !== undefined && matches(ifNoneMatch)) return 304;
+    if (ifNoneMatch === undefined && after(header('if-modified-since')) === false) return 304;
     return undefined;
   }
 
@@ -433,6 +495,23 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
     const end = m[2] === '' ? size - 1 : Math.min(Number(m[2]), size - 1);
     if (start >= size) throw errors.invalidRange();
     return end < start ? undefined : { start, end };
+  }
+
+  /**
+   * `?partNumber=`: a single-part object is its own part 1. Berth does not keep the part sizes of a
+   * completed multipart upload, so it cannot cut those into parts and says so.
+   */
+  function partOf(x: Exchange, object: ObjectRow) {
+    const text = x.params.get('partNumber');
+    if (text === undefined) return undefined;
+    const n = Number(text);
+    if (!/^\d+$/.test(text) || n < 1 || n > 10_000)
+      throw errors.invalidArgument('Part number must be an integer between 1 and 10000, inclusive');
+    if (/-\d+"$/.test(object.etag))
+      throw errors.notImplemented('partNumber on objects uploaded in parts is not implemented');
+    if (n !== 1) throw errors.invalidPart();
+    // S3 sends x-amz-mp-parts-count only for objects uploaded in parts.
+    return { range: object.size === 0 ? undefined : { start: 0, end: object.size - 1 } };
   }
 
   async function getObject(x: Exchange, bucket: BucketRow, key: string, head: boolean): Promise<void> {
@@ -454,7 +533,8 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
       send(x, notModified, { etag: object.etag, 'last-modified': headers['last-modified']! });
       return;
     }
-    const range = parseRange(headerValue(x.req.headers, 'range'), object.size);
+    const part = partOf(x, object);
+    const range = part ? part.range : parseRange(headerValue(x.req.headers, 'range'), object.size);
     const start = range?.start ?? 0;
     const end = range?.end ?? object.size - 1;
     const length = object.size === 0 ? 0 : end - start + 1;
@@ -486,16 +566,26 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
   }
 
   async function deleteObjects(x: Exchange, bucket: BucketRow): Promise<void> {
-    const { quiet, keys } = parseDeleteObjects(await receiveXml(x));
+    const { quiet, objects } = parseDeleteObjects(await receiveXml(x));
     const deleted: XmlNode[] = [];
     const failed: XmlNode[] = [];
-    for (const key of keys) {
+    for (const { key, versionId } of objects) {
+      // Only the `null` version exists; deleting another one must not delete the object.
+      if (versionId !== undefined && versionId !== 'null') {
+        failed.push({
+          Key: key,
+          VersionId: versionId,
+          Code: 'NoSuchVersion',
+          Message: 'The specified version does not exist.',
+        });
+        continue;
+      }
       if (!isAllowed(x.caller.statements, { action: 's3:DeleteObject', bucket: bucket.name, key })) {
         failed.push({ Key: key, Code: 'AccessDenied', Message: 'Access Denied' });
         continue;
       }
       await files.remove(await meta.deleteObject(bucket.id, key));
-      if (!quiet) deleted.push({ Key: key });
+      if (!quiet) deleted.push({ Key: key, VersionId: versionId });
     }
     sendXml(x, 'DeleteResult', { Deleted: deleted, Error: failed });
   }
@@ -512,6 +602,8 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
     checkKey(key);
     const object = await meta.findObject(sourceBucket.id, sourceKey);
     if (!object) throw errors.noSuchKey(sourceKey);
+    // A copy has no 304: a source the caller's conditions rule out is a failed precondition.
+    if (conditional(x, object, 'x-amz-copy-source-') !== undefined) throw errors.preconditionFailed();
     const replace = headerValue(x.req.headers, 'x-amz-metadata-directive') === 'REPLACE';
     if (!replace && sourceBucket.id === bucket.id && sourceKey === key) {
       throw errors.invalidRequest(
@@ -591,9 +683,39 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
     send(x, 200, { etag });
   }
 
+  const completed = (bucket: BucketRow, key: string, etag: string) => ({
+    Location: `/${bucket.name}/${uriEncode(key, false)}`,
+    Bucket: bucket.name,
+    Key: key,
+    ETag: etag,
+  });
+
+  /**
+   * A repeated CompleteMultipartUpload (a client retrying after a lost answer) succeeds again when the
+   * object at the key is the one those parts made: its ETag is the MD5 of the parts' MD5s.
+   */
+  async function completedBefore(x: Exchange, bucket: BucketRow, key: string): Promise<boolean> {
+    const requested = parseCompleteMultipart(await receiveXml(x));
+    const object = await meta.findObject(bucket.id, key);
+    if (!object || requested.length === 0) return false;
+    const md5s = createHash('md5');
+    for (const r of requested) {
+      if (!/^[0-9a-f]{32}$/.test(r.etag)) return false;
+      md5s.update(Buffer.from(r.etag, 'hex'));
+    }
+    if (object.etag !== quoteEtag(`${md5s.digest('hex')}-${requested.length}`)) return false;
+    sendXml(x, 'CompleteMultipartUploadResult', completed(bucket, key, object.etag));
+    return true;
+  }
+
   async function completeUpload(x: Exchange, bucket: BucketRow, key: string): Promise<void> {
     allow(x, { action: 's3:PutObject', bucket: bucket.name, key });
-    const upload = await findUpload(x, bucket, key);
+    const uploadId = x.params.get('uploadId') ?? '';
+    const upload = await meta.findUpload(uploadId);
+    if (!upload || upload.bucket_id !== bucket.id || upload.key !== key) {
+      if (await completedBefore(x, bucket, key)) return;
+      throw errors.noSuchUpload(uploadId);
+    }
     const requested = parseCompleteMultipart(await receiveXml(x));
     const stored = new Map((await meta.listParts(upload.id)).map((p) => [p.part_number, p]));
     let previous = 0;
@@ -608,18 +730,21 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
     const temp = await files.temp();
     let size = 0;
     const md5s = createHash('md5');
-    try {
-      const out = new FileSink(temp);
+    for (const part of chosen) {
+      size += part.size;
+      md5s.update(Buffer.from(bareEtag(part.etag), 'hex'));
+    }
+    // One pipeline for all parts: a pipeline per part into the same sink left a listener behind on
+    // it each time (MaxListenersExceededWarning on uploads of more than a few parts).
+    async function* partBytes() {
       for (const part of chosen) {
-        await pipeline(fs.createReadStream(files.absolute(part.file), { highWaterMark: 1024 * 1024 }), out, {
-          end: false,
-        });
-        size += part.size;
-        md5s.update(Buffer.from(bareEtag(part.etag), 'hex'));
+        yield* fs.createReadStream(files.absolute(part.file), {
+          highWaterMark: 1024 * 1024,
+        }) as AsyncIterable<Buffer>;
       }
-      await new Promise<void>((resolve, reject) =>
-        out.end((error?: Error | null) => (error ? reject(error) : resolve())),
-      );
+    }
+    try {
+      await pipeline(partBytes, new FileSink(temp));
     } catch (error) {
       await files.removeTemp(temp);
       throw error;
@@ -639,12 +764,7 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
     }
     await files.remove(result.old);
     await files.removeTree('parts', upload.id);
-    sendXml(x, 'CompleteMultipartUploadResult', {
-      Location: `/${bucket.name}/${uriEncode(key, false)}`,
-      Bucket: bucket.name,
-      Key: key,
-      ETag: etag,
-    });
+    sendXml(x, 'CompleteMultipartUploadResult', completed(bucket, key, etag));
   }
 
   async function abortUpload(x: Exchange, bucket: BucketRow, key: string): Promise<void> {
@@ -717,6 +837,13 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
       sub: 'location',
       op: 'GetBucketLocation',
       handler: inBucket(bucketLocation),
+    },
+    {
+      method: 'GET',
+      form: 'bucket',
+      sub: 'versions',
+      op: 'ListObjectVersions',
+      handler: inBucket(listVersions),
     },
     { method: 'POST', form: 'bucket', sub: 'delete', op: 'DeleteObjects', handler: inBucket(deleteObjects) },
     { method: 'GET', form: 'bucket', sub: 'cors', op: 'GetBucketCors', handler: refuse },
