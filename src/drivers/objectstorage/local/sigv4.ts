@@ -260,18 +260,22 @@ export function constantTimeHexEqual(a: string, b: string): boolean {
 
 /** Throws SignatureDoesNotMatch unless the request was signed with `secret`. */
 export function verifySignature(request: SignedRequest, parsed: ParsedSignature, secret: string): void {
-  const stringToSign = [
-    ALGORITHM,
-    parsed.amzDate,
-    scopeOf(parsed),
-    // Node hands header values over as latin1, one character per byte; the client signed those
-    // bytes, so they are hashed as they came (UTF-8 metadata would otherwise be encoded twice).
-    // Everything else in the canonical request is ASCII.
-    sha256Hex(Buffer.from(canonicalRequest(request, parsed), 'latin1')),
-  ].join('\n');
+  const canonical = canonicalRequest(request, parsed);
   const key = signingKey(secret, parsed.date, parsed.region, parsed.service);
-  const expected = createHmac('sha256', key).update(stringToSign).digest('hex');
-  if (!constantTimeHexEqual(expected, parsed.signature)) throw errors.signatureDoesNotMatch();
+  const signs = (hashed: Buffer | string) =>
+    constantTimeHexEqual(
+      createHmac('sha256', key)
+        .update([ALGORITHM, parsed.amzDate, scopeOf(parsed), sha256Hex(hashed)].join('\n'))
+        .digest('hex'),
+      parsed.signature,
+    );
+  // Node hands header values over as latin1, one character per byte. Clients sign the bytes they
+  // send (botocore sends UTF-8 metadata), so those bytes are hashed as they came; everything else in
+  // the canonical request is ASCII. The JavaScript SDK instead signs the UTF-8 of a string that Node
+  // then sends as latin1; that reading is accepted too, and only tried for non-ASCII requests.
+  if (signs(Buffer.from(canonical, 'latin1'))) return;
+  if (/[^\x00-\x7f]/.test(canonical) && signs(canonical)) return;
+  throw errors.signatureDoesNotMatch();
 }
 
 /** Signature of one aws-chunked chunk, chained from the previous one (the seed is the header's). */
