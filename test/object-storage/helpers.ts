@@ -2,7 +2,9 @@
 import http from 'node:http';
 import { S3Client, S3ServiceException } from '@aws-sdk/client-s3';
 import { iso } from '../../src/domain/clock.js';
+import { createBackgroundWork } from '../../src/jobs/index.js';
 import { enqueueJob } from '../../src/jobs/queue.js';
+import { viewObjectStorages } from '../../src/services/object-storage/index.js';
 import type { AppContext } from '../../src/context.js';
 
 export interface StorageInput {
@@ -110,4 +112,17 @@ export async function refusal(
     throw error;
   }
   throw new Error('request was not refused');
+}
+
+/** One object storage with one bucket and an `admin` user, provisioned as apply does; its client. */
+export async function adminStorage(ctx: AppContext, teamId: number, endpoint: string, bucket: string) {
+  await applyObjectStorage(ctx, teamId, {
+    name: 'main',
+    buckets: [bucket],
+    users: [{ username: 'admin', policies: ['admin'] }],
+  });
+  await createBackgroundWork(ctx).runDue();
+  const [storage] = await viewObjectStorages(ctx, { id: teamId, role: 'owner' });
+  const user = storage!.users[0]!;
+  return s3Client(endpoint, user.access_key_id, user.secret_key!);
 }

@@ -388,9 +388,9 @@ describe.each(DIALECTS)('object storage on %s', (dialect) => {
       code: 'BucketAlreadyExists',
       status: 409,
     });
-    expect((await refusal(admin.send(new CreateBucketCommand({ Bucket: 'photos' })))).code).toBe(
-      'BucketAlreadyOwnedByYou',
-    );
+    // us-east-1 answers a caller re-creating its own bucket with 200.
+    const again = await admin.send(new CreateBucketCommand({ Bucket: 'photos' }));
+    expect(again.$metadata.httpStatusCode).toBe(200);
     expect(await refusal(admin.send(new DeleteBucketCommand({ Bucket: 'photos' })))).toEqual({
       code: 'BucketNotEmpty',
       status: 409,

@@ -104,12 +104,9 @@ export const errors = {
       403,
       'The difference between the request time and the current time is too large.',
     ),
-  notImplemented: () =>
-    new S3Error(
-      'NotImplemented',
-      501,
-      'A header or query you provided implies functionality that is not implemented.',
-    ),
+  notImplemented: (
+    message = 'A header or query you provided implies functionality that is not implemented.',
+  ) => new S3Error('NotImplemented', 501, message),
   methodNotAllowed: () =>
     new S3Error('MethodNotAllowed', 405, 'The specified method is not allowed against this resource.'),
   internal: () => new S3Error('InternalError', 500, 'We encountered an internal error. Please try again.'),

@@ -33,7 +33,7 @@ export class FileSink extends Writable {
   }
 
   override _construct(callback: (error?: Error | null) => void): void {
-    fs.open(this.file, 'wx', (error, fd) => {
+    fs.open(this.file, 'wx', 0o600, (error, fd) => {
       this.fd = fd;
       callback(error);
     });

@@ -18,7 +18,8 @@ export function createObjectFiles(dataDir: string) {
 
   async function ensureDir(dir: string): Promise<void> {
     if (made.has(dir)) return;
-    await fs.promises.mkdir(dir, { recursive: true });
+    // Only Berth's own user reads object data (0700 directories, 0600 files, see FileSink).
+    await fs.promises.mkdir(dir, { recursive: true, mode: 0o700 });
     made.add(dir);
   }
 

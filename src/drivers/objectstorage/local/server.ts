@@ -23,6 +23,7 @@ import { copyTags, createTagging, headerTags, tagCountHeader } from './tagging.j
 import { errors, S3Error } from './errors.js';
 import { createObjectFiles, type ObjectFiles } from './files.js';
 import { lookupCache } from './lookup-cache.js';
+import { refuseUnhonoured, routeTable } from './routes.js';
 import { createObjectMetadata, type BucketRow, type ObjectRow } from './metadata.js';
 import { compilePolicies, isAllowed, type AccessRequest, type Statement } from './policy.js';
 import {
@@ -110,11 +111,6 @@ interface Exchange {
   caller: Caller;
   /** Sends 100 Continue once the request is authenticated (Expect: 100-continue). */
   proceed(): void;
-}
-
-/** True when the query names a sub-resource (?acl, ?versioning…), not just signing or SDK parameters. */
-function hasSubresource(params: Map<string, string>): boolean {
-  return [...params.keys()].some((k) => k !== 'x-id' && !k.startsWith('X-Amz-'));
 }
 
 /** Sorts after every key that starts with the text before it (see metadata.listObjects). */
@@ -319,12 +315,28 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
 
   // ---- buckets ----
 
+  const ownerOf = (x: Exchange) => ({
+    ID: String(x.caller.storageId),
+    DisplayName: `storage-${x.caller.storageId}`,
+  });
+
   async function listBuckets(x: Exchange): Promise<void> {
     allow(x, { action: 's3:ListAllMyBuckets' });
-    const buckets = await meta.listBuckets(x.caller.storageId);
+    const maxText = x.params.get('max-buckets') ?? '10000';
+    if (!/^\d+$/.test(maxText) || Number(maxText) < 1 || Number(maxText) > 10000)
+      throw errors.invalidArgument('max-buckets must be an integer from 1 to 10000');
+    const token = x.params.get('continuation-token') ?? '';
+    const after = Buffer.from(token, 'base64url').toString('utf8');
+    // An object storage holds few buckets: they are listed whole and paged here.
+    const buckets = (await meta.listBuckets(x.caller.storageId)).filter((b) => b.name > after);
+    const shown = buckets.slice(0, Number(maxText));
+    const truncated = buckets.length > shown.length;
     sendXml(x, 'ListAllMyBucketsResult', {
-      Owner: { ID: String(x.caller.storageId), DisplayName: `storage-${x.caller.storageId}` },
-      Buckets: { Bucket: buckets.map((b) => ({ Name: b.name, CreationDate: b.created_at })) },
+      Owner: ownerOf(x),
+      Buckets: { Bucket: shown.map((b) => ({ Name: b.name, CreationDate: b.created_at })) },
+      ContinuationToken: truncated
+        ? Buffer.from(shown.at(-1)!.name, 'utf8').toString('base64url')
+        : undefined,
     });
   }
 
@@ -335,9 +347,8 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
     const id = await meta.createBucket(x.caller.storageId, name, iso(deps.clock.now()));
     if (id === undefined) {
       const holder = await meta.findBucket(name);
-      throw holder?.object_storage_id === x.caller.storageId
-        ? errors.bucketAlreadyOwnedByYou(name)
-        : errors.bucketAlreadyExists(name);
+      // us-east-1, the region Berth advertises, answers a caller re-creating its own bucket with 200.
+      if (holder?.object_storage_id !== x.caller.storageId) throw errors.bucketAlreadyExists(name);
     }
     send(x, 200, { location: `/${name}` });
   }
@@ -352,8 +363,9 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
     send(x, 204);
   }
 
-  async function listObjects(x: Exchange, bucket: BucketRow, v2: boolean): Promise<void> {
+  async function listObjects(x: Exchange, bucket: BucketRow): Promise<void> {
     const p = x.params;
+    const v2 = p.get('list-type') === '2';
     const prefix = p.get('prefix') ?? '';
     const delimiter = p.get('delimiter') ?? '';
     allow(x, { action: 's3:ListBucket', bucket: bucket.name, listPrefix: prefix });
@@ -367,7 +379,7 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
     let after = '';
     const token = p.get('continuation-token');
     if (v2) {
-      if (token !== undefined) {
+      if (token !== undefined && token !== '') {
         after = Buffer.from(token, 'base64url').toString('utf8');
         if (after === '') throw errors.invalidArgument('The continuation token provided is incorrect');
       } else after = p.get('start-after') ?? '';
@@ -381,12 +393,14 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
       maxKeys === 0
         ? { contents: [], prefixes: [], truncated: false, next: undefined }
         : await meta.listObjects(bucket.id, { prefix, delimiter, after, maxKeys });
+    const withOwner = !v2 || p.get('fetch-owner') === 'true';
     const contents = page.contents.map((o) => ({
       Key: enc(o.key),
       LastModified: o.last_modified,
       ETag: o.etag,
       Size: o.size,
       StorageClass: 'STANDARD',
+      Owner: withOwner ? ownerOf(x) : undefined,
     }));
     const common = page.prefixes.map((cp) => ({ Prefix: enc(cp) }));
     const nextToken = page.truncated && page.next !== undefined ? page.next : undefined;
@@ -398,7 +412,7 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
         MaxKeys: maxKeys,
         KeyCount: contents.length + common.length,
         IsTruncated: page.truncated,
-        ContinuationToken: token,
+        ContinuationToken: token === '' ? undefined : token,
         NextContinuationToken:
           nextToken === undefined ? undefined : Buffer.from(nextToken, 'utf8').toString('base64url'),
         StartAfter: p.has('start-after') ? enc(p.get('start-after') ?? '') : undefined,
@@ -409,8 +423,8 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
     } else {
       sendXml(x, 'ListBucketResult', {
         Name: bucket.name,
-        Prefix: enc(prefix),
-        Marker: enc(after),
+        Prefix: prefix, // V1 echoes the prefix as sent, even with encoding-type=url
+        Marker: enc(p.get('marker') ?? ''),
         NextMarker: nextToken === undefined ? undefined : enc(nextToken.replace(SKIP_UNDER, '')),
         Delimiter: delimiter === '' ? undefined : enc(delimiter),
         MaxKeys: maxKeys,
@@ -420,6 +434,53 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
         CommonPrefixes: common,
       });
     }
+  }
+
+  /**
+   * ListObjectVersions on a bucket without versioning: every object is its only version, `null`
+   * (clients, S3's own test suite among them, empty buckets this way).
+   */
+  async function listVersions(x: Exchange, bucket: BucketRow): Promise<void> {
+    const p = x.params;
+    const prefix = p.get('prefix') ?? '';
+    const delimiter = p.get('delimiter') ?? '';
+    // Each object has one version: listing versions shows what ListBucket shows.
+    allow(x, { action: 's3:ListBucket', bucket: bucket.name, listPrefix: prefix });
+    const maxKeysText = p.get('max-keys') ?? '1000';
+    if (!/^\d+$/.test(maxKeysText)) throw errors.invalidArgument('max-keys must be a non-negative integer');
+    const maxKeys = Math.min(1000, Number(maxKeysText));
+    const marker = p.get('key-marker') ?? '';
+    const after =
+      delimiter !== '' && marker.startsWith(prefix) && marker.endsWith(delimiter)
+        ? marker + SKIP_UNDER
+        : marker;
+    const page =
+      maxKeys === 0
+        ? { contents: [], prefixes: [], truncated: false, next: undefined }
+        : await meta.listObjects(bucket.id, { prefix, delimiter, after, maxKeys });
+    const next = page.truncated && page.next !== undefined ? page.next.replace(SKIP_UNDER, '') : undefined;
+    sendXml(x, 'ListVersionsResult', {
+      Name: bucket.name,
+      Prefix: prefix,
+      KeyMarker: marker,
+      VersionIdMarker: p.get('version-id-marker') ?? '',
+      NextKeyMarker: next,
+      NextVersionIdMarker: next === undefined ? undefined : 'null',
+      Delimiter: delimiter === '' ? undefined : delimiter,
+      MaxKeys: maxKeys,
+      IsTruncated: page.truncated,
+      Version: page.contents.map((o) => ({
+        Key: o.key,
+        VersionId: 'null',
+        IsLatest: true,
+        LastModified: o.last_modified,
+        ETag: o.etag,
+        Size: o.size,
+        StorageClass: 'STANDARD',
+        Owner: ownerOf(x),
+      })),
+      CommonPrefixes: page.prefixes.map((cp) => ({ Prefix: cp })),
+    });
   }
 
   // ---- objects ----
@@ -456,28 +517,26 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
     send(x, 200, { etag });
   }
 
-  function conditional(x: Exchange, object: ObjectRow): number | undefined {
-    const ifMatch = headerValue(x.req.headers, 'if-match');
-    if (
-      ifMatch !== undefined &&
-      ifMatch.trim() !== '*' &&
-      !ifMatch.split(',').some((e) => bareEtag(e.trim()) === bareEtag(object.etag))
-    ) {
+  /**
+   * GET's preconditions (RFC 7232 as S3 applies them): throws 412, or returns 304 when the caller's
+   * copy is current. `prefix` reads the same conditions on a copy's source (x-amz-copy-source-if-…).
+   */
+  function conditional(x: Exchange, object: ObjectRow, prefix = ''): number | undefined {
+    const header = (name: string) => headerValue(x.req.headers, prefix + name);
+    const matches = (list: string) =>
+      list.trim() === '*' || list.split(',').some((e) => bareEtag(e.trim()) === bareEtag(object.etag));
+    const modified = Math.floor(Date.parse(object.last_modified) / 1000) * 1000;
+    const after = (date: string | undefined) => {
+      const t = date === undefined ? NaN : Date.parse(date);
+      return Number.isNaN(t) ? undefined : modified > t;
+    };
+    const ifMatch = header('if-match');
+    if (ifMatch !== undefined && !matches(ifMatch)) throw errors.preconditionFailed();
+    if (ifMatch === undefined && after(header('if-unmodified-since')) === true)
       throw errors.preconditionFailed();
-    }
-    const ifNoneMatch = headerValue(x.req.headers, 'if-none-match');
-    if (
-      ifNoneMatch !== undefined &&
-      (ifNoneMatch.trim() === '*' ||
-        ifNoneMatch.split(',').some((e) => bareEtag(e.trim()) === bareEtag(object.etag)))
-    ) {
-      return 304;
-    }
-    const since = headerValue(x.req.headers, 'if-modified-since');
-    if (since !== undefined && ifNoneMatch === undefined) {
-      const t = Date.parse(since);
-      if (!Number.isNaN(t) && Math.floor(Date.parse(object.last_modified) / 1000) * 1000 <= t) return 304;
-    }
+    const ifNoneMatch = header('if-none-match');
+    if (ifNoneMatch !== undefined && matches(ifNoneMatch)) return 304;
+    if (ifNoneMatch === undefined && after(header('if-modified-since')) === false) return 304;
     return undefined;
   }
 
@@ -494,6 +553,23 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
     const end = m[2] === '' ? size - 1 : Math.min(Number(m[2]), size - 1);
     if (start >= size) throw errors.invalidRange();
     return end < start ? undefined : { start, end };
+  }
+
+  /**
+   * `?partNumber=`: a single-part object is its own part 1. Berth does not keep the part sizes of a
+   * completed multipart upload, so it cannot cut those into parts and says so.
+   */
+  function partOf(x: Exchange, object: ObjectRow) {
+    const text = x.params.get('partNumber');
+    if (text === undefined) return undefined;
+    const n = Number(text);
+    if (!/^\d+$/.test(text) || n < 1 || n > 10_000)
+      throw errors.invalidArgument('Part number must be an integer between 1 and 10000, inclusive');
+    if (/-\d+"$/.test(object.etag))
+      throw errors.notImplemented('partNumber on objects uploaded in parts is not implemented');
+    if (n !== 1) throw errors.invalidPart();
+    // S3 sends x-amz-mp-parts-count only for objects uploaded in parts.
+    return { range: object.size === 0 ? undefined : { start: 0, end: object.size - 1 } };
   }
 
   async function getObject(x: Exchange, bucket: BucketRow, key: string, head: boolean): Promise<void> {
@@ -516,7 +592,8 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
       send(x, notModified, { etag: object.etag, 'last-modified': headers['last-modified']! });
       return;
     }
-    const range = parseRange(headerValue(x.req.headers, 'range'), object.size);
+    const part = partOf(x, object);
+    const range = part ? part.range : parseRange(headerValue(x.req.headers, 'range'), object.size);
     const start = range?.start ?? 0;
     const end = range?.end ?? object.size - 1;
     const length = object.size === 0 ? 0 : end - start + 1;
@@ -548,16 +625,26 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
   }
 
   async function deleteObjects(x: Exchange, bucket: BucketRow): Promise<void> {
-    const { quiet, keys } = parseDeleteObjects(await receiveXml(x));
+    const { quiet, objects } = parseDeleteObjects(await receiveXml(x));
     const deleted: XmlNode[] = [];
     const failed: XmlNode[] = [];
-    for (const key of keys) {
+    for (const { key, versionId } of objects) {
+      // Only the `null` version exists; deleting another one must not delete the object.
+      if (versionId !== undefined && versionId !== 'null') {
+        failed.push({
+          Key: key,
+          VersionId: versionId,
+          Code: 'NoSuchVersion',
+          Message: 'The specified version does not exist.',
+        });
+        continue;
+      }
       if (!isAllowed(x.caller.statements, { action: 's3:DeleteObject', bucket: bucket.name, key })) {
         failed.push({ Key: key, Code: 'AccessDenied', Message: 'Access Denied' });
         continue;
       }
       await files.remove(await meta.deleteObject(bucket.id, key));
-      if (!quiet) deleted.push({ Key: key });
+      if (!quiet) deleted.push({ Key: key, VersionId: versionId });
     }
     sendXml(x, 'DeleteResult', { Deleted: deleted, Error: failed });
   }
@@ -574,6 +661,8 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
     checkKey(key);
     const object = await meta.findObject(sourceBucket.id, sourceKey);
     if (!object) throw errors.noSuchKey(sourceKey);
+    // A copy has no 304: a source the caller's conditions rule out is a failed precondition.
+    if (conditional(x, object, 'x-amz-copy-source-') !== undefined) throw errors.preconditionFailed();
     const replace = headerValue(x.req.headers, 'x-amz-metadata-directive') === 'REPLACE';
     if (!replace && sourceBucket.id === bucket.id && sourceKey === key) {
       throw errors.invalidRequest(
@@ -655,9 +744,39 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
     send(x, 200, { etag });
   }
 
+  const completed = (bucket: BucketRow, key: string, etag: string) => ({
+    Location: `/${bucket.name}/${uriEncode(key, false)}`,
+    Bucket: bucket.name,
+    Key: key,
+    ETag: etag,
+  });
+
+  /**
+   * A repeated CompleteMultipartUpload (a client retrying after a lost answer) succeeds again when the
+   * object at the key is the one those parts made: its ETag is the MD5 of the parts' MD5s.
+   */
+  async function completedBefore(x: Exchange, bucket: BucketRow, key: string): Promise<boolean> {
+    const requested = parseCompleteMultipart(await receiveXml(x));
+    const object = await meta.findObject(bucket.id, key);
+    if (!object || requested.length === 0) return false;
+    const md5s = createHash('md5');
+    for (const r of requested) {
+      if (!/^[0-9a-f]{32}$/.test(r.etag)) return false;
+      md5s.update(Buffer.from(r.etag, 'hex'));
+    }
+    if (object.etag !== quoteEtag(`${md5s.digest('hex')}-${requested.length}`)) return false;
+    sendXml(x, 'CompleteMultipartUploadResult', completed(bucket, key, object.etag));
+    return true;
+  }
+
   async function completeUpload(x: Exchange, bucket: BucketRow, key: string): Promise<void> {
     allow(x, { action: 's3:PutObject', bucket: bucket.name, key });
-    const upload = await findUpload(x, bucket, key);
+    const uploadId = x.params.get('uploadId') ?? '';
+    const upload = await meta.findUpload(uploadId);
+    if (!upload || upload.bucket_id !== bucket.id || upload.key !== key) {
+      if (await completedBefore(x, bucket, key)) return;
+      throw errors.noSuchUpload(uploadId);
+    }
     const guard = conditionalWrite(x.req.headers, key); // hook: conditional writes (conditional.ts)
     guard?.before(await meta.findObject(bucket.id, key));
     const requested = parseCompleteMultipart(await receiveXml(x));
@@ -674,18 +793,21 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
     const temp = await files.temp();
     let size = 0;
     const md5s = createHash('md5');
-    try {
-      const out = new FileSink(temp);
+    for (const part of chosen) {
+      size += part.size;
+      md5s.update(Buffer.from(bareEtag(part.etag), 'hex'));
+    }
+    // One pipeline for all parts: a pipeline per part into the same sink left a listener behind on
+    // it each time (MaxListenersExceededWarning on uploads of more than a few parts).
+    async function* partBytes() {
       for (const part of chosen) {
-        await pipeline(fs.createReadStream(files.absolute(part.file), { highWaterMark: 1024 * 1024 }), out, {
-          end: false,
-        });
-        size += part.size;
-        md5s.update(Buffer.from(bareEtag(part.etag), 'hex'));
+        yield* fs.createReadStream(files.absolute(part.file), {
+          highWaterMark: 1024 * 1024,
+        }) as AsyncIterable<Buffer>;
       }
-      await new Promise<void>((resolve, reject) =>
-        out.end((error?: Error | null) => (error ? reject(error) : resolve())),
-      );
+    }
+    try {
+      await pipeline(partBytes, new FileSink(temp));
     } catch (error) {
       await files.removeTemp(temp);
       throw error;
@@ -717,12 +839,7 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
     }
     await files.remove(result.old);
     await files.removeTree('parts', upload.id);
-    sendXml(x, 'CompleteMultipartUploadResult', {
-      Location: `/${bucket.name}/${uriEncode(key, false)}`,
-      Bucket: bucket.name,
-      Key: key,
-      ETag: etag,
-    });
+    sendXml(x, 'CompleteMultipartUploadResult', completed(bucket, key, etag));
   }
 
   async function abortUpload(x: Exchange, bucket: BucketRow, key: string): Promise<void> {
@@ -761,80 +878,155 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
 
   // ---- dispatch ----
 
+  type Handler = (x: Exchange) => Promise<void>;
+  const inBucket =
+    (fn: (x: Exchange, bucket: BucketRow) => Promise<void>): Handler =>
+    async (x) =>
+      fn(x, await ownBucket(x, x.bucket!));
+  const onObject =
+    (fn: (x: Exchange, bucket: BucketRow, key: string) => Promise<void>): Handler =>
+    async (x) =>
+      fn(x, await ownBucket(x, x.bucket!), x.key!);
+  const refuse: Handler = () => Promise.reject(errors.notImplemented());
+
+  /**
+   * Everything the endpoint answers; anything not listed is refused before the bucket or object is
+   * read. CORS configuration and tagging live in cors.ts and tagging.ts; a browser form upload (POST
+   * on a bucket) is answered in `handle`, before request signatures are looked at (post-object.ts).
+   */
+  const routes = routeTable<Handler>([
+    { method: 'GET', form: 'service', sub: '', op: 'ListBuckets', handler: listBuckets },
+    {
+      method: 'PUT',
+      form: 'bucket',
+      sub: '',
+      op: 'CreateBucket',
+      handler: (x) => createBucket(x, x.bucket!),
+    },
+    { method: 'HEAD', form: 'bucket', sub: '', op: 'HeadBucket', handler: inBucket(headBucket) },
+    { method: 'DELETE', form: 'bucket', sub: '', op: 'DeleteBucket', handler: inBucket(deleteBucket) },
+    { method: 'GET', form: 'bucket', sub: '', op: 'ListObjects', handler: inBucket(listObjects) },
+    {
+      method: 'GET',
+      form: 'bucket',
+      sub: 'location',
+      op: 'GetBucketLocation',
+      handler: inBucket(bucketLocation),
+    },
+    {
+      method: 'GET',
+      form: 'bucket',
+      sub: 'versions',
+      op: 'ListObjectVersions',
+      handler: inBucket(listVersions),
+    },
+    { method: 'POST', form: 'bucket', sub: 'delete', op: 'DeleteObjects', handler: inBucket(deleteObjects) },
+    {
+      method: 'GET',
+      form: 'bucket',
+      sub: 'cors',
+      op: 'GetBucketCors',
+      handler: inBucket((x, b) => corsFeature.get(feature(x), b)),
+    },
+    {
+      method: 'PUT',
+      form: 'bucket',
+      sub: 'cors',
+      op: 'PutBucketCors',
+      handler: inBucket((x, b) => corsFeature.put(feature(x), b)),
+    },
+    {
+      method: 'DELETE',
+      form: 'bucket',
+      sub: 'cors',
+      op: 'DeleteBucketCors',
+      handler: inBucket((x, b) => corsFeature.delete(feature(x), b)),
+    },
+    { method: 'POST', form: 'bucket', sub: '', op: 'PostObject', handler: refuse },
+    { method: 'PUT', form: 'object', sub: '', op: 'PutObject', handler: onObject(putOrCopy) },
+    {
+      method: 'GET',
+      form: 'object',
+      sub: '',
+      op: 'GetObject',
+      handler: onObject((x, b, k) => getObject(x, b, k, false)),
+    },
+    {
+      method: 'HEAD',
+      form: 'object',
+      sub: '',
+      op: 'HeadObject',
+      handler: onObject((x, b, k) => getObject(x, b, k, true)),
+    },
+    { method: 'DELETE', form: 'object', sub: '', op: 'DeleteObject', handler: onObject(deleteObject) },
+    {
+      method: 'POST',
+      form: 'object',
+      sub: 'uploads',
+      op: 'CreateMultipartUpload',
+      handler: onObject(createUpload),
+    },
+    { method: 'PUT', form: 'object', sub: 'uploadId', op: 'UploadPart', handler: onObject(uploadPart) },
+    {
+      method: 'POST',
+      form: 'object',
+      sub: 'uploadId',
+      op: 'CompleteMultipartUpload',
+      handler: onObject(completeUpload),
+    },
+    {
+      method: 'DELETE',
+      form: 'object',
+      sub: 'uploadId',
+      op: 'AbortMultipartUpload',
+      handler: onObject(abortUpload),
+    },
+    { method: 'GET', form: 'object', sub: 'uploadId', op: 'ListParts', handler: onObject(listParts) },
+    {
+      method: 'GET',
+      form: 'object',
+      sub: 'tagging',
+      op: 'GetObjectTagging',
+      handler: onObject((x, b, k) => tagging.get(feature(x), b, k)),
+    },
+    {
+      method: 'PUT',
+      form: 'object',
+      sub: 'tagging',
+      op: 'PutObjectTagging',
+      handler: onObject((x, b, k) => tagging.put(feature(x), b, k)),
+    },
+    {
+      method: 'DELETE',
+      form: 'object',
+      sub: 'tagging',
+      op: 'DeleteObjectTagging',
+      handler: onObject((x, b, k) => tagging.delete(feature(x), b, k)),
+    },
+  ]);
+
+  function headBucket(x: Exchange, bucket: BucketRow): Promise<void> {
+    allow(x, { action: 's3:ListBucket', bucket: bucket.name });
+    send(x, 200, { 'x-amz-bucket-region': x.caller.signature.region });
+    return Promise.resolve();
+  }
+
+  function bucketLocation(x: Exchange, bucket: BucketRow): Promise<void> {
+    allow(x, { action: 's3:GetBucketLocation', bucket: bucket.name });
+    sendXml(x, 'LocationConstraint', {});
+    return Promise.resolve();
+  }
+
+  async function putOrCopy(x: Exchange, bucket: BucketRow, key: string): Promise<void> {
+    const source = headerValue(x.req.headers, 'x-amz-copy-source');
+    return source === undefined ? putObject(x, bucket, key) : copyObject(x, bucket, key, source);
+  }
+
   async function dispatch(x: Exchange): Promise<void> {
-    const method = x.req.method ?? 'GET';
-    const p = x.params;
-    if (x.bucket === undefined) {
-      if (method === 'GET') return listBuckets(x);
-      throw errors.methodNotAllowed();
-    }
-    if (x.key === undefined) {
-      if (method === 'PUT' && !hasSubresource(p)) return createBucket(x, x.bucket);
-      const bucket = await ownBucket(x, x.bucket);
-      // hook: bucket CORS configuration (cors.ts)
-      if (p.has('cors') && method === 'PUT') return corsFeature.put(feature(x), bucket);
-      if (p.has('cors') && method === 'GET') return corsFeature.get(feature(x), bucket);
-      if (p.has('cors') && method === 'DELETE') return corsFeature.delete(feature(x), bucket);
-      switch (method) {
-        case 'HEAD':
-          allow(x, { action: 's3:ListBucket', bucket: bucket.name });
-          return send(x, 200, { 'x-amz-bucket-region': x.caller.signature.region });
-        case 'DELETE':
-          if (!hasSubresource(p)) return deleteBucket(x, bucket);
-          break;
-        case 'GET':
-          if (p.has('location')) {
-            allow(x, { action: 's3:GetBucketLocation', bucket: bucket.name });
-            return sendXml(x, 'LocationConstraint', {});
-          }
-          if (
-            p.has('uploads') ||
-            p.has('versioning') ||
-            p.has('policy') ||
-            p.has('acl') ||
-            p.has('cors') ||
-            p.has('lifecycle')
-          )
-            break;
-          return listObjects(x, bucket, p.get('list-type') === '2');
-        case 'POST':
-          if (p.has('delete')) return deleteObjects(x, bucket);
-          break;
-        default:
-          break;
-      }
-      throw errors.notImplemented();
-    }
-    const key = x.key;
-    const bucket = await ownBucket(x, x.bucket);
-    // hook: object tagging (tagging.ts)
-    if (p.has('tagging') && method === 'PUT') return tagging.put(feature(x), bucket, key);
-    if (p.has('tagging') && method === 'GET') return tagging.get(feature(x), bucket, key);
-    if (p.has('tagging') && method === 'DELETE') return tagging.delete(feature(x), bucket, key);
-    switch (method) {
-      case 'PUT': {
-        if (p.has('uploadId')) return uploadPart(x, bucket, key);
-        const source = headerValue(x.req.headers, 'x-amz-copy-source');
-        if (source !== undefined) return copyObject(x, bucket, key, source);
-        if (p.has('acl') || p.has('tagging') || p.has('retention')) throw errors.notImplemented();
-        return putObject(x, bucket, key);
-      }
-      case 'GET':
-        if (p.has('uploadId')) return listParts(x, bucket, key);
-        if (p.has('acl') || p.has('tagging')) throw errors.notImplemented();
-        return getObject(x, bucket, key, false);
-      case 'HEAD':
-        return getObject(x, bucket, key, true);
-      case 'DELETE':
-        if (p.has('uploadId')) return abortUpload(x, bucket, key);
-        return deleteObject(x, bucket, key);
-      case 'POST':
-        if (p.has('uploads')) return createUpload(x, bucket, key);
-        if (p.has('uploadId')) return completeUpload(x, bucket, key);
-        throw errors.notImplemented();
-      default:
-        throw errors.methodNotAllowed();
-    }
+    const form = x.bucket === undefined ? 'service' : x.key === undefined ? 'bucket' : 'object';
+    const route = routes.find(x.req.method ?? 'GET', form, x.params);
+    refuseUnhonoured(route.op, x.req.headers, x.params, String(x.caller.storageId));
+    return route.handler(x);
   }
 
   function sendError(

@@ -117,6 +117,12 @@ function parseAmzDate(text: string): Date | undefined {
   return Number.isNaN(date.getTime()) ? undefined : date;
 }
 
+/** An HTTP date (RFC 7231) in SigV4's basic format, '' when absent or unreadable. */
+function amzDateOf(httpDate: string | undefined): string {
+  const t = httpDate === undefined ? NaN : Date.parse(httpDate);
+  return Number.isNaN(t) ? '' : new Date(t).toISOString().replace(/[-:]|\.\d{3}/g, '');
+}
+
 function parseCredential(credential: string) {
   const parts = credential.split('/');
   if (parts.length !== 5 || parts[4] !== 'aws4_request' || parts[3] !== 's3' || !/^\d{8}$/.test(parts[1]!)) {
@@ -160,8 +166,9 @@ export function parseSignature(request: SignedRequest, now: Date): ParsedSignatu
     const signedHeaders = (params.get('X-Amz-SignedHeaders') ?? '').split(';').filter(Boolean);
     if (!signedAt || amzDate.slice(0, 8) !== credential.date)
       throw errors.invalidArgument('Invalid X-Amz-Date');
+    // S3 answers an expiry out of range as it answers an expired URL.
     if (!Number.isInteger(expires) || expires < 1 || expires > MAX_PRESIGN_SECONDS) {
-      throw errors.invalidArgument('X-Amz-Expires must be from 1 to 604800 seconds');
+      throw errors.accessDenied('X-Amz-Expires must be from 1 to 604800 seconds');
     }
     if (!/^[0-9a-f]{64}$/.test(signature)) throw errors.signatureDoesNotMatch();
     if (!signedHeaders.includes('host')) throw errors.invalidArgument('host must be a signed header');
@@ -191,7 +198,9 @@ export function parseSignature(request: SignedRequest, now: Date): ParsedSignatu
   const credential = parseCredential(fields.get('Credential') ?? '');
   const signedHeaders = (fields.get('SignedHeaders') ?? '').split(';').filter(Boolean);
   const signature = fields.get('Signature') ?? '';
-  const amzDate = headerValue(request.headers, 'x-amz-date') ?? '';
+  // SigV4 takes the time from x-amz-date, or else from Date (botocore signs with it when set).
+  const amzDate =
+    headerValue(request.headers, 'x-amz-date') ?? amzDateOf(headerValue(request.headers, 'date'));
   const signedAt = parseAmzDate(amzDate);
   if (!signedAt || amzDate.slice(0, 8) !== credential.date) {
     throw errors.accessDenied('AWS authentication requires a valid x-amz-date matching the credential scope');
@@ -251,15 +260,22 @@ export function constantTimeHexEqual(a: string, b: string): boolean {
 
 /** Throws SignatureDoesNotMatch unless the request was signed with `secret`. */
 export function verifySignature(request: SignedRequest, parsed: ParsedSignature, secret: string): void {
-  const stringToSign = [
-    ALGORITHM,
-    parsed.amzDate,
-    scopeOf(parsed),
-    sha256Hex(canonicalRequest(request, parsed)),
-  ].join('\n');
+  const canonical = canonicalRequest(request, parsed);
   const key = signingKey(secret, parsed.date, parsed.region, parsed.service);
-  const expected = createHmac('sha256', key).update(stringToSign).digest('hex');
-  if (!constantTimeHexEqual(expected, parsed.signature)) throw errors.signatureDoesNotMatch();
+  const signs = (hashed: Buffer | string) =>
+    constantTimeHexEqual(
+      createHmac('sha256', key)
+        .update([ALGORITHM, parsed.amzDate, scopeOf(parsed), sha256Hex(hashed)].join('\n'))
+        .digest('hex'),
+      parsed.signature,
+    );
+  // Node hands header values over as latin1, one character per byte. Clients sign the bytes they
+  // send (botocore sends UTF-8 metadata), so those bytes are hashed as they came; everything else in
+  // the canonical request is ASCII. The JavaScript SDK instead signs the UTF-8 of a string that Node
+  // then sends as latin1; that reading is accepted too, and only tried for non-ASCII requests.
+  if (signs(Buffer.from(canonical, 'latin1'))) return;
+  if (/[^\x00-\x7f]/.test(canonical) && signs(canonical)) return;
+  throw errors.signatureDoesNotMatch();
 }
 
 /** Signature of one aws-chunked chunk, chained from the previous one (the seed is the header's). */

@@ -52,15 +52,18 @@ export function text(xml: string, name: string): string | undefined {
   return found === undefined ? undefined : unescapeXml(found);
 }
 
-export function parseDeleteObjects(xml: string): { quiet: boolean; keys: string[] } {
+export function parseDeleteObjects(xml: string): {
+  quiet: boolean;
+  objects: Array<{ key: string; versionId: string | undefined }>;
+} {
   if (!/<Delete[\s>]/.test(xml)) throw errors.malformedXml();
-  const keys = elements(xml, 'Object').map((o) => {
+  const objects = elements(xml, 'Object').map((o) => {
     const key = text(o, 'Key');
     if (key === undefined) throw errors.malformedXml();
-    return key;
+    return { key, versionId: text(o, 'VersionId') };
   });
-  if (keys.length === 0 || keys.length > 1000) throw errors.malformedXml();
-  return { quiet: text(xml, 'Quiet')?.trim() === 'true', keys };
+  if (objects.length === 0 || objects.length > 1000) throw errors.malformedXml();
+  return { quiet: text(xml, 'Quiet')?.trim() === 'true', objects };
 }
 
 export function parseCompleteMultipart(xml: string): Array<{ partNumber: number; etag: string }> {
