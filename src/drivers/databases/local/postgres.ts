@@ -662,7 +662,7 @@ async function lowLevelBackup(root: string, port: number, target: string): Promi
 }
 
 /** Removes what an interrupted base backup left: a directory without its manifest (written last). */
-export function dropIncompleteBackups(root: string): void {
+function dropIncompleteBackups(root: string): void {
   let names: string[];
   try {
     names = fs.readdirSync(baseBackupsOf(root));

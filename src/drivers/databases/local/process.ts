@@ -5,8 +5,9 @@ import { execFile, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
+import { isRoot } from '../../os/users.js';
 
-export const isRoot = (): boolean => process.getuid?.() === 0;
+export { isRoot };
 
 export interface RunOptions {
   env?: Record<string, string>;
