@@ -88,7 +88,6 @@ const HEADERS: Array<Record<string, string>> = [
   { 'x-amz-website-redirect-location': '/elsewhere' },
   { 'x-amz-storage-class': 'GLACIER' },
   { 'x-amz-mfa': '1 2' },
-  { 'x-amz-bypass-governance-retention': 'true' },
   { 'x-amz-write-offset-bytes': '0' },
   { 'x-amz-expected-bucket-owner': '999999' },
   { 'x-amz-if-match-size': '1' },

@@ -122,7 +122,11 @@ const VERSIONED_READS = new Set(['GetObject', 'HeadObject', 'DeleteObject']);
  */
 const CONDITIONAL_WRITES = new Set(['CopyObject', 'DeleteObject']);
 
-/** Headers that ask for something Berth does not do; storing the data anyway would betray the caller. */
+/**
+ * Headers that ask for something Berth does not do; storing the data anyway would betray the caller.
+ * (`x-amz-bypass-governance-retention` is not among them: without object lock there is no retention
+ * to bypass, and S3 ignores it on such buckets; clients send it when they empty a bucket.)
+ */
 const UNHONOURED_PREFIXES = [
   'x-amz-server-side-encryption',
   'x-amz-copy-source-server-side-encryption',
@@ -132,7 +136,6 @@ const UNHONOURED_PREFIXES = [
 const UNHONOURED = [
   'x-amz-website-redirect-location',
   'x-amz-mfa',
-  'x-amz-bypass-governance-retention',
   'x-amz-write-offset-bytes',
   'x-amz-object-ownership',
   'x-amz-if-match-last-modified-time',
