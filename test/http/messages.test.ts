@@ -71,6 +71,22 @@ describe('error messages that say what is accepted', () => {
     expect(big.json()).toEqual({ message: 'Request body is too large: the limit is 4096 bytes (4 KiB).' });
   });
 
+  it('a credential of another API says which API it belongs to', async () => {
+    const tools = await t.app.inject({
+      url: '/api/v1/user',
+      headers: { authorization: `Bearer ${t.auth.tools.authorization!}` },
+    });
+    expect(tools.statusCode).toBe(401);
+    expect(tools.json<{ message: string }>().message).toContain(
+      'This is a tools API key, for the tools API (/api/v1/tools, Authorization: <key>); this route takes an API token',
+    );
+    const token = await t.app.inject({
+      url: '/api/v1/tools/balance',
+      headers: { authorization: t.auth.platform.authorization!.replace('Bearer ', '') },
+    });
+    expect(token.json<{ message: string }>().message).toContain('This is an API token, for the platform API');
+  });
+
   it('a path with a space is told so; a trailing slash is a 404, with a hint only where it helps', async () => {
     const space = await t.app.inject({ url: '/he%20alth' });
     expect(space.statusCode).toBe(404);

@@ -20,6 +20,25 @@ function unauthenticated(kind: CredentialKind, why: string): AppError {
   });
 }
 
+/**
+ * A credential of another API, told apart by its prefix alone (no look-up, so this says nothing about
+ * whether it is valid): the answer names the API it belongs to and how this one is called.
+ */
+function wrongKindHint(kind: CredentialKind, presented: string): string {
+  const belongs: CredentialKind | undefined = presented.startsWith('berth_pat_')
+    ? 'api_token'
+    : presented.startsWith('berth_tk_')
+      ? 'tools_key'
+      : undefined;
+  if (belongs === undefined || belongs === kind) return '';
+  const names: Record<CredentialKind, string> = {
+    api_token: 'an API token, for the platform API (/api/v1, Authorization: Bearer <token>)',
+    tools_key: 'a tools API key, for the tools API (/api/v1/tools, Authorization: <key>)',
+    db_api: 'managed-database API credentials (/1.3, HTTP basic)',
+  };
+  return ` This is ${names[belongs]}; this route takes ${names[kind]}.`;
+}
+
 /** What the Authorization header presents for a kind; throws 401 when it is missing or malformed. */
 export function parseAuthorization(
   kind: CredentialKind,
@@ -131,7 +150,10 @@ export function registerAuth(app: FastifyInstance, ctx: AppContext): void {
         { kind, ip: request.ip, ...(presented.secret !== undefined ? { username: presented.id } : {}) },
         'authentication failed',
       );
-      throw unauthenticated(kind, 'Unauthenticated. The credential is unknown or revoked.');
+      throw unauthenticated(
+        kind,
+        `Unauthenticated. The credential is unknown or revoked.${wrongKindHint(kind, presented.id)}`,
+      );
     }
     request.principal = principal;
     const retryAfter = limit(principal.credentialId, now);
