@@ -1,14 +1,20 @@
 // Reading applications: list, one (settings, domains, secret keys, volumes, services, schedule,
 // health check, latest deployment), deployments, and the per-application YAML export (Ploi Cloud's
 // GET /applications/{application}/export-yaml). Changes go through apply; PATCH/PUT live elsewhere.
+// Removing one domain, secret or volume: Ploi Cloud's DELETE routes.
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from 'typebox';
 import type { AppContext } from '../../../context.js';
 import { createInfrastructureQueries } from '../../../services/infrastructure/queries.js';
+import { createRemovals, type RemovableKind } from '../../../services/infrastructure/removals.js';
 import { principalOf } from '../../types.js';
 import { YAML_PRODUCES } from './infrastructure.js';
 
 const IdParam = Type.Object({ id: Type.Integer({ minimum: 1 }) });
+const ItemParam = Type.Object({
+  id: Type.Integer({ minimum: 1 }),
+  item: Type.String({ minLength: 1, maxLength: 253 }),
+});
 const ListQuery = Type.Object({ team: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })) });
 const DeploymentsQuery = Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })) });
 
@@ -18,6 +24,35 @@ const security = [{ bearer: [] }];
 export function registerApplicationRoutes(app: FastifyInstance, ctx: AppContext): void {
   const queries = createInfrastructureQueries({ db: ctx.db, identity: ctx.identity });
   const config = { auth: 'api_token' as const };
+  const removals = createRemovals({ db: ctx.db, clock: ctx.clock, queries });
+
+  for (const [kind, segment, what] of [
+    ['domain', 'domains', 'a domain (by name or id)'],
+    ['secret', 'secrets', 'a secret (by key)'],
+    ['volume', 'volumes', 'a volume (by name)'],
+  ] as Array<[RemovableKind, string, string]>) {
+    app.delete<{ Params: Static<typeof ItemParam> }>(
+      `/api/v1/applications/:id/${segment}/:item`,
+      {
+        config,
+        schema: {
+          tags,
+          security,
+          summary: `Remove ${what}; apply never removes what a document leaves out`,
+          params: ItemParam,
+        },
+      },
+      async (request) => {
+        const name = await removals.remove(
+          principalOf(request).userId,
+          request.params.id,
+          kind,
+          request.params.item,
+        );
+        return { data: { removed: kind, name } };
+      },
+    );
+  }
 
   app.get<{ Querystring: Static<typeof ListQuery> }>(
     '/api/v1/applications',

@@ -1,0 +1,60 @@
+// Removing one domain, secret or volume of an application, as Ploi Cloud's API does
+// (DELETE /applications/{application}/domains|secrets|volumes/{…}). Apply never removes what a
+// document leaves out (spec, apply rule 3); these are the explicit way.
+import type { Kysely } from 'kysely';
+import { iso, type Clock } from '../../domain/clock.js';
+import { AppError } from '../../domain/errors.js';
+import type { Database } from '../../db/schema/index.js';
+import type { createInfrastructureQueries } from './queries.js';
+
+export type RemovableKind = 'domain' | 'secret' | 'volume';
+
+const TABLES = {
+  domain: { table: 'domains', column: 'domain' },
+  secret: { table: 'secrets', column: 'key' },
+  volume: { table: 'volumes', column: 'name' },
+} as const;
+
+export function createRemovals(deps: {
+  db: Kysely<Database>;
+  clock: Clock;
+  queries: Pick<ReturnType<typeof createInfrastructureQueries>, 'requireApplication'>;
+}) {
+  return {
+    /**
+     * Removes the item named `ref` (a domain by its name or id, a secret by its key, a volume by its
+     * name); 404 when the application has none such. Recorded in the audit log.
+     */
+    async remove(userId: number, applicationId: number, kind: RemovableKind, ref: string): Promise<string> {
+      const { row, team } = await deps.queries.requireApplication(userId, applicationId);
+      const { table, column } = TABLES[kind];
+      const at = iso(deps.clock.now());
+      return deps.db.transaction().execute(async (trx) => {
+        const byId = kind === 'domain' && /^\d{1,15}$/.test(ref) ? Number(ref) : undefined;
+        const found = await trx
+          .selectFrom(table)
+          .select(['id', `${column} as name`])
+          .where('application_id', '=', row.id)
+          .where((eb) =>
+            byId === undefined ? eb(column, '=', ref) : eb.or([eb(column, '=', ref), eb('id', '=', byId)]),
+          )
+          .executeTakeFirst();
+        if (!found) throw new AppError('not_found', `The application has no ${kind} '${ref}'`);
+        await trx.deleteFrom(table).where('id', '=', found.id).execute();
+        await trx
+          .insertInto('audit_log')
+          .values({
+            at,
+            user_id: userId,
+            team_id: team.id,
+            action: `application.${kind}.removed`,
+            target: `application:${row.id}`,
+            // A secret's key is recorded, never its value.
+            details: JSON.stringify({ [kind]: found.name }),
+          })
+          .execute();
+        return found.name;
+      });
+    },
+  };
+}
