@@ -46,4 +46,6 @@ export interface ObjectStorageDriver {
   provision(trx: Transaction<Database>, spec: ObjectStorageSpec): Promise<void>;
   credentials(storageId: number): Promise<ObjectStorageCredential[]>;
   buckets(storageId: number): Promise<string[]>;
+  /** Removes every bucket, object, upload and access key of the storage: rows and files. */
+  remove(storageId: number): Promise<void>;
 }

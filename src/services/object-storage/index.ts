@@ -25,6 +25,7 @@ export function objectStorageDriver(ctx: AppContext): ObjectStorageDriver {
     clock: ctx.clock,
     secretBox: ctx.secretBox,
     endpoint: () => s3EndpointUrl(ctx.config, listening.get(ctx)),
+    dataDir: ctx.config.dataDir,
   });
 }
 
@@ -191,6 +192,45 @@ export async function applyObjectStoragePendingChange(
       })
       .execute();
   });
+}
+
+/**
+ * Deletes an object storage (team owners): its buckets, objects and access keys go, rows and files,
+ * then the storage itself. Apply never deletes one; this is the explicit way.
+ */
+export async function deleteObjectStorage(
+  ctx: AppContext,
+  team: { id: number; role: Role },
+  ref: string,
+  userId: number,
+): Promise<{ uuid: string; name: string }> {
+  if (team.role !== 'owner')
+    throw new AppError('forbidden', 'Only an owner of the team can delete an object storage');
+  const row = await ctx.db
+    .selectFrom('object_storages')
+    .select(['id', 'uuid', 'name'])
+    .where('team_id', '=', team.id)
+    .where((eb) => eb.or([eb('uuid', '=', ref), eb('name', '=', ref)]))
+    .executeTakeFirst();
+  if (!row) throw new AppError('not_found', `Object storage '${ref}' not found`);
+  await objectStorageDriver(ctx).remove(row.id);
+  const at = iso(ctx.clock.now());
+  await ctx.db.transaction().execute(async (trx) => {
+    await trx.deleteFrom('jobs').where('key', '=', `object_storage.provision:${row.uuid}`).execute();
+    await trx.deleteFrom('object_storages').where('id', '=', row.id).execute();
+    await trx
+      .insertInto('audit_log')
+      .values({
+        at,
+        user_id: userId,
+        team_id: team.id,
+        action: 'object_storage.deleted',
+        target: row.uuid,
+        details: JSON.stringify({ name: row.name }),
+      })
+      .execute();
+  });
+  return { uuid: row.uuid, name: row.name };
 }
 
 /** The team's object storages as its members see them; secret keys only for owners. */

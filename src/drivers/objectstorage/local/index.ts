@@ -7,6 +7,7 @@ import type { Database } from '../../../db/schema/index.js';
 import { iso, type Clock } from '../../../domain/clock.js';
 import type { SecretBox } from '../../../services/secret-box.js';
 import { ProvisionError, type ObjectStorageDriver, type ObjectStorageSpec } from '../driver.js';
+import { createObjectFiles } from './files.js';
 import { compilePolicies, PolicyError } from './policy.js';
 import { isValidBucketName } from './server.js';
 
@@ -43,6 +44,7 @@ export function createLocalObjectStorageDriver(deps: {
   clock: Clock;
   secretBox: SecretBox;
   endpoint: () => string;
+  dataDir: string;
 }): ObjectStorageDriver {
   const { db, clock, secretBox } = deps;
   return {
@@ -138,6 +140,32 @@ export function createLocalObjectStorageDriver(deps: {
         secretKey: secretBox.decrypt(r.secret_encrypted),
         policies: JSON.parse(r.policies) as unknown[],
       }));
+    },
+
+    async remove(storageId) {
+      const buckets = (
+        await db.selectFrom('s3_buckets').select('id').where('object_storage_id', '=', storageId).execute()
+      ).map((b) => b.id);
+      const uploads =
+        buckets.length === 0
+          ? []
+          : (await db.selectFrom('s3_uploads').select('id').where('bucket_id', 'in', buckets).execute()).map(
+              (u) => u.id,
+            );
+      await db.transaction().execute(async (trx) => {
+        if (uploads.length > 0)
+          await trx.deleteFrom('s3_upload_parts').where('upload_id', 'in', uploads).execute();
+        if (buckets.length > 0) {
+          await trx.deleteFrom('s3_uploads').where('bucket_id', 'in', buckets).execute();
+          await trx.deleteFrom('s3_objects').where('bucket_id', 'in', buckets).execute();
+          await trx.deleteFrom('s3_buckets').where('id', 'in', buckets).execute();
+        }
+        await trx.deleteFrom('s3_access_keys').where('object_storage_id', '=', storageId).execute();
+      });
+      // After the commit: a crash before this leaves files no row names, which the sweep removes.
+      const files = createObjectFiles(deps.dataDir);
+      for (const id of buckets) await files.removeTree('data', id);
+      for (const id of uploads) await files.removeTree('parts', id);
     },
 
     async buckets(storageId) {

@@ -7,6 +7,7 @@ import { Type, type Static } from 'typebox';
 import type { AppContext } from '../../../context.js';
 import {
   applyObjectStoragePendingChange,
+  deleteObjectStorage,
   viewObjectStorages,
 } from '../../../services/object-storage/index.js';
 import { principalOf } from '../../types.js';
@@ -29,6 +30,25 @@ export function registerObjectStorageRoutes(app: FastifyInstance, ctx: AppContex
       const team = await ctx.identity.requireTeam(principalOf(request).userId, request.params.team);
       const [storage] = await viewObjectStorages(ctx, team, request.params.storage);
       return { data: storage };
+    },
+  );
+
+  app.delete<{ Params: Static<typeof StorageRef> }>(
+    '/api/v1/teams/:team/object-storage/:storage',
+    {
+      config,
+      schema: {
+        tags,
+        security,
+        params: StorageRef,
+        summary: 'Delete an object storage (owners): its buckets, objects and keys go; apply never deletes',
+      },
+    },
+    async (request) => {
+      const { userId } = principalOf(request);
+      const team = await ctx.identity.requireTeam(userId, request.params.team);
+      const removed = await deleteObjectStorage(ctx, team, request.params.storage, userId);
+      return { data: { ...removed, deleted: true } };
     },
   );
 
