@@ -15,11 +15,10 @@ import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CHROMIUM_ARGS } from '../../src/drivers/chromium/engine.js';
 import type { S3Server } from '../../src/drivers/objectstorage/local/server.js';
-import { createBackgroundWork } from '../../src/jobs/index.js';
-import { startObjectStorageEndpoint, viewObjectStorages } from '../../src/services/object-storage/index.js';
+import { startObjectStorageEndpoint } from '../../src/services/object-storage/index.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
-import { applyObjectStorage, refusal, s3Client } from './helpers.js';
+import { adminStorage, refusal } from './helpers.js';
 
 /** A web application's origin: serves one empty page on a free loopback port. */
 async function pageOrigin(): Promise<{ url: string; close(): Promise<void> }> {
@@ -47,15 +46,7 @@ describe.each(DIALECTS)('bucket CORS on %s', (dialect) => {
   beforeAll(async () => {
     t = await createTestApp(dialect);
     s3 = await startObjectStorageEndpoint(t.ctx);
-    await applyObjectStorage(t.ctx, t.user.team_id, {
-      name: 'main',
-      buckets: [Bucket],
-      users: [{ username: 'admin', policies: ['admin'] }],
-    });
-    await createBackgroundWork(t.ctx).runDue();
-    const [storage] = await viewObjectStorages(t.ctx, { id: t.user.team_id, role: 'owner' });
-    const user = storage!.users[0]!;
-    client = s3Client(s3.url, user.access_key_id, user.secret_key!);
+    client = await adminStorage(t.ctx, t.user.team_id, s3.url, Bucket);
     allowed = await pageOrigin();
     other = await pageOrigin();
     browser = await chromium.launch({

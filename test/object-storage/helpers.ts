@@ -114,15 +114,26 @@ export async function refusal(
   throw new Error('request was not refused');
 }
 
-/** One object storage with one bucket and an `admin` user, provisioned as apply does; its client. */
-export async function adminStorage(ctx: AppContext, teamId: number, endpoint: string, bucket: string) {
-  await applyObjectStorage(ctx, teamId, {
-    name: 'main',
-    buckets: [bucket],
-    users: [{ username: 'admin', policies: ['admin'] }],
-  });
+/**
+ * One object storage with one bucket and the given users, provisioned as apply does; each user's
+ * access key by user name.
+ */
+export async function provisionStorage(
+  ctx: AppContext,
+  teamId: number,
+  bucket: string,
+  users: Array<{ username: string; policies: unknown[] }>,
+): Promise<Record<string, { id: string; secret: string }>> {
+  await applyObjectStorage(ctx, teamId, { name: 'main', buckets: [bucket], users });
   await createBackgroundWork(ctx).runDue();
   const [storage] = await viewObjectStorages(ctx, { id: teamId, role: 'owner' });
-  const user = storage!.users[0]!;
-  return s3Client(endpoint, user.access_key_id, user.secret_key!);
+  return Object.fromEntries(
+    storage!.users.map((u) => [u.username, { id: u.access_key_id, secret: u.secret_key! }]),
+  );
+}
+
+/** One object storage with one bucket and an `admin` user, provisioned as apply does; its client. */
+export async function adminStorage(ctx: AppContext, teamId: number, endpoint: string, bucket: string) {
+  const keys = await provisionStorage(ctx, teamId, bucket, [{ username: 'admin', policies: ['admin'] }]);
+  return s3Client(endpoint, keys.admin!.id, keys.admin!.secret);
 }

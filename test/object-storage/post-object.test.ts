@@ -4,11 +4,10 @@ import { createHmac } from 'node:crypto';
 import { GetObjectCommand, HeadObjectCommand, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { S3Server } from '../../src/drivers/objectstorage/local/server.js';
-import { createBackgroundWork } from '../../src/jobs/index.js';
-import { startObjectStorageEndpoint, viewObjectStorages } from '../../src/services/object-storage/index.js';
+import { startObjectStorageEndpoint } from '../../src/services/object-storage/index.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
-import { applyObjectStorage, s3Client } from './helpers.js';
+import { provisionStorage, s3Client } from './helpers.js';
 
 const hmac = (key: string | Buffer, data: string) => createHmac('sha256', key).update(data).digest();
 
@@ -51,17 +50,13 @@ describe.each(DIALECTS)('POST Object on %s', (dialect) => {
   beforeAll(async () => {
     t = await createTestApp(dialect);
     s3 = await startObjectStorageEndpoint(t.ctx);
-    await applyObjectStorage(t.ctx, t.user.team_id, {
-      name: 'main',
-      buckets: [Bucket],
-      users: [
+    Object.assign(
+      keys,
+      await provisionStorage(t.ctx, t.user.team_id, Bucket, [
         { username: 'admin', policies: ['admin'] },
         { username: 'reader', policies: ['read'] },
-      ],
-    });
-    await createBackgroundWork(t.ctx).runDue();
-    const [storage] = await viewObjectStorages(t.ctx, { id: t.user.team_id, role: 'owner' });
-    for (const u of storage!.users) keys[u.username] = { id: u.access_key_id, secret: u.secret_key! };
+      ]),
+    );
     client = s3Client(s3.url, keys.admin!.id, keys.admin!.secret);
   });
 

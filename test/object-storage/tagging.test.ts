@@ -15,11 +15,10 @@ import {
 } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { S3Server } from '../../src/drivers/objectstorage/local/server.js';
-import { createBackgroundWork } from '../../src/jobs/index.js';
-import { startObjectStorageEndpoint, viewObjectStorages } from '../../src/services/object-storage/index.js';
+import { startObjectStorageEndpoint } from '../../src/services/object-storage/index.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
-import { applyObjectStorage, refusal, s3Client } from './helpers.js';
+import { provisionStorage, refusal, s3Client } from './helpers.js';
 
 describe.each(DIALECTS)('object tagging on %s', (dialect) => {
   let t: TestApp;
@@ -31,19 +30,12 @@ describe.each(DIALECTS)('object tagging on %s', (dialect) => {
   beforeAll(async () => {
     t = await createTestApp(dialect);
     s3 = await startObjectStorageEndpoint(t.ctx);
-    await applyObjectStorage(t.ctx, t.user.team_id, {
-      name: 'main',
-      buckets: [Bucket],
-      users: [
-        { username: 'admin', policies: ['admin'] },
-        { username: 'reader', policies: ['read'] },
-      ],
-    });
-    await createBackgroundWork(t.ctx).runDue();
-    const [storage] = await viewObjectStorages(t.ctx, { id: t.user.team_id, role: 'owner' });
-    const user = (name: string) => storage!.users.find((u) => u.username === name)!;
-    client = s3Client(s3.url, user('admin').access_key_id, user('admin').secret_key!);
-    reader = s3Client(s3.url, user('reader').access_key_id, user('reader').secret_key!);
+    const keys = await provisionStorage(t.ctx, t.user.team_id, Bucket, [
+      { username: 'admin', policies: ['admin'] },
+      { username: 'reader', policies: ['read'] },
+    ]);
+    client = s3Client(s3.url, keys.admin!.id, keys.admin!.secret);
+    reader = s3Client(s3.url, keys.reader!.id, keys.reader!.secret);
   });
 
   afterAll(async () => {
