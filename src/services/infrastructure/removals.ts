@@ -5,6 +5,7 @@ import type { Kysely } from 'kysely';
 import { iso, type Clock } from '../../domain/clock.js';
 import { AppError } from '../../domain/errors.js';
 import type { Database } from '../../db/schema/index.js';
+import { recordAudit } from '../../db/repositories/audit.js';
 import type { createInfrastructureQueries } from './queries.js';
 
 export type RemovableKind = 'domain' | 'secret' | 'volume';
@@ -41,18 +42,15 @@ export function createRemovals(deps: {
           .executeTakeFirst();
         if (!found) throw new AppError('not_found', `The application has no ${kind} '${ref}'`);
         await trx.deleteFrom(table).where('id', '=', found.id).execute();
-        await trx
-          .insertInto('audit_log')
-          .values({
-            at,
-            user_id: userId,
-            team_id: team.id,
-            action: `application.${kind}.removed`,
-            target: `application:${row.id}`,
-            // A secret's key is recorded, never its value.
-            details: JSON.stringify({ [kind]: found.name }),
-          })
-          .execute();
+        await recordAudit(trx, {
+          at,
+          userId,
+          teamId: team.id,
+          action: `application.${kind}.removed`,
+          target: `application:${row.id}`,
+          // A secret's key is recorded, never its value.
+          details: { [kind]: found.name },
+        });
         return found.name;
       });
     },

@@ -16,6 +16,7 @@ import type { Kysely, Transaction } from 'kysely';
 import type { Database } from '../../db/schema/index.js';
 import { redactPaths } from '../../drivers/databases/operations/redact.js';
 import { iso } from '../../domain/clock.js';
+import { recordAudit } from '../../db/repositories/audit.js';
 import { AppError } from '../../domain/errors.js';
 import { enqueueJob, type NewJob } from '../../jobs/queue.js';
 import type { JobHandler } from '../../jobs/runner.js';
@@ -437,19 +438,8 @@ function createManagedDatabaseService(
     });
   };
 
-  async function audit(row: ManagedDatabaseRow, action: string, details: unknown): Promise<void> {
-    await ctx.db
-      .insertInto('audit_log')
-      .values({
-        at: now(),
-        user_id: null,
-        team_id: row.team_id,
-        action,
-        target: row.uuid,
-        details: JSON.stringify(details),
-      })
-      .execute();
-  }
+  const audit = (row: ManagedDatabaseRow, action: string, details: unknown): Promise<void> =>
+    recordAudit(ctx.db, { at: now(), userId: null, teamId: row.team_id, action, target: row.uuid, details });
 
   const auditRestart = (row: ManagedDatabaseRow, reason: string): Promise<void> =>
     audit(row, 'managed_database.process_restarted', { reason });
@@ -586,17 +576,14 @@ function createManagedDatabaseService(
         const row = await r.findDatabase(uuid);
         if (!row || row.state === 'delete-service') return;
         await r.setState(row.id, 'delete-service', null, iso(at));
-        await trx
-          .insertInto('audit_log')
-          .values({
-            at: iso(at),
-            user_id: userId,
-            team_id: row.team_id,
-            action: 'managed_database.deleted',
-            target: row.uuid,
-            details: JSON.stringify({ name: row.name, type: row.type, plan: row.plan }),
-          })
-          .execute();
+        await recordAudit(trx, {
+          at: iso(at),
+          userId,
+          teamId: row.team_id,
+          action: 'managed_database.deleted',
+          target: row.uuid,
+          details: { name: row.name, type: row.type, plan: row.plan },
+        });
         await enqueueJob(
           trx,
           { type: DELETE_JOB, key: deleteJobKey(uuid), payload: { uuid }, runAt: at },

@@ -2,6 +2,7 @@
 // owner's view of a storage (endpoint, buckets, credentials).
 import type { AppContext } from '../../context.js';
 import { iso } from '../../domain/clock.js';
+import { recordAudit } from '../../db/repositories/audit.js';
 import { AppError } from '../../domain/errors.js';
 import type { Role } from '../../db/schema/foundation.js';
 import { ProvisionError, type ObjectStorageDriver } from '../../drivers/objectstorage/driver.js';
@@ -180,17 +181,14 @@ export async function applyObjectStoragePendingChange(
       .set({ zone: row.pending_zone, pending_zone: null, updated_at: at })
       .where('id', '=', row.id)
       .execute();
-    await trx
-      .insertInto('audit_log')
-      .values({
-        at,
-        user_id: userId,
-        team_id: team.id,
-        action: 'object_storage.zone_changed',
-        target: row.uuid,
-        details: JSON.stringify({ from: row.zone, to: row.pending_zone }),
-      })
-      .execute();
+    await recordAudit(trx, {
+      at,
+      userId,
+      teamId: team.id,
+      action: 'object_storage.zone_changed',
+      target: row.uuid,
+      details: { from: row.zone, to: row.pending_zone },
+    });
   });
 }
 
@@ -218,17 +216,14 @@ export async function deleteObjectStorage(
   await ctx.db.transaction().execute(async (trx) => {
     await trx.deleteFrom('jobs').where('key', '=', `object_storage.provision:${row.uuid}`).execute();
     await trx.deleteFrom('object_storages').where('id', '=', row.id).execute();
-    await trx
-      .insertInto('audit_log')
-      .values({
-        at,
-        user_id: userId,
-        team_id: team.id,
-        action: 'object_storage.deleted',
-        target: row.uuid,
-        details: JSON.stringify({ name: row.name }),
-      })
-      .execute();
+    await recordAudit(trx, {
+      at,
+      userId,
+      teamId: team.id,
+      action: 'object_storage.deleted',
+      target: row.uuid,
+      details: { name: row.name },
+    });
   });
   return { uuid: row.uuid, name: row.name };
 }

@@ -8,6 +8,7 @@ import { sql, type Kysely, type Transaction } from 'kysely';
 import type { Logger } from 'pino';
 import type { AppContext } from '../../context.js';
 import { iso, type Clock } from '../../domain/clock.js';
+import { recordAudit } from '../../db/repositories/audit.js';
 import type { Database } from '../../db/schema/index.js';
 import { enqueueJob } from '../../jobs/queue.js';
 import type { JobHandler, JobResult } from '../../jobs/runner.js';
@@ -319,22 +320,19 @@ export function createScheduledDeletionService(deps: ScheduledDeletionDeps) {
             details: JSON.stringify(details),
           })
           .execute();
-        await trx
-          .insertInto('audit_log')
-          .values({
-            at: nowIso,
-            user_id: null,
-            team_id: app.teamId,
-            action: 'application.deleted',
-            target: `application:${app.id}`,
-            details: JSON.stringify({
-              reason: 'scheduled_deletion',
-              name: app.name,
-              scheduled_deletion_at: scheduledFor,
-              ...details,
-            }),
-          })
-          .execute();
+        await recordAudit(trx, {
+          at: nowIso,
+          userId: null,
+          teamId: app.teamId,
+          action: 'application.deleted',
+          target: `application:${app.id}`,
+          details: {
+            reason: 'scheduled_deletion',
+            name: app.name,
+            scheduled_deletion_at: scheduledFor,
+            ...details,
+          },
+        });
         // Warnings still waiting would now be wrong: the deletion has happened. Without a mail server
         // they were never sent, and the outbox says so rather than that they were dropped.
         await trx
