@@ -141,14 +141,12 @@ export const valkeyEngine: LocalEngine = {
   async start(root, spec, port) {
     fs.rmSync(pidFileOf(root), { force: true });
     await runAs(accountOf(root), valkeyBinary().server, [confOf(root)]); // daemonizes; returns once forked
+    const maintenance = maintenancePassword(root);
     await waitUntil(
       async () => {
         if (valkeyEngine.pidOf(root) === null) return false;
         try {
-          const [auth, pong] = await respCommands(port, [
-            ['AUTH', MAINTENANCE_USER, maintenancePassword(root)],
-            ['PING'],
-          ]);
+          const [auth, pong] = await respCommands(port, [['AUTH', MAINTENANCE_USER, maintenance], ['PING']]);
           return auth === 'OK' && pong === 'PONG';
         } catch {
           return false;
