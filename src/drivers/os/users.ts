@@ -19,7 +19,8 @@ const QUIET: ExecFileSyncOptionsWithStringEncoding = {
   stdio: ['ignore', 'pipe', 'ignore'],
 };
 
-function lookup(name: string): SystemAccount | undefined {
+/** An existing account (Berth's or the system's own, such as `postgres`), or undefined. */
+export function findAccount(name: string): SystemAccount | undefined {
   try {
     const uid = Number(execFileSync('id', ['-u', '--', name], QUIET).trim());
     const gid = Number(execFileSync('id', ['-g', '--', name], QUIET).trim());
@@ -39,7 +40,7 @@ export function ensureSystemAccount(name: string): SystemAccount {
   if (!ACCOUNT_NAME.test(name)) throw new Error(`invalid system account name '${name}'`);
   const cached = known.get(name);
   if (cached) return cached;
-  let account = lookup(name);
+  let account = findAccount(name);
   if (!account) {
     if (!isRoot()) throw new Error(`system account '${name}' is missing and Berth is not root`);
     try {
@@ -60,9 +61,9 @@ export function ensureSystemAccount(name: string): SystemAccount {
       );
     } catch (error) {
       // Another Berth process may have created it between the look-up and useradd.
-      if (!lookup(name)) throw error;
+      if (!findAccount(name)) throw error;
     }
-    account = lookup(name);
+    account = findAccount(name);
     if (!account) throw new Error(`system account '${name}' could not be created`);
   }
   known.set(name, account);

@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { ensureSystemAccount, isRoot } from '../../os/users.js';
+import { ensureSystemAccount, findAccount, isRoot } from '../../os/users.js';
 import { run } from './process.js';
 
 /** The server-side account Berth keeps for itself in every instance; never handed out. */
@@ -32,23 +32,10 @@ export function instanceAccount(root: string, fallback: string | undefined): str
  */
 export async function ownInstance(root: string, account: string | undefined): Promise<void> {
   if (!account) return;
-  const { uid } = ensureOrLookup(account);
+  const uid = (account.startsWith('berth-') ? ensureSystemAccount(account) : findAccount(account))?.uid;
+  if (uid === undefined) throw new Error(`no OS account '${account}'`);
   if (fs.statSync(root).uid !== uid) await run('chown', ['-R', `${account}:${account}`, '--', root]);
   fs.chmodSync(root, 0o700);
-}
-
-function ensureOrLookup(account: string): { uid: number } {
-  return account.startsWith('berth-') ? ensureSystemAccount(account) : { uid: lookupUid(account) };
-}
-
-function lookupUid(account: string): number {
-  const line = fs
-    .readFileSync('/etc/passwd', 'utf8')
-    .split('\n')
-    .find((l) => l.startsWith(`${account}:`));
-  const uid = Number(line?.split(':')[2]);
-  if (!Number.isInteger(uid)) throw new Error(`no OS account '${account}'`);
-  return uid;
 }
 
 /**
