@@ -19,13 +19,13 @@ export interface Background {
 export function explainListenError(
   error: unknown,
   what: string,
-  flag: 'port' | 's3-port',
+  setting: 'port' | 's3Port',
   port: number,
 ): unknown {
   if ((error as NodeJS.ErrnoException | undefined)?.code !== 'EADDRINUSE') return error;
-  const variable = CONFIG_VARIABLES[flag === 'port' ? 'port' : 's3Port'].env;
+  const { flag, env } = CONFIG_VARIABLES[setting];
   return new Error(
-    `port ${port} for ${what} is already in use (another Berth?); choose another with --${flag} or ${variable} (0 picks a free port)`,
+    `port ${port} for ${what} is already in use (another Berth?); choose another with --${flag} or ${env} (0 picks a free port)`,
   );
 }
 
@@ -37,7 +37,7 @@ export async function startBackground(
   const stops: Array<() => Promise<void>> = [];
   // Feature starters go here (servers, reconcilers), each pushing its stop onto `stops`.
   const s3 = await startObjectStorageEndpoint(ctx).catch((error: unknown) => {
-    throw explainListenError(error, 'the S3 endpoint', 's3-port', ctx.config.s3Port);
+    throw explainListenError(error, 'the S3 endpoint', 's3Port', ctx.config.s3Port);
   });
   stops.push(() => s3.close());
   await startScheduledDeletion(ctx);
