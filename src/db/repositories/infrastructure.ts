@@ -387,6 +387,38 @@ export function createInfrastructureRepository(db: Db) {
     },
 
     /** Which of `domains` an application other than `applicationId` holds. */
+    /** How many of a kind the team holds (the quotas of apply). */
+    async teamCount(
+      teamId: number,
+      kind: 'applications' | 'managed_databases' | 'object_storages' | 'domains',
+    ): Promise<number> {
+      const row =
+        kind === 'domains'
+          ? await db
+              .selectFrom('domains')
+              .innerJoin('applications', 'applications.id', 'domains.application_id')
+              .select((eb) => eb.fn.countAll().as('n'))
+              .where('applications.team_id', '=', teamId)
+              .executeTakeFirst()
+          : await db
+              .selectFrom(kind)
+              .select((eb) => eb.fn.countAll().as('n'))
+              .where('team_id', '=', teamId)
+              .executeTakeFirst();
+      return Number(row?.n ?? 0);
+    },
+
+    /** Which of these bucket names exist on the endpoint, with the team and storage that hold each. */
+    bucketHolders(names: string[]): Promise<Array<{ name: string; team_id: number; storage: string }>> {
+      if (names.length === 0) return Promise.resolve([]);
+      return db
+        .selectFrom('s3_buckets')
+        .innerJoin('object_storages', 'object_storages.id', 's3_buckets.object_storage_id')
+        .select(['s3_buckets.name', 'object_storages.team_id', 'object_storages.name as storage'])
+        .where('s3_buckets.name', 'in', names)
+        .execute();
+    },
+
     async domainsHeldElsewhere(domains: string[], applicationId: number | undefined): Promise<Set<string>> {
       if (domains.length === 0) return new Set();
       let query = db.selectFrom('domains').select('domain').where('domain', 'in', domains);

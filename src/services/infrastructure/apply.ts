@@ -203,23 +203,15 @@ function dependsOnTeamOnly(doc: DesiredDocument, state: CurrentState): boolean {
  * document would add; 422 at the list that goes over, naming the quota and how to raise it.
  */
 async function checkQuotas(
-  trx: Transaction<Database>,
+  repo: InfrastructureRepository,
   teamId: number,
   doc: DesiredDocument,
   state: CurrentState,
   quotas: Readonly<TeamQuotas>,
 ): Promise<void> {
   const errors: Record<string, string[]> = {};
-  const countOf = async (table: 'applications' | 'managed_databases' | 'object_storages') =>
-    Number(
-      (
-        await trx
-          .selectFrom(table)
-          .select((eb) => eb.fn.countAll().as('n'))
-          .where('team_id', '=', teamId)
-          .executeTakeFirst()
-      )?.n ?? 0,
-    );
+  const countOf = (kind: Parameters<InfrastructureRepository['teamCount']>[1]) => () =>
+    repo.teamCount(teamId, kind);
   const over = async (
     path: string,
     adding: number,
@@ -238,7 +230,7 @@ async function checkQuotas(
   await over(
     'spec.managed_databases',
     doc.managedDatabases.filter((d) => !state.managedDatabases.has(d.name)).length,
-    () => countOf('managed_databases'),
+    countOf('managed_databases'),
     quotas.managedDatabases,
     'managed databases',
     'BERTH_QUOTA_MANAGED_DATABASES',
@@ -246,7 +238,7 @@ async function checkQuotas(
   await over(
     'spec.object_storage',
     doc.objectStorages.filter((o) => !state.objectStorages.has(o.name)).length,
-    () => countOf('object_storages'),
+    countOf('object_storages'),
     quotas.objectStorages,
     'object storages',
     'BERTH_QUOTA_OBJECT_STORAGES',
@@ -254,7 +246,7 @@ async function checkQuotas(
   await over(
     'spec.application',
     doc.application && !state.application ? 1 : 0,
-    () => countOf('applications'),
+    countOf('applications'),
     quotas.applications,
     'applications',
     'BERTH_QUOTA_APPLICATIONS',
@@ -262,17 +254,7 @@ async function checkQuotas(
   await over(
     'spec.domains',
     doc.touchesApplication ? doc.domains.filter((d) => !state.domains.has(d)).length : 0,
-    async () =>
-      Number(
-        (
-          await trx
-            .selectFrom('domains')
-            .innerJoin('applications', 'applications.id', 'domains.application_id')
-            .select((eb) => eb.fn.countAll().as('n'))
-            .where('applications.team_id', '=', teamId)
-            .executeTakeFirst()
-        )?.n ?? 0,
-      ),
+    countOf('domains'),
     quotas.domains,
     'domains over all its applications',
     'BERTH_QUOTA_DOMAINS',
@@ -285,24 +267,14 @@ async function checkQuotas(
  * holds would put this storage in `error` for good, so it is a 422 now, dry run included.
  */
 async function checkBucketNames(
-  trx: Transaction<Database>,
+  repo: InfrastructureRepository,
   teamId: number,
   doc: DesiredDocument,
 ): Promise<void> {
   const wanted = doc.objectStorages.flatMap((storage) =>
     (storage.buckets ?? []).map((bucket, index) => ({ storage: storage.name, bucket, index })),
   );
-  if (wanted.length === 0) return;
-  const taken = await trx
-    .selectFrom('s3_buckets')
-    .innerJoin('object_storages', 'object_storages.id', 's3_buckets.object_storage_id')
-    .select(['s3_buckets.name', 'object_storages.team_id', 'object_storages.name as storage'])
-    .where(
-      's3_buckets.name',
-      'in',
-      wanted.map((w) => w.bucket),
-    )
-    .execute();
+  const taken = await repo.bucketHolders(wanted.map((w) => w.bucket));
   const errors: Record<string, string[]> = {};
   for (const w of wanted) {
     const holder = taken.find(
@@ -500,8 +472,8 @@ export function createApplyService(deps: InfrastructureDeps) {
                 const revision = Object.isFrozen(doc) ? await repo.teamRevision(team.id) : undefined;
                 const state = await loadState(repo, dialect, team.id, doc);
                 const made = { appId: state.application?.id, result: plan(doc, state, clock.now()) };
-                await checkQuotas(trx, team.id, doc, state, deps.quotas);
-                await checkBucketNames(trx, team.id, doc);
+                await checkQuotas(repo, team.id, doc, state, deps.quotas);
+                await checkBucketNames(repo, team.id, doc);
                 if (revision !== undefined && dependsOnTeamOnly(doc, state))
                   planned.set(doc, deepFreeze({ teamId: team.id, revision, ...made }));
                 return made;
@@ -518,8 +490,8 @@ export function createApplyService(deps: InfrastructureDeps) {
             const state = await loadState(repo, dialect, team.id, doc);
             const existingId = state.application?.id;
             const result = plan(doc, state, now);
-            await checkQuotas(trx, team.id, doc, state, deps.quotas);
-            await checkBucketNames(trx, team.id, doc);
+            await checkQuotas(repo, team.id, doc, state, deps.quotas);
+            await checkBucketNames(repo, team.id, doc);
             const appId = await write(trx, team.id, result, existingId, now);
             let deploymentId: number | null = null;
             if (result.needsDeployment && options.autoDeploy && appId !== undefined) {
