@@ -60,6 +60,9 @@ const SUBRESOURCES = [
 const IMPLEMENTED = new Set([
   `POST doc.txt?uploads`,
   'GET /?versions',
+  // ListMultipartUploads and GetObjectAttributes (buckets.ts, objects.ts): reads.
+  'GET /?uploads',
+  'GET doc.txt?attributes',
   // Bucket CORS configuration and object tagging (cors.ts, tagging.ts): they touch no object data.
   'GET /?cors',
   'PUT /?cors',

@@ -39,6 +39,10 @@ export interface S3ObjectsTable {
   last_modified: string;
   /** JSON object of the object's tags (see 011_s3_features). */
   tags: ColumnType<string, string | undefined, string>;
+  /** JSON {algorithm, type, value} the writer sent; null for none (see 018_s3_checksums). */
+  checksum: ColumnType<string | null, string | null | undefined, string | null>;
+  /** JSON [[size, checksum | null], …] of an object made from parts; null for one written whole. */
+  parts: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface S3UploadsTable {
@@ -51,6 +55,8 @@ export interface S3UploadsTable {
   created_at: string;
   /** JSON object of the tags the completed object gets. */
   tags: ColumnType<string, string | undefined, string>;
+  /** JSON {algorithm, type} CreateMultipartUpload asked for; null for none. */
+  checksum: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface S3BucketCorsTable {
@@ -67,6 +73,8 @@ export interface S3UploadPartsTable {
   etag: string;
   file: string;
   last_modified: string;
+  /** JSON {algorithm, value} of the part as received; null when the client sent none. */
+  checksum: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface ObjectStorageTables {

@@ -1,13 +1,19 @@
 // Receiving a request body as S3 does: decode aws-chunked framing, hash while streaming (MD5 for the
-// ETag, SHA-256 when the signature covers the payload, CRC32/SHA-1/SHA-256 checksums when the client
-// sends one) and check everything once the last byte has arrived. Bytes flow to a sink; nothing is
+// ETag, SHA-256 when the signature covers the payload, the x-amz-checksum the client sends or asks
+// for: checksums.ts) and check everything once the last byte has arrived. Bytes flow to a sink; nothing is
 // held in memory beyond one chunk.
 import { createHash, type Hash } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { Transform, Writable, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import zlib from 'node:zlib';
 import { AwsChunkedDecoder } from './chunked.js';
+import {
+  bodyChecksumAlgorithm,
+  checksummer,
+  headerOf,
+  type ChecksumAlgorithm,
+  type Checksummer,
+} from './checksums.js';
 import { errors } from './errors.js';
 import { startMd5, type Md5Job } from './md5-pool.js';
 import { headerValue, signingKey, type ParsedSignature } from './sigv4.js';
@@ -15,10 +21,9 @@ import { headerValue, signingKey, type ParsedSignature } from './sigv4.js';
 export interface ReceivedBody {
   size: number;
   md5: Buffer;
+  /** The body's checksum, verified against the declared one, when the client sent or asked for one. */
+  checksum?: { algorithm: ChecksumAlgorithm; value: string };
 }
-
-type ChecksumAlgorithm = 'crc32' | 'sha1' | 'sha256';
-const CHECKSUMS: ChecksumAlgorithm[] = ['crc32', 'sha1', 'sha256'];
 
 /**
  * Bodies at least this large hash their MD5 on a worker thread (see md5-pool.ts). For 1 MiB bodies
@@ -31,12 +36,11 @@ class Digests extends Transform {
   private readonly inlineMd5: Hash | undefined;
   private readonly workerMd5: Md5Job | undefined;
   readonly sha256: Hash | undefined;
-  readonly hashes = new Map<ChecksumAlgorithm, Hash>();
-  crc32 = 0;
+  readonly checksum: Checksummer | undefined;
 
   constructor(
     payloadSha256: boolean,
-    private readonly checksum: ChecksumAlgorithm | undefined,
+    algorithm: ChecksumAlgorithm | undefined,
     private readonly limit: number,
     offloadMd5: boolean,
   ) {
@@ -44,7 +48,7 @@ class Digests extends Transform {
     this.workerMd5 = offloadMd5 ? startMd5() : undefined;
     this.inlineMd5 = offloadMd5 ? undefined : createHash('md5');
     this.sha256 = payloadSha256 ? createHash('sha256') : undefined;
-    if (checksum === 'sha1' || checksum === 'sha256') this.hashes.set(checksum, createHash(checksum));
+    this.checksum = algorithm === undefined ? undefined : checksummer(algorithm);
   }
 
   override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
@@ -54,8 +58,7 @@ class Digests extends Transform {
       return;
     }
     this.sha256?.update(chunk);
-    if (this.checksum === 'crc32') this.crc32 = zlib.crc32(chunk, this.crc32);
-    else if (this.checksum) this.hashes.get(this.checksum)?.update(chunk);
+    this.checksum?.update(chunk);
     if (this.workerMd5) {
       this.workerMd5.update(chunk, () => callback(null, chunk));
     } else {
@@ -71,22 +74,6 @@ class Digests extends Transform {
   dropMd5(): void {
     this.workerMd5?.drop();
   }
-
-  checksumBase64(): string | undefined {
-    if (this.checksum === 'crc32') {
-      const out = Buffer.alloc(4);
-      out.writeUInt32BE(this.crc32 >>> 0);
-      return out.toString('base64');
-    }
-    return this.checksum ? this.hashes.get(this.checksum)?.digest('base64') : undefined;
-  }
-}
-
-function requestedChecksum(request: IncomingMessage): ChecksumAlgorithm | undefined {
-  const trailer = (headerValue(request.headers, 'x-amz-trailer') ?? '').toLowerCase();
-  return CHECKSUMS.find(
-    (a) => request.headers[`x-amz-checksum-${a}`] !== undefined || trailer.includes(`x-amz-checksum-${a}`),
-  );
 }
 
 /**
@@ -101,13 +88,13 @@ export async function receiveBody(
   limit: number,
 ): Promise<ReceivedBody> {
   const { payload } = signature;
-  const checksum = requestedChecksum(request);
+  const algorithm = bodyChecksumAlgorithm(request.headers);
   const declared = Number(
     headerValue(request.headers, 'x-amz-decoded-content-length') ??
       headerValue(request.headers, 'content-length') ??
       0,
   );
-  const digests = new Digests(payload.kind === 'sha256', checksum, limit, declared >= OFFLOAD_MD5_BYTES);
+  const digests = new Digests(payload.kind === 'sha256', algorithm, limit, declared >= OFFLOAD_MD5_BYTES);
   let decoder: AwsChunkedDecoder | undefined;
   if (payload.kind === 'chunked') {
     decoder = new AwsChunkedDecoder(
@@ -138,12 +125,12 @@ export async function receiveBody(
   }
   const contentMd5 = headerValue(request.headers, 'content-md5');
   if (contentMd5 !== undefined && contentMd5 !== md5.toString('base64')) throw errors.badDigest();
-  if (checksum) {
-    const name = `x-amz-checksum-${checksum}`;
-    const declared = headerValue(request.headers, name) ?? decoder?.trailers.get(name);
-    if (declared !== undefined && declared !== digests.checksumBase64()) throw errors.badDigest();
-  }
-  return { size: digests.size, md5 };
+  if (algorithm === undefined) return { size: digests.size, md5 };
+  const value = digests.checksum!.digest();
+  const declaredChecksum =
+    headerValue(request.headers, headerOf(algorithm)) ?? decoder?.trailers.get(headerOf(algorithm));
+  if (declaredChecksum !== undefined && declaredChecksum !== value) throw errors.badDigest();
+  return { size: digests.size, md5, checksum: { algorithm, value } };
 }
 
 /** A sink that keeps a small body in memory (XML requests), refusing more than `limit` bytes. */

@@ -65,12 +65,8 @@ export const errors = {
       400,
       'The XML you provided was not well-formed or did not validate against our published schema.',
     ),
-  badDigest: () =>
-    new S3Error(
-      'BadDigest',
-      400,
-      'The Content-MD5 or checksum you specified did not match what we received.',
-    ),
+  badDigest: (message = 'The Content-MD5 or checksum you specified did not match what we received.') =>
+    new S3Error('BadDigest', 400, message),
   sha256Mismatch: () =>
     new S3Error(
       'XAmzContentSHA256Mismatch',

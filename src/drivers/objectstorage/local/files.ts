@@ -8,6 +8,8 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { FileSink } from './file-sink.js';
 
 /** How many files sweepOrphans asks the store about at once (bound parameters per query). */
 const SWEEP_BATCH = 500;
@@ -79,6 +81,31 @@ export function createObjectFiles(dataDir: string) {
 
     /** Flushes a file written by other means than FileSink (a copy) to the disk. */
     syncData: (file: string) => flush(file, fs.constants.O_RDONLY),
+
+    /**
+     * Copies a stored file, or the inclusive byte range of it, to a fresh temporary file whose data
+     * is on the disk; on failure (the source gone, say) nothing is left behind and the error is thrown.
+     */
+    async copyToTemp(relative: string, range?: { start: number; end: number }): Promise<string> {
+      const dir = path.join(root, 'tmp');
+      await ensureDir(dir);
+      const temp = path.join(dir, token());
+      try {
+        if (range) {
+          await pipeline(
+            fs.createReadStream(path.join(root, relative), { ...range, highWaterMark: 1024 * 1024 }),
+            new FileSink(temp),
+          );
+        } else {
+          await fs.promises.copyFile(path.join(root, relative), temp);
+          await flush(temp, fs.constants.O_RDONLY);
+        }
+        return temp;
+      } catch (error) {
+        await unlink(temp);
+        throw error;
+      }
+    },
 
     /** Removes files; a file already gone is fine. */
     async remove(...relative: Array<string | undefined>): Promise<void> {

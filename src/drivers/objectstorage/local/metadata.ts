@@ -19,6 +19,10 @@ export interface ObjectRow {
   last_modified: string;
   /** JSON object of the object's tags (see tagging.ts). */
   tags?: string;
+  /** JSON StoredChecksum (see checksums.ts), null when the writer sent none. */
+  checksum?: string | null;
+  /** JSON [[size, checksum | null], …] of an object made from parts. */
+  parts?: string | null;
 }
 
 export interface NewObject {
@@ -29,6 +33,9 @@ export interface NewObject {
   last_modified: string;
   /** JSON object of tags; an overwrite without them leaves the object untagged. */
   tags?: string;
+  /** As ObjectRow; an overwrite without them clears them. */
+  checksum: string | null;
+  parts: string | null;
 }
 
 export interface ListResult {
@@ -105,7 +112,7 @@ export function createObjectMetadata(db: Kysely<Database>, dialect: Dialect) {
     findObject: (bucketId: number, key: string): Promise<ObjectRow | undefined> =>
       db
         .selectFrom('s3_objects')
-        .select(['key', 'size', 'etag', 'file', 'headers', 'last_modified', 'tags'])
+        .select(['key', 'size', 'etag', 'file', 'headers', 'last_modified', 'tags', 'checksum', 'parts'])
         .where('bucket_id', '=', bucketId)
         .where('key', '=', key)
         .executeTakeFirst(),
@@ -223,7 +230,21 @@ export function createObjectMetadata(db: Kysely<Database>, dialect: Dialect) {
       headers: string;
       created_at: string;
       tags?: string;
+      checksum: string | null;
     }) => db.insertInto('s3_uploads').values(values).execute(),
+
+    /** Uploads in progress under a prefix, by key and then by when they started (at most 10,000). */
+    listUploads: (bucketId: number, prefix: string) =>
+      db
+        .selectFrom('s3_uploads')
+        .select(['upload_id', 'key', 'created_at'])
+        .where('bucket_id', '=', bucketId)
+        .where('key', '>=', prefix)
+        .where('key', '<', prefix + AFTER_ALL)
+        .orderBy('key')
+        .orderBy('id')
+        .limit(10_000)
+        .execute(),
 
     findUpload: (uploadId: string) =>
       db.selectFrom('s3_uploads').selectAll().where('upload_id', '=', uploadId).executeTakeFirst(),
@@ -232,7 +253,7 @@ export function createObjectMetadata(db: Kysely<Database>, dialect: Dialect) {
     async putPart(
       uploadRowId: number,
       partNumber: number,
-      values: { size: number; etag: string; file: string; last_modified: string },
+      values: { size: number; etag: string; file: string; last_modified: string; checksum: string | null },
     ): Promise<string | undefined> {
       return db.transaction().execute(async (trx) => {
         let select = trx
@@ -257,7 +278,7 @@ export function createObjectMetadata(db: Kysely<Database>, dialect: Dialect) {
     listParts: (uploadRowId: number, after = 0, limit = 10_000) =>
       db
         .selectFrom('s3_upload_parts')
-        .select(['part_number', 'size', 'etag', 'file', 'last_modified'])
+        .select(['part_number', 'size', 'etag', 'file', 'last_modified', 'checksum'])
         .where('upload_id', '=', uploadRowId)
         .where('part_number', '>', after)
         .orderBy('part_number')

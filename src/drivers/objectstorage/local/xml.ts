@@ -66,13 +66,29 @@ export function parseDeleteObjects(xml: string): {
   return { quiet: text(xml, 'Quiet')?.trim() === 'true', objects };
 }
 
-export function parseCompleteMultipart(xml: string): Array<{ partNumber: number; etag: string }> {
+/** The checksum elements a part of CompleteMultipartUpload may carry. */
+const PART_CHECKSUMS = [
+  'ChecksumCRC32',
+  'ChecksumCRC32C',
+  'ChecksumCRC64NVME',
+  'ChecksumSHA1',
+  'ChecksumSHA256',
+];
+
+export function parseCompleteMultipart(
+  xml: string,
+): Array<{ partNumber: number; etag: string; checksums: Record<string, string> }> {
   if (!/<CompleteMultipartUpload[\s>]/.test(xml)) throw errors.malformedXml();
   const parts = elements(xml, 'Part').map((p) => {
     const partNumber = Number(text(p, 'PartNumber')?.trim());
     const etag = text(p, 'ETag')?.trim();
     if (!Number.isInteger(partNumber) || etag === undefined) throw errors.malformedXml();
-    return { partNumber, etag: etag.replace(/^"|"$/g, '') };
+    const checksums: Record<string, string> = {};
+    for (const name of PART_CHECKSUMS) {
+      const value = text(p, name)?.trim();
+      if (value !== undefined) checksums[name] = value;
+    }
+    return { partNumber, etag: etag.replace(/^"|"$/g, ''), checksums };
   });
   if (parts.length === 0) throw errors.malformedXml();
   return parts;

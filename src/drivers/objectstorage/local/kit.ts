@@ -1,0 +1,200 @@
+// What every S3 operation handler (buckets.ts, objects.ts, multipart.ts) works with: the request in
+// hand (`Exchange`) and one `Kit` of shared steps — answering, receiving bodies, checking access and
+// ownership — built once per endpoint by server.ts.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Kysely } from 'kysely';
+import type { Logger } from 'pino';
+import type { Dialect } from '../../../db/connect.js';
+import type { Database } from '../../../db/schema/index.js';
+import { iso, type Clock } from '../../../domain/clock.js';
+import type { SecretBox } from '../../../services/secret-box.js';
+import { memorySink, receiveBody, type ReceivedBody } from './body.js';
+import { errors } from './errors.js';
+import type { FeatureExchange } from './exchange.js';
+import { FileSink } from './file-sink.js';
+import type { ObjectFiles } from './files.js';
+import type { LookupCache } from './lookup-cache.js';
+import type { BucketRow, ObjectMetadata } from './metadata.js';
+import { isAllowed, type AccessRequest, type Statement } from './policy.js';
+import { headerValue, type ParsedSignature } from './sigv4.js';
+import { xmlDocument, type XmlNode } from './xml.js';
+
+export interface S3ServerDeps {
+  db: Kysely<Database>;
+  dialect: Dialect;
+  clock: Clock;
+  secretBox: SecretBox;
+  logger: Logger;
+  dataDir: string;
+  /** Host names under which `<bucket>.<host>` means virtual-host-style addressing. */
+  virtualHostSuffixes: readonly string[];
+  /** How long access keys and buckets looked up in the store are reused (default LOOKUP_TTL_MS). */
+  lookupTtlMs?: number;
+}
+
+export const MAX_OBJECT = 5 * 1024 ** 3;
+export const MIN_PART = 5 * 1024 ** 2;
+const MAX_XML = 2 * 1024 * 1024;
+const STORED_HEADERS = [
+  'content-type',
+  'content-encoding',
+  'content-disposition',
+  'content-language',
+  'cache-control',
+  'expires',
+];
+
+/** Sorts after every key that starts with the text before it (see metadata.listObjects). */
+export const SKIP_UNDER = '\u{10FFFF}';
+
+export const quoteEtag = (hex: string) => `"${hex}"`;
+export const bareEtag = (etag: string) => etag.replace(/^"|"$/g, '');
+
+export interface AccessKey {
+  storageId: number;
+  statements: readonly Statement[];
+  secret: string;
+}
+
+export interface Caller extends AccessKey {
+  signature: ParsedSignature;
+}
+
+/** One authenticated request on its way through the handlers. */
+export interface Exchange {
+  req: IncomingMessage;
+  res: ServerResponse;
+  requestId: string;
+  params: Map<string, string>;
+  bucket: string | undefined;
+  key: string | undefined;
+  caller: Caller;
+  /** Sends 100 Continue once the request is authenticated (Expect: 100-continue). */
+  proceed(): void;
+}
+
+export type Headers = Record<string, string | number>;
+
+export function createKit(
+  deps: S3ServerDeps,
+  meta: ObjectMetadata,
+  files: ObjectFiles,
+  bucketCache: LookupCache<BucketRow>,
+) {
+  function allow(x: Exchange, request: AccessRequest): void {
+    if (!isAllowed(x.caller.statements, request)) throw errors.accessDenied();
+  }
+
+  /** The caller's bucket: 404 if it does not exist, 403 if it belongs to another object storage. */
+  async function ownBucket(x: Exchange, name: string): Promise<BucketRow> {
+    const bucket = await bucketCache.get(name, () => meta.findBucket(name));
+    if (!bucket) throw errors.noSuchBucket(name);
+    if (bucket.object_storage_id !== x.caller.storageId) throw errors.accessDenied();
+    return bucket;
+  }
+
+  function send(x: Exchange, status: number, headers: Headers = {}, body?: string): void {
+    x.res.writeHead(status, {
+      'x-amz-request-id': x.requestId,
+      server: 'Berth',
+      ...(body !== undefined
+        ? { 'content-type': 'application/xml', 'content-length': Buffer.byteLength(body) }
+        : { 'content-length': 0 }),
+      ...headers,
+    });
+    x.res.end(body);
+  }
+
+  const sendXml = (x: Exchange, root: string, body: XmlNode, headers: Headers = {}) =>
+    send(x, 200, headers, xmlDocument(root, body));
+
+  /** Receives a body into a fresh temp file; on any failure the temp file is gone. */
+  async function receiveToTemp(x: Exchange): Promise<ReceivedBody & { temp: string }> {
+    const temp = await files.temp();
+    x.proceed();
+    try {
+      const received = await receiveBody(
+        x.req,
+        x.caller.signature,
+        x.caller.secret,
+        new FileSink(temp),
+        MAX_OBJECT,
+      );
+      return { temp, ...received };
+    } catch (error) {
+      await files.removeTemp(temp);
+      throw error;
+    }
+  }
+
+  async function receiveXml(x: Exchange): Promise<string> {
+    x.proceed();
+    const sink = memorySink(MAX_XML);
+    await receiveBody(x.req, x.caller.signature, x.caller.secret, sink, MAX_XML);
+    return sink.text();
+  }
+
+  /** The headers an object keeps and answers with (Content-Type…, x-amz-meta-*), as stored JSON. */
+  function storedHeaders(req: IncomingMessage): string {
+    const stored: Record<string, string> = {};
+    for (const name of STORED_HEADERS) {
+      let value = headerValue(req.headers, name);
+      if (name === 'content-encoding' && value !== undefined) {
+        // aws-chunked describes the transfer, not the object.
+        value =
+          value
+            .split(',')
+            .map((v) => v.trim())
+            .filter((v) => v !== '' && v !== 'aws-chunked')
+            .join(',') || undefined;
+      }
+      if (value !== undefined) stored[name] = value;
+    }
+    for (const [name, value] of Object.entries(req.headers)) {
+      if (name.startsWith('x-amz-meta-') && value !== undefined)
+        stored[name] = Array.isArray(value) ? value.join(',') : value;
+    }
+    stored['content-type'] ??= 'application/octet-stream';
+    return JSON.stringify(stored);
+  }
+
+  function checkKey(key: string): void {
+    if (Buffer.byteLength(key) > 1024) throw errors.keyTooLong();
+  }
+
+  /** What the feature modules (cors.ts…) see of a request. */
+  function feature(x: Exchange): FeatureExchange {
+    return {
+      req: x.req,
+      allow: (request) => allow(x, request),
+      readXml: () => receiveXml(x),
+      reply: (status, headers) => send(x, status, headers),
+      replyXml: (root, body, headers) => sendXml(x, root, body, headers),
+    };
+  }
+
+  const ownerOf = (x: Exchange) => ({
+    ID: String(x.caller.storageId),
+    DisplayName: `storage-${x.caller.storageId}`,
+  });
+
+  return {
+    deps,
+    meta,
+    files,
+    bucketCache,
+    now: () => iso(deps.clock.now()),
+    allow,
+    ownBucket,
+    send,
+    sendXml,
+    receiveToTemp,
+    receiveXml,
+    storedHeaders,
+    checkKey,
+    feature,
+    ownerOf,
+  };
+}
+
+export type Kit = ReturnType<typeof createKit>;
