@@ -77,7 +77,8 @@ const status = await new Promise<number | null>((resolve, reject) => {
   const child = spawn('/usr/bin/python3', ['-m', 'pytest', ...pytestArgs], {
     cwd: suite,
     stdio: 'inherit',
-    env: { ...process.env, S3TEST_CONF: conf },
+    // A wide terminal keeps each failure's message whole in the summary that s3-compat-report.ts reads.
+    env: { ...process.env, S3TEST_CONF: conf, COLUMNS: '400' },
   });
   child.on('error', reject);
   child.on('exit', resolve);

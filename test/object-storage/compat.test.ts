@@ -2,25 +2,53 @@
 import {
   CompleteMultipartUploadCommand,
   CopyObjectCommand,
+  CreateBucketCommand,
   CreateMultipartUploadCommand,
+  DeleteBucketTaggingCommand,
+  GetBucketTaggingCommand,
   GetObjectCommand,
   HeadObjectCommand,
   ListBucketsCommand,
   ListObjectVersionsCommand,
   ListObjectsCommand,
   ListObjectsV2Command,
+  PutBucketTaggingCommand,
   PutObjectCommand,
   S3Client,
   S3ServiceException,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
+import { SignatureV4 } from '@smithy/signature-v4';
+import { createHash, createHmac, type Hash, type Hmac } from 'node:crypto';
+import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { S3Server } from '../../src/drivers/objectstorage/local/server.js';
 import { startObjectStorageEndpoint } from '../../src/services/object-storage/index.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
 import { adminStorage } from './helpers.js';
+
+const bytes = (data: string | ArrayBuffer | ArrayBufferView) =>
+  typeof data === 'string'
+    ? data
+    : ArrayBuffer.isView(data)
+      ? Buffer.from(data.buffer, data.byteOffset, data.byteLength)
+      : Buffer.from(data);
+
+/** The hash the request signer needs, from node:crypto. */
+class NodeSha256 {
+  private readonly hash: Hash | Hmac;
+  constructor(secret?: string | ArrayBuffer | ArrayBufferView) {
+    this.hash = secret === undefined ? createHash('sha256') : createHmac('sha256', bytes(secret));
+  }
+  update(data: string | ArrayBuffer | ArrayBufferView): void {
+    this.hash.update(bytes(data));
+  }
+  digest(): Promise<Uint8Array> {
+    return Promise.resolve(new Uint8Array(this.hash.digest()));
+  }
+}
 
 async function refusal(promise: Promise<unknown>): Promise<string> {
   try {
@@ -109,6 +137,7 @@ describe.each(DIALECTS)('S3 compatibility on %s', (dialect) => {
       new ListObjectsV2Command({ Bucket, FetchOwner: true, ContinuationToken: '', Prefix: 'a b/' }),
     );
     expect(v2.Contents?.map((c) => [c.Key, c.Owner?.ID !== undefined])).toEqual([['a b/c', true]]);
+    expect(v2.ContinuationToken).toBe(''); // echoed, even empty
     const v1 = await client.send(new ListObjectsCommand({ Bucket, Prefix: 'a b/', EncodingType: 'url' }));
     expect(v1.Contents?.[0]?.Owner?.ID).toBeDefined();
     expect(v1.Prefix).toBe('a b/');
@@ -125,5 +154,104 @@ describe.each(DIALECTS)('S3 compatibility on %s', (dialect) => {
     const url = await getSignedUrl(client, new GetObjectCommand({ Bucket, Key: 'x' }), { expiresIn: 60 });
     const zero = await fetch(url.replace(/X-Amz-Expires=\d+/, 'X-Amz-Expires=0'));
     expect(zero.status).toBe(403);
+  });
+
+  it('keeps non-ASCII metadata whether it arrives as UTF-8 (botocore) or latin1 bytes (Node)', async () => {
+    // botocore sends the UTF-8 bytes of the value and signs them; Node sends a string's characters as
+    // latin1 bytes, so the string that goes out as those bytes is their latin1 reading.
+    const asUtf8Bytes = (text: string) => Buffer.from(text, 'utf8').toString('latin1');
+    const { hostname, port } = new URL(s3.url);
+    const signer = new SignatureV4({
+      credentials: await client.config.credentials(),
+      region: 'us-east-1',
+      service: 's3',
+      sha256: NodeSha256,
+    });
+    const signed = await signer.sign({
+      method: 'PUT',
+      protocol: 'http:',
+      hostname,
+      port: Number(port),
+      path: `/${Bucket}/meta`,
+      query: {},
+      headers: {
+        host: `${hostname}:${port}`,
+        'x-amz-content-sha256': 'UNSIGNED-PAYLOAD',
+        'x-amz-meta-utf8': asUtf8Bytes('Hello Worldé'),
+        'x-amz-meta-euro': asUtf8Bytes('5 €'),
+      },
+    });
+    const status = await new Promise<number | undefined>((resolve, reject) => {
+      const request = http.request(
+        { host: hostname, port, method: 'PUT', path: `/${Bucket}/meta`, headers: signed.headers },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode);
+        },
+      );
+      request.on('error', reject);
+      // A Buffer body: with a string body Node would send the headers as UTF-8 too.
+      request.end(Buffer.from('x'));
+    });
+    expect(status).toBe(200);
+    await client.send(
+      new CopyObjectCommand({
+        Bucket,
+        Key: 'meta2',
+        CopySource: `${Bucket}/meta`,
+        MetadataDirective: 'REPLACE',
+        Metadata: { latin: 'Hello Worldé' },
+      }),
+    );
+    const first = await client.send(new HeadObjectCommand({ Bucket, Key: 'meta' }));
+    expect(first.Metadata?.utf8).toBe('Hello Worldé');
+    // Beyond latin1, S3 answers RFC 2047 encoded words.
+    expect(first.Metadata?.euro).toBe(`=?UTF-8?B?${Buffer.from('5 €').toString('base64')}?=`);
+    const second = await client.send(new HeadObjectCommand({ Bucket, Key: 'meta2' }));
+    expect(second.Metadata?.latin).toBe('Hello Worldé');
+  });
+
+  it('tags buckets, lists tags in key order and refuses bad names and keys as S3 does', async () => {
+    expect(await refusal(client.send(new GetBucketTaggingCommand({ Bucket })))).toBe('404 NoSuchTagSet');
+    await client.send(
+      new PutBucketTaggingCommand({
+        Bucket,
+        Tagging: {
+          TagSet: [
+            { Key: 'team', Value: 'web' },
+            { Key: 'env', Value: 'prod' },
+          ],
+        },
+      }),
+    );
+    const tags = await client.send(new GetBucketTaggingCommand({ Bucket }));
+    expect(tags.TagSet?.map((t) => t.Key)).toEqual(['env', 'team']);
+    await client.send(new DeleteBucketTaggingCommand({ Bucket }));
+    expect(await refusal(client.send(new GetBucketTaggingCommand({ Bucket })))).toBe('404 NoSuchTagSet');
+    const eleven = Array.from({ length: 11 }, (_, i) => `k${i}=v`).join('&');
+    expect(
+      await refusal(client.send(new PutObjectCommand({ Bucket, Key: 'tagged', Body: 'x', Tagging: eleven }))),
+    ).toBe('400 InvalidTag');
+    expect(await refusal(client.send(new CreateBucketCommand({ Bucket: 'foo-.bar' })))).toBe(
+      '400 InvalidBucketName',
+    );
+    expect(await refusal(client.send(new GetObjectCommand({ Bucket, Key: '\xae\x8a-' })))).toBe(
+      '400 InvalidURI',
+    );
+  });
+
+  it('keeps the content encoding a client gave beside aws-chunked', async () => {
+    const { Readable } = await import('node:stream');
+    await client.send(
+      new PutObjectCommand({
+        Bucket,
+        Key: 'encoded',
+        Body: Readable.from([Buffer.from('zipped')]),
+        ContentLength: 6,
+        ContentEncoding: 'deflate, gzip',
+      }),
+    );
+    const head = await client.send(new HeadObjectCommand({ Bucket, Key: 'encoded' }));
+    expect(head.ContentEncoding).toBe('deflate, gzip');
   });
 });

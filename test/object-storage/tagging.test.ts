@@ -116,7 +116,7 @@ describe.each(DIALECTS)('object tagging on %s', (dialect) => {
     const put = (TagSet: Array<{ Key: string; Value: string }>) =>
       refusal(client.send(new PutObjectTaggingCommand({ Bucket, Key: 'l', Tagging: { TagSet } })));
     const eleven = Array.from({ length: 11 }, (_, i) => ({ Key: `k${i}`, Value: 'v' }));
-    expect(await put(eleven)).toEqual({ code: 'BadRequest', status: 400 });
+    expect(await put(eleven)).toEqual({ code: 'InvalidTag', status: 400 });
     expect(await put([{ Key: 'k'.repeat(129), Value: 'v' }])).toEqual({ code: 'InvalidTag', status: 400 });
     expect(await put([{ Key: 'k', Value: 'v'.repeat(257) }])).toEqual({ code: 'InvalidTag', status: 400 });
     expect(await put([{ Key: 'aws:x', Value: 'v' }])).toEqual({ code: 'InvalidTag', status: 400 });

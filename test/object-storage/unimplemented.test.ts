@@ -62,6 +62,9 @@ const IMPLEMENTED = new Set([
   'GET /?versions',
   // ListMultipartUploads and GetObjectAttributes (buckets.ts, objects.ts): reads.
   'GET /?uploads',
+  'GET /?tagging',
+  'PUT /?tagging',
+  'DELETE /?tagging',
   'GET doc.txt?attributes',
   // Bucket CORS configuration and object tagging (cors.ts, tagging.ts): they touch no object data.
   'GET /?cors',

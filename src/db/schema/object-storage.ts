@@ -8,6 +8,8 @@ export interface S3BucketsTable {
   /** Globally unique on the endpoint. */
   name: string;
   created_at: string;
+  /** JSON object of the bucket's tags; null when it has no tag set (see 018_s3_checksums). */
+  tags: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface S3AccessKeysTable {

@@ -9,6 +9,8 @@ export function isValidBucketName(name: string): boolean {
   return (
     /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(name) &&
     !name.includes('..') &&
+    !name.includes('.-') &&
+    !name.includes('-.') &&
     !/^\d+\.\d+\.\d+\.\d+$/.test(name) &&
     !name.startsWith('xn--')
   );
@@ -136,7 +138,7 @@ export function bucketHandlers(kit: Kit) {
         MaxKeys: maxKeys,
         KeyCount: contents.length + common.length,
         IsTruncated: page.truncated,
-        ContinuationToken: token === '' ? undefined : token,
+        ContinuationToken: token, // echoed even when empty, as S3 does
         NextContinuationToken:
           nextToken === undefined ? undefined : Buffer.from(nextToken, 'utf8').toString('base64url'),
         StartAfter: p.has('start-after') ? enc(p.get('start-after') ?? '') : undefined,

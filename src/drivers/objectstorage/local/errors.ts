@@ -58,6 +58,7 @@ export const errors = {
     new S3Error('InvalidBucketName', 400, 'The specified bucket is not valid.', { BucketName: bucket }),
   invalidArgument: (message: string) => new S3Error('InvalidArgument', 400, message),
   invalidRequest: (message: string) => new S3Error('InvalidRequest', 400, message),
+  invalidUri: () => new S3Error('InvalidURI', 400, "Couldn't parse the specified URI."),
   invalidRange: () => new S3Error('InvalidRange', 416, 'The requested range is not satisfiable'),
   malformedXml: () =>
     new S3Error(

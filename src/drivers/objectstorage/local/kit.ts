@@ -75,6 +75,29 @@ export interface Exchange {
 
 export type Headers = Record<string, string | number>;
 
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * A header value as the client meant it. Node reads header bytes as latin1; clients that send
+ * non-ASCII metadata send its UTF-8 (botocore), or latin1 bytes (Node's own http client): the bytes
+ * are read as UTF-8 when they are valid UTF-8, as latin1 otherwise.
+ */
+export function fromWire(value: string): string {
+  if (!/[^\x00-\x7f]/.test(value)) return value;
+  try {
+    return utf8.decode(Buffer.from(value, 'latin1'));
+  } catch {
+    return value;
+  }
+}
+
+/**
+ * A stored value as a header: latin1 text goes out byte for byte; text beyond latin1 goes out
+ * RFC 2047-encoded, as S3 answers non-ASCII metadata.
+ */
+export const toWire = (value: string): string =>
+  /[^\x00-\xff]/.test(value) ? `=?UTF-8?B?${Buffer.from(value, 'utf8').toString('base64')}?=` : value;
+
 export function createKit(
   deps: S3ServerDeps,
   meta: ObjectMetadata,
@@ -140,19 +163,18 @@ export function createKit(
     for (const name of STORED_HEADERS) {
       let value = headerValue(req.headers, name);
       if (name === 'content-encoding' && value !== undefined) {
-        // aws-chunked describes the transfer, not the object.
+        // aws-chunked describes the transfer, not the object; the rest is kept as the client wrote it.
         value =
           value
-            .split(',')
-            .map((v) => v.trim())
-            .filter((v) => v !== '' && v !== 'aws-chunked')
-            .join(',') || undefined;
+            .replace(/(^|,)\s*aws-chunked\s*(?=,|$)/i, '')
+            .replace(/^\s*,\s*/, '')
+            .trim() || undefined;
       }
       if (value !== undefined) stored[name] = value;
     }
     for (const [name, value] of Object.entries(req.headers)) {
       if (name.startsWith('x-amz-meta-') && value !== undefined)
-        stored[name] = Array.isArray(value) ? value.join(',') : value;
+        stored[name] = fromWire(Array.isArray(value) ? value.join(',') : value);
     }
     stored['content-type'] ??= 'application/octet-stream';
     return JSON.stringify(stored);

@@ -336,6 +336,14 @@ export function createObjectMetadata(db: Kysely<Database>, dialect: Dialect) {
       return Number(result.numUpdatedRows) > 0;
     },
 
+    /** The bucket's tags (JSON object), null when it has no tag set. */
+    bucketTags: async (bucketId: number): Promise<string | null> =>
+      (await db.selectFrom('s3_buckets').select('tags').where('id', '=', bucketId).executeTakeFirst())
+        ?.tags ?? null,
+
+    setBucketTags: (bucketId: number, tags: string | null) =>
+      db.updateTable('s3_buckets').set({ tags }).where('id', '=', bucketId).execute(),
+
     /** The bucket's CORS rules (JSON, see cors.ts), or undefined when it has no configuration. */
     getCors: async (bucketId: number): Promise<string | undefined> =>
       (

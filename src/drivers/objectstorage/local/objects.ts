@@ -5,7 +5,7 @@ import { pipeline } from 'node:stream/promises';
 import { checksumHeaders, parseStored, xmlNameOf, type StoredChecksum } from './checksums.js';
 import { conditionalWrite } from './conditional.js';
 import { errors } from './errors.js';
-import { bareEtag, quoteEtag, type Exchange, type Headers, type Kit } from './kit.js';
+import { bareEtag, quoteEtag, toWire, type Exchange, type Headers, type Kit } from './kit.js';
 import type { BucketRow, ObjectRow } from './metadata.js';
 import { isAllowed } from './policy.js';
 import { headerValue, uriDecode } from './sigv4.js';
@@ -149,11 +149,12 @@ export function objectHandlers(kit: Kit) {
     allow(x, { action: 's3:GetObject', bucket: bucket.name, key });
     const object = await meta.findObject(bucket.id, key);
     if (!object) throw errors.noSuchKey(key);
+    const stored = Object.entries(JSON.parse(object.headers) as Record<string, string>);
     const headers: Headers = {
       etag: object.etag,
       'last-modified': new Date(object.last_modified).toUTCString(),
       'accept-ranges': 'bytes',
-      ...(JSON.parse(object.headers) as Record<string, string>),
+      ...Object.fromEntries(stored.map(([name, value]) => [name, toWire(value)])),
       ...tagCountHeader(object.tags), // hook: x-amz-tagging-count (tagging.ts)
     };
     for (const [param, header] of Object.entries(RESPONSE_OVERRIDES)) {

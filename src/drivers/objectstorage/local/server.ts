@@ -246,6 +246,27 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
     },
     {
       method: 'GET',
+      form: 'bucket',
+      sub: 'tagging',
+      op: 'GetBucketTagging',
+      handler: inBucket((x, b) => tagging.getBucket(kit.feature(x), b)),
+    },
+    {
+      method: 'PUT',
+      form: 'bucket',
+      sub: 'tagging',
+      op: 'PutBucketTagging',
+      handler: inBucket((x, b) => tagging.putBucket(kit.feature(x), b)),
+    },
+    {
+      method: 'DELETE',
+      form: 'bucket',
+      sub: 'tagging',
+      op: 'DeleteBucketTagging',
+      handler: inBucket((x, b) => tagging.deleteBucket(kit.feature(x), b)),
+    },
+    {
+      method: 'GET',
       form: 'object',
       sub: 'tagging',
       op: 'GetObjectTagging',
@@ -327,6 +348,8 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
       if (await corsFeature.answer(req, res, address(req.headers.host, path).bucket)) return;
       const params = parseQuery(query);
       const { bucket, key } = address(req.headers.host, path);
+      // C1 control characters are not text; S3 refuses keys that hold them.
+      if (key !== undefined && /[\u0080-\u009f]/.test(key)) throw errors.invalidUri();
       // hook: browser form uploads (post-object.ts)
       if (bucket !== undefined && postObject.matches(req, key))
         return await postObject.handle(req, res, bucket, requestId);

@@ -10,8 +10,9 @@ import { elements, text } from './xml.js';
 
 export type Tags = Record<string, string>;
 
-/** S3's limits on object tags. */
-const MAX_TAGS = 10;
+/** S3's limits on tags: ten per object, fifty per bucket. */
+const MAX_OBJECT_TAGS = 10;
+const MAX_BUCKET_TAGS = 50;
 const MAX_KEY = 128;
 const MAX_VALUE = 256;
 /** The characters S3 allows in tag keys and values. */
@@ -20,8 +21,9 @@ const TAG_TEXT = /^[\p{L}\p{Z}\p{N}_.:/=+\-@]*$/u;
 const invalidTag = (message: string) => new S3Error('InvalidTag', 400, message);
 
 /** Validates a list of tags against S3's limits; returns them as one JSON-able object. */
-export function validTags(pairs: Array<[string, string]>): Tags {
-  if (pairs.length > MAX_TAGS) throw new S3Error('BadRequest', 400, 'Object tags cannot be greater than 10');
+export function validTags(pairs: Array<[string, string]>, max = MAX_OBJECT_TAGS): Tags {
+  if (pairs.length > max)
+    throw invalidTag(`${max === MAX_OBJECT_TAGS ? 'Object' : 'Bucket'} tags cannot be greater than ${max}`);
   const tags: Tags = {};
   for (const [key, value] of pairs) {
     if ([...key].length < 1 || [...key].length > MAX_KEY || !TAG_TEXT.test(key))
@@ -42,7 +44,7 @@ export function headerTags(headers: IncomingHttpHeaders): string {
   return JSON.stringify(validTags([...new URLSearchParams(header)]));
 }
 
-export function parseTagging(xml: string): Tags {
+export function parseTagging(xml: string, max = MAX_OBJECT_TAGS): Tags {
   if (!/<Tagging[\s>]/.test(xml)) throw errors.malformedXml();
   // An empty set may come as <TagSet/> (what the AWS SDK sends to remove every tag).
   const sets = /<TagSet\s*\/>/.test(xml) ? [''] : elements(xml, 'TagSet');
@@ -54,6 +56,7 @@ export function parseTagging(xml: string): Tags {
       if (key === undefined || value === undefined) throw errors.malformedXml();
       return [key, value];
     }),
+    max,
   );
 }
 
@@ -84,10 +87,7 @@ export function createTagging(meta: ObjectMetadata) {
       x.allow({ action: 's3:GetObjectTagging', bucket: bucket.name, key });
       const object = await meta.findObject(bucket.id, key);
       if (!object) throw errors.noSuchKey(key);
-      const tags = JSON.parse(object.tags ?? '{}') as Tags;
-      x.replyXml('Tagging', {
-        TagSet: { Tag: Object.entries(tags).map(([Key, Value]) => ({ Key, Value })) },
-      });
+      x.replyXml('Tagging', tagSet(JSON.parse(object.tags ?? '{}') as Tags));
     },
 
     async delete(x: FeatureExchange, bucket: BucketRow, key: string): Promise<void> {
@@ -95,5 +95,34 @@ export function createTagging(meta: ObjectMetadata) {
       if (!(await meta.setTags(bucket.id, key, '{}'))) throw errors.noSuchKey(key);
       x.reply(204);
     },
+
+    // Bucket tags: a bucket without a tag set answers 404 NoSuchTagSet, as on S3.
+    async putBucket(x: FeatureExchange, bucket: BucketRow): Promise<void> {
+      x.allow({ action: 's3:PutBucketTagging', bucket: bucket.name });
+      await meta.setBucketTags(bucket.id, JSON.stringify(parseTagging(await x.readXml(), MAX_BUCKET_TAGS)));
+      x.reply(204);
+    },
+
+    async getBucket(x: FeatureExchange, bucket: BucketRow): Promise<void> {
+      x.allow({ action: 's3:GetBucketTagging', bucket: bucket.name });
+      const tags = await meta.bucketTags(bucket.id);
+      if (tags === null) throw new S3Error('NoSuchTagSet', 404, 'The TagSet does not exist');
+      x.replyXml('Tagging', tagSet(JSON.parse(tags) as Tags));
+    },
+
+    async deleteBucket(x: FeatureExchange, bucket: BucketRow): Promise<void> {
+      x.allow({ action: 's3:PutBucketTagging', bucket: bucket.name });
+      await meta.setBucketTags(bucket.id, null);
+      x.reply(204);
+    },
   };
 }
+
+/** A TagSet in key order, as S3 lists it. */
+const tagSet = (tags: Tags) => ({
+  TagSet: {
+    Tag: Object.entries(tags)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([Key, Value]) => ({ Key, Value })),
+  },
+});
