@@ -208,7 +208,25 @@ describe.each(DIALECTS)('multipart features and checksums on %s', (dialect) => {
       );
     expect(await complete(sha256(Buffer.from('y')))).toBe('400 InvalidPart');
     expect(await complete(undefined)).toBe('400 BadDigest');
-    expect(await complete(sent.ChecksumSHA256)).toBe('accepted');
+    // The object's checksum the client declares on completion is checked against the one computed.
+    const composite = `${createHash('sha256').update(Buffer.from(sent.ChecksumSHA256!, 'base64')).digest('base64')}-1`;
+    const declare = (ChecksumSHA256: string) =>
+      refusal(
+        client.send(
+          new CompleteMultipartUploadCommand({
+            Bucket,
+            Key,
+            UploadId,
+            ChecksumSHA256,
+            MultipartUpload: {
+              Parts: [{ PartNumber: 1, ETag: sent.ETag, ChecksumSHA256: sent.ChecksumSHA256 }],
+            },
+          }),
+        ),
+      );
+    expect(await declare(`${sha256(Buffer.from('z'))}-1`)).toBe('400 BadDigest');
+    expect(await declare(composite)).toBe('accepted');
+    expect(await complete(sent.ChecksumSHA256)).toBe('accepted'); // a retried completion
   });
 
   it('lists uploads in progress by key, with prefixes, delimiters and pages', async () => {

@@ -86,9 +86,11 @@ export async function receiveBody(
   secret: string,
   sink: Writable,
   limit: number,
+  /** False when x-amz-checksum-* describes something else than this body (CompleteMultipartUpload). */
+  bodyChecksum = true,
 ): Promise<ReceivedBody> {
   const { payload } = signature;
-  const algorithm = bodyChecksumAlgorithm(request.headers);
+  const algorithm = bodyChecksum ? bodyChecksumAlgorithm(request.headers) : undefined;
   const declared = Number(
     headerValue(request.headers, 'x-amz-decoded-content-length') ??
       headerValue(request.headers, 'content-length') ??

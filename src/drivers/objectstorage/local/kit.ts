@@ -150,10 +150,14 @@ export function createKit(
     }
   }
 
-  async function receiveXml(x: Exchange): Promise<string> {
+  /**
+   * A bounded XML body. `bodyChecksum: false` where an x-amz-checksum-* header is the checksum of the
+   * object being made, not of this body (CompleteMultipartUpload).
+   */
+  async function receiveXml(x: Exchange, bodyChecksum = true): Promise<string> {
     x.proceed();
     const sink = memorySink(MAX_XML);
-    await receiveBody(x.req, x.caller.signature, x.caller.secret, sink, MAX_XML);
+    await receiveBody(x.req, x.caller.signature, x.caller.secret, sink, MAX_XML, bodyChecksum);
     return sink.text();
   }
 

@@ -194,7 +194,7 @@ export function multipartHandlers(kit: Kit, objects: ReturnType<typeof objectHan
    * object at the key is the one those parts made: its ETag is the MD5 of the parts' MD5s.
    */
   async function completedBefore(x: Exchange, bucket: BucketRow, key: string): Promise<boolean> {
-    const requested = parseCompleteMultipart(await kit.receiveXml(x));
+    const requested = parseCompleteMultipart(await kit.receiveXml(x, false));
     const object = await meta.findObject(bucket.id, key);
     if (!object || requested.length === 0) return false;
     const md5s = createHash('md5');
@@ -219,7 +219,7 @@ export function multipartHandlers(kit: Kit, objects: ReturnType<typeof objectHan
     const guard = conditionalWrite(x.req.headers, key); // hook: conditional writes (conditional.ts)
     guard?.before(await meta.findObject(bucket.id, key));
     const asked = parseJson<UploadChecksum>(upload.checksum);
-    const requested = parseCompleteMultipart(await kit.receiveXml(x));
+    const requested = parseCompleteMultipart(await kit.receiveXml(x, false));
     const stored = new Map((await meta.listParts(upload.id)).map((p) => [p.part_number, p]));
     let previous = 0;
     const chosen = requested.map((r, i) => {
