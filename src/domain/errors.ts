@@ -78,6 +78,10 @@ export function validationError(errors: FieldErrors, message = 'The given data w
   return new AppError('validation', message, { errors });
 }
 
+/** The 422 for one field with one message: `{ errors: { [field]: [message] } }`. */
+export const fieldError = (field: string, message: string): AppError =>
+  validationError({ [field]: [message] });
+
 /** Collects field errors; `throwIfAny` raises one 422 carrying all of them. */
 export class FieldErrorCollector {
   readonly errors: FieldErrors = {};

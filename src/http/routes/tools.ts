@@ -4,37 +4,18 @@ import multipart from '@fastify/multipart';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type, type Static } from 'typebox';
 import type { AppContext } from '../../context.js';
-import { AppError, FieldErrorCollector } from '../../domain/errors.js';
-import type { PageSource, PdfSettings } from '../../drivers/chromium/engine.js';
+import { fieldError } from '../../domain/errors.js';
+import {
+  TOOLS_LIMITS,
+  checkMergeCount,
+  httpUrl,
+  officeFile,
+  pdfLayout,
+  pdfName,
+} from '../../domain/tools.js';
+import type { PageSource } from '../../drivers/chromium/engine.js';
 import { toolsServiceFor, type ToolsService } from '../../services/tools/index.js';
 import { principalOf } from '../types.js';
-
-const MiB = 1024 * 1024;
-export const TOOLS_LIMITS = {
-  urlLength: 2048,
-  htmlChars: 5 * MiB,
-  markdownChars: MiB,
-  fileBytes: 25 * MiB,
-  mergeMin: 2,
-  mergeMax: 20,
-  sizeMin: 100,
-  sizeMax: 4096,
-} as const;
-
-export const OFFICE_EXTENSIONS = [
-  'docx',
-  'doc',
-  'xlsx',
-  'xls',
-  'pptx',
-  'ppt',
-  'odt',
-  'ods',
-  'odp',
-  'rtf',
-  'txt',
-  'csv',
-];
 
 const LengthField = Type.Optional(Type.String({ maxLength: 20 }));
 const pdfFields = {
@@ -81,71 +62,10 @@ const UsageQuery = Type.Object({
   before: Type.Optional(Type.Integer({ minimum: 1 })),
 });
 
-type PdfFields = { [K in keyof typeof pdfFields]?: Static<(typeof pdfFields)[K]> };
-
 const tags = ['tools'];
 const security = [{ toolsKey: [] }];
 const PDF_TYPES = ['application/pdf', 'application/json'];
 const IMAGE_TYPES = ['image/png', 'image/jpeg', 'application/json'];
-
-/** Gotenberg's units: a bare number is inches; pt and pc are converted, px/in/cm/mm pass through. */
-export function parseLength(value: string): string | undefined {
-  const match = /^\s*(\d+(?:\.\d+)?|\.\d+)\s*(pt|px|in|mm|cm|pc)?\s*$/i.exec(value);
-  if (!match?.[1]) return undefined;
-  const n = Number(match[1]);
-  const unit = (match[2] ?? 'in').toLowerCase();
-  if (unit === 'pt') return `${n / 72}in`;
-  if (unit === 'pc') return `${n / 6}in`;
-  return `${n}${unit}`;
-}
-
-function pdfSettings(body: PdfFields): PdfSettings {
-  const errors = new FieldErrorCollector();
-  const length = (field: keyof PdfFields, fallback: string): string => {
-    const raw = body[field];
-    if (raw === undefined || raw === '') return fallback;
-    const parsed = typeof raw === 'string' ? parseLength(raw) : undefined;
-    if (parsed === undefined) {
-      errors.add(
-        field,
-        `The ${field} field must be a length such as 8.5, 8.5in, 210mm, 21cm, 800px or 612pt.`,
-      );
-      return fallback;
-    }
-    return parsed;
-  };
-  // Gotenberg's defaults: US Letter, 0.39 in margins.
-  const settings: PdfSettings = {
-    landscape: body.landscape ?? false,
-    printBackground: body.printBackground ?? false,
-    scale: body.scale ?? 1,
-    width: length('paperWidth', '8.5in'),
-    height: length('paperHeight', '11in'),
-    margin: {
-      top: length('marginTop', '0.39in'),
-      bottom: length('marginBottom', '0.39in'),
-      left: length('marginLeft', '0.39in'),
-      right: length('marginRight', '0.39in'),
-    },
-  };
-  errors.throwIfAny();
-  return settings;
-}
-
-function httpUrl(value: string, field = 'url'): URL {
-  let url: URL | undefined;
-  try {
-    url = new URL(value.trim());
-  } catch {
-    url = undefined;
-  }
-  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
-    throw new AppError('validation', 'The given data was invalid.', {
-      errors: { [field]: [`The ${field} field must be a valid http or https URL.`] },
-    });
-  }
-  return url;
-}
 
 function contentDisposition(filename: string): string {
   const ascii = filename.replace(/[^\x20-\x7e]/g, '_').replace(/["\\]/g, '_');
@@ -181,9 +101,7 @@ async function readUploads(
   fieldNames: readonly string[],
 ): Promise<UploadedFile[]> {
   if (!request.isMultipart()) {
-    throw new AppError('validation', 'The given data was invalid.', {
-      errors: { [field]: [`The ${field} field is required (send multipart/form-data).`] },
-    });
+    throw fieldError(field, `The ${field} field is required (send multipart/form-data).`);
   }
   const files: UploadedFile[] = [];
   try {
@@ -205,62 +123,17 @@ async function readUploads(
   } catch (error) {
     const code = (error as { code?: string }).code;
     if (code === 'FST_REQ_FILE_TOO_LARGE') {
-      throw new AppError('validation', 'The given data was invalid.', {
-        errors: {
-          [field]: [`Each file may not be greater than ${TOOLS_LIMITS.fileBytes / 1024} kilobytes.`],
-        },
-      });
+      throw fieldError(
+        field,
+        `Each file may not be greater than ${TOOLS_LIMITS.fileBytes / 1024} kilobytes.`,
+      );
     }
     if (code === 'FST_FILES_LIMIT') {
-      throw new AppError('validation', 'The given data was invalid.', {
-        errors: { [field]: [`The ${field} field must not have more than ${TOOLS_LIMITS.mergeMax} items.`] },
-      });
+      throw fieldError(field, `The ${field} field must not have more than ${TOOLS_LIMITS.mergeMax} items.`);
     }
     throw error;
   }
   return files;
-}
-
-/** The file's signature must match its extension, so a renamed image is refused before LibreOffice runs. */
-export function officeTypeProblem(bytes: Buffer, extension: string): string | undefined {
-  const zip = bytes.subarray(0, 4).equals(Buffer.from([0x50, 0x4b, 0x03, 0x04]));
-  const ole = bytes.subarray(0, 8).equals(Buffer.from([0xd0, 0xcf, 0x11, 0xe0, 0xa1, 0xb1, 0x1a, 0xe1]));
-  if (bytes.length === 0) return 'The file is empty.';
-  switch (extension) {
-    case 'docx':
-    case 'xlsx':
-    case 'pptx':
-    case 'odt':
-    case 'ods':
-    case 'odp':
-      return zip ? undefined : `The file is not a .${extension} document.`;
-    case 'doc':
-    case 'xls':
-    case 'ppt':
-      // Old Office files are OLE containers; Word also saves RTF or HTML under .doc.
-      return ole ||
-        zip ||
-        bytes.subarray(0, 5).toString('latin1') === '{\\rtf' ||
-        !bytes.subarray(0, 8192).includes(0)
-        ? undefined
-        : `The file is not a .${extension} document.`;
-    case 'rtf':
-      return bytes.subarray(0, 5).toString('latin1') === '{\\rtf'
-        ? undefined
-        : 'The file is not an RTF document.';
-    case 'txt':
-    case 'csv':
-      return bytes.subarray(0, 8192).includes(0) ? `The file is not a .${extension} text file.` : undefined;
-    default:
-      return `The file must be one of: ${OFFICE_EXTENSIONS.map((e) => `.${e}`).join(', ')}.`;
-  }
-}
-
-function pdfName(url: URL): string {
-  const last = url.pathname.split('/').filter(Boolean).pop();
-  // The last path segment without its extension (invoice.html → invoice), else the host name.
-  const base = (last === undefined ? '' : last.replace(/\.[a-z0-9]{1,5}$/i, '')) || url.hostname;
-  return `${base.replace(/[^A-Za-z0-9._-]/g, '_').slice(0, 100)}.pdf`;
 }
 
 export function registerToolsRoutes(app: FastifyInstance, ctx: AppContext): void {
@@ -336,9 +209,7 @@ export function registerToolsRoutes(app: FastifyInstance, ctx: AppContext): void
       await tools()
         .guard.resolve(url)
         .catch((error: unknown) => {
-          throw new AppError('validation', 'The given data was invalid.', {
-            errors: { url: [`The url must lead to a public address: ${(error as Error).message}.`] },
-          });
+          throw fieldError('url', `The url must lead to a public address: ${(error as Error).message}.`);
         });
       return url;
     };
@@ -347,7 +218,7 @@ export function registerToolsRoutes(app: FastifyInstance, ctx: AppContext): void
       '/api/v1/tools/pdf/convert/url',
       { config: { ...config, produces: PDF_TYPES }, schema: { tags, security, body: UrlBody } },
       async (request, reply) => {
-        const settings = pdfSettings(request.body);
+        const settings = pdfLayout(request.body);
         const url = await publicUrl(request.body.url);
         const source: PageSource = { kind: 'url', url: url.href };
         return chargeAndSend(
@@ -364,7 +235,7 @@ export function registerToolsRoutes(app: FastifyInstance, ctx: AppContext): void
       '/api/v1/tools/pdf/convert/html',
       { config: { ...config, produces: PDF_TYPES }, schema: { tags, security, body: HtmlBody } },
       async (request, reply) => {
-        const settings = pdfSettings(request.body);
+        const settings = pdfLayout(request.body);
         const source: PageSource = { kind: 'html', html: request.body.html };
         return chargeAndSend(
           request,
@@ -380,7 +251,7 @@ export function registerToolsRoutes(app: FastifyInstance, ctx: AppContext): void
       '/api/v1/tools/pdf/convert/markdown',
       { config: { ...config, produces: PDF_TYPES }, schema: { tags, security, body: MarkdownBody } },
       async (request, reply) => {
-        const settings = pdfSettings(request.body);
+        const settings = pdfLayout(request.body);
         const html = tools().markdownToHtml(request.body.markdown, request.body.html);
         return chargeAndSend(
           request,
@@ -398,18 +269,9 @@ export function registerToolsRoutes(app: FastifyInstance, ctx: AppContext): void
       async (request, reply) => {
         const files = await readUploads(request, 1, 'file', ['file']);
         const file = files[0];
-        if (!file || files.length !== 1) {
-          throw new AppError('validation', 'The given data was invalid.', {
-            errors: { file: [file ? 'Send exactly one file.' : 'The file field is required.'] },
-          });
-        }
-        const extension = /\.([A-Za-z0-9]+)$/.exec(file.filename)?.[1]?.toLowerCase() ?? '';
-        const problem = OFFICE_EXTENSIONS.includes(extension)
-          ? officeTypeProblem(file.bytes, extension)
-          : `The file must be a file of type: ${OFFICE_EXTENSIONS.join(', ')}.`;
-        if (problem)
-          throw new AppError('validation', 'The given data was invalid.', { errors: { file: [problem] } });
-        const base = file.filename.replace(/^.*[\\/]/, '').replace(/\.[^.]*$/, '') || 'document';
+        if (!file || files.length !== 1)
+          throw fieldError('file', file ? 'Send exactly one file.' : 'The file field is required.');
+        const { extension, base } = officeFile(file.filename, file.bytes);
         return chargeAndSend(
           request,
           reply,
@@ -425,21 +287,7 @@ export function registerToolsRoutes(app: FastifyInstance, ctx: AppContext): void
       { config: { ...config, produces: PDF_TYPES }, schema: { tags, security } },
       async (request, reply) => {
         const files = await readUploads(request, TOOLS_LIMITS.mergeMax, 'files', ['files[]', 'files']);
-        if (files.length > TOOLS_LIMITS.mergeMax) {
-          throw new AppError('validation', 'The given data was invalid.', {
-            errors: { files: [`The files field must not have more than ${TOOLS_LIMITS.mergeMax} items.`] },
-          });
-        }
-        if (files.length < TOOLS_LIMITS.mergeMin) {
-          throw new AppError('validation', 'The given data was invalid.', {
-            errors: {
-              files:
-                files.length === 0
-                  ? ['The files field is required.']
-                  : [`The files field must have at least ${TOOLS_LIMITS.mergeMin} items.`],
-            },
-          });
-        }
+        checkMergeCount(files.length);
         return chargeAndSend(
           request,
           reply,

@@ -4,7 +4,7 @@
 import os from 'node:os';
 import MarkdownIt from 'markdown-it';
 import type { AppContext } from '../../context.js';
-import { AppError } from '../../domain/errors.js';
+import { AppError, fieldError } from '../../domain/errors.js';
 import {
   CHROMIUM_PATH,
   ChromiumEngine,
@@ -124,25 +124,19 @@ function engineFailure(error: unknown): AppError {
   if (error instanceof AppError) return error;
   if (error instanceof PageBlockedError || error instanceof BlockedAddressError) {
     const blocked = error instanceof PageBlockedError ? error.blockedBy : error;
-    return new AppError('validation', 'The given data was invalid.', {
-      errors: { url: [`The url must lead to a public address: ${blocked.message}.`] },
-    });
+    return fieldError('url', `The url must lead to a public address: ${blocked.message}.`);
   }
   if (error instanceof UnreadableDocumentError) {
-    return new AppError('validation', 'The given data was invalid.', {
-      errors: { file: [`The file could not be read: ${error.message}.`] },
-    });
+    return fieldError('file', `The file could not be read: ${error.message}.`);
   }
   if (error instanceof PdfLimitError) {
     // A 413 body is `{message}`; a 422 names the limit under `files`, like the other merge refusals.
     return error.tooLarge
       ? new AppError('payload_too_large', error.message)
-      : new AppError('validation', 'The given data was invalid.', { errors: { files: [error.message] } });
+      : fieldError('files', error.message);
   }
   if (error instanceof InvalidPdfError) {
-    return new AppError('validation', 'The given data was invalid.', {
-      errors: { [`files.${error.index}`]: [`The file files.${error.index} ${error.message}.`] },
-    });
+    return fieldError(`files.${error.index}`, `The file files.${error.index} ${error.message}.`);
   }
   const detail =
     error instanceof EngineError || error instanceof OfficeEngineError ? `: ${error.message}` : '';
