@@ -1,0 +1,143 @@
+// Planning the team's resources beside the application: managed databases and object storages.
+import { line, lower, mergeByKey, mergeStorageUsers, same } from './compare.js';
+import type { Action, ManagedDatabaseState, ObjectStorageState, Plan } from './types.js';
+
+/** Managed databases: users and logical databases merged in; plan and zone changes need action. */
+export function planManagedDatabases(p: Plan): void {
+  const { doc, state, fail, ops, lines, structured } = p;
+  for (const database of doc.managedDatabases) {
+    const stored = state.managedDatabases.get(database.name);
+    const subject = `Managed database '${database.name}'`;
+    const at = `spec.managed_databases.${database.name}`;
+    if (!stored) {
+      ops.push({
+        kind: 'managed_database.create',
+        values: {
+          name: database.name,
+          type: database.type,
+          plan: database.plan,
+          zone: database.zone,
+          users: database.users ?? [],
+          logical_databases: database.logical_databases ?? [],
+          pending_plan: null,
+          pending_zone: null,
+        },
+      });
+      structured.managed_databases.push({ action: 'created', name: database.name, type: database.type });
+      lines.push(
+        line(
+          subject,
+          'created (provisioning started)',
+          `create ${lower(subject)} (provisioning would start)`,
+        ),
+      );
+      continue;
+    }
+    if (stored.type !== database.type) {
+      fail(
+        `${at}.type`,
+        `${subject}: field 'type' cannot change; it is ${stored.type}, the document says ${database.type}.`,
+      );
+      continue;
+    }
+    const values: Partial<ManagedDatabaseState> = {};
+    const users = mergeByKey(stored.users, database.users, 'username');
+    const logical = mergeByKey(stored.logical_databases, database.logical_databases, 'name');
+    if (!same(users, stored.users)) values.users = users;
+    if (!same(logical, stored.logical_databases)) values.logical_databases = logical;
+    const reconcile = Object.keys(values).length > 0;
+    const needsAction: string[] = [];
+    if (database.plan !== stored.plan) {
+      needsAction.push(`plan change from '${stored.plan}' to '${database.plan}'`);
+      if (stored.pending_plan !== database.plan) values.pending_plan = database.plan;
+    }
+    if (database.zone !== stored.zone) {
+      needsAction.push(`zone change from '${stored.zone}' to '${database.zone}'`);
+      if (stored.pending_zone !== database.zone) values.pending_zone = database.zone;
+    }
+    if (Object.keys(values).length > 0) {
+      ops.push({ kind: 'managed_database.update', id: stored.id, uuid: stored.uuid, values, reconcile });
+    }
+    if (reconcile) {
+      const fields = ['users', 'logical_databases'].filter((k) => k in values);
+      lines.push(
+        line(subject, `updated (${fields.join(', ')})`, `update ${lower(subject)} (${fields.join(', ')})`),
+      );
+    }
+    for (const what of needsAction) {
+      lines.push(
+        line(
+          subject,
+          `${what} needs action in the panel (not applied)`,
+          `record the ${what} of ${lower(subject)}; it needs action in the panel and would not be applied`,
+        ),
+      );
+    }
+    const action: Action = needsAction.length > 0 ? 'needs_action' : reconcile ? 'updated' : 'unchanged';
+    structured.managed_databases.push({ action, name: database.name, type: database.type });
+  }
+}
+
+/** Object storages: buckets and users merged in; a zone change needs action. */
+export function planObjectStorages(p: Plan): void {
+  const { doc, state, ops, lines, structured } = p;
+  for (const storage of doc.objectStorages) {
+    const stored = state.objectStorages.get(storage.name);
+    const subject = `Object storage '${storage.name}'`;
+    if (!stored) {
+      ops.push({
+        kind: 'object_storage.create',
+        values: {
+          name: storage.name,
+          zone: storage.zone,
+          plan: storage.plan ?? null,
+          buckets: storage.buckets ?? [],
+          users: (storage.users ?? []).map((u) => ({ username: u.username, policies: u.policies ?? [] })),
+          pending_zone: null,
+        },
+      });
+      structured.object_storage.push({ action: 'created', name: storage.name });
+      lines.push(
+        line(
+          subject,
+          'created (provisioning started)',
+          `create ${lower(subject)} (provisioning would start)`,
+        ),
+      );
+      continue;
+    }
+    const values: Partial<ObjectStorageState> = {};
+    const buckets = storage.buckets
+      ? [...stored.buckets, ...storage.buckets.filter((b) => !stored.buckets.includes(b))]
+      : stored.buckets;
+    const users = mergeStorageUsers(stored.users, storage.users);
+    if (!same(buckets, stored.buckets)) values.buckets = buckets;
+    if (!same(users, stored.users)) values.users = users;
+    const reconcile = Object.keys(values).length > 0;
+    const needsAction = storage.zone !== stored.zone;
+    if (needsAction && stored.pending_zone !== storage.zone) values.pending_zone = storage.zone;
+    if (Object.keys(values).length > 0) {
+      ops.push({ kind: 'object_storage.update', id: stored.id, uuid: stored.uuid, values, reconcile });
+    }
+    if (reconcile) {
+      const fields = ['buckets', 'users'].filter((k) => k in values);
+      lines.push(
+        line(subject, `updated (${fields.join(', ')})`, `update ${lower(subject)} (${fields.join(', ')})`),
+      );
+    }
+    if (needsAction) {
+      const what = `zone change from '${stored.zone}' to '${storage.zone}'`;
+      lines.push(
+        line(
+          subject,
+          `${what} needs action in the panel (not applied)`,
+          `record the ${what} of ${lower(subject)}; it needs action in the panel and would not be applied`,
+        ),
+      );
+    }
+    structured.object_storage.push({
+      action: needsAction ? 'needs_action' : reconcile ? 'updated' : 'unchanged',
+      name: storage.name,
+    });
+  }
+}
