@@ -207,7 +207,6 @@ describe.each(DIALECTS)('multipart features and checksums on %s', (dialect) => {
         ),
       );
     expect(await complete(sha256(Buffer.from('y')))).toBe('400 InvalidPart');
-    expect(await complete(undefined)).toBe('400 BadDigest');
     // The object's checksum the client declares on completion is checked against the one computed.
     const composite = `${createHash('sha256').update(Buffer.from(sent.ChecksumSHA256!, 'base64')).digest('base64')}-1`;
     const declare = (ChecksumSHA256: string) =>
@@ -226,7 +225,7 @@ describe.each(DIALECTS)('multipart features and checksums on %s', (dialect) => {
       );
     expect(await declare(`${sha256(Buffer.from('z'))}-1`)).toBe('400 BadDigest');
     expect(await declare(composite)).toBe('accepted');
-    expect(await complete(sent.ChecksumSHA256)).toBe('accepted'); // a retried completion
+    expect(await complete(undefined)).toBe('accepted'); // a retried completion answers 200 again
   });
 
   it('lists uploads in progress by key, with prefixes, delimiters and pages', async () => {

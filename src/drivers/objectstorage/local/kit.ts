@@ -170,8 +170,9 @@ export function createKit(
         // aws-chunked describes the transfer, not the object; the rest is kept as the client wrote it.
         value =
           value
-            .replace(/(^|,)\s*aws-chunked\s*(?=,|$)/i, '')
-            .replace(/^\s*,\s*/, '')
+            .split(',')
+            .filter((token) => token.trim().toLowerCase() !== 'aws-chunked')
+            .join(',')
             .trim() || undefined;
       }
       if (value !== undefined) stored[name] = value;
