@@ -10,6 +10,7 @@ import type { Database } from './db/schema/index.js';
 import { createSettingsRepository, type SettingsRepository } from './db/repositories/settings.js';
 import { createIdentityService, type IdentityService } from './services/identity.js';
 import { createMaintenanceSwitch, type MaintenanceSwitch } from './services/maintenance.js';
+import { createServices, type ServiceOverrides, type Services } from './composition.js';
 import { createSecretBox, loadOrCreateMasterKey, type SecretBox } from './services/secret-box.js';
 
 export interface AppContext {
@@ -23,6 +24,8 @@ export interface AppContext {
   readonly settings: SettingsRepository;
   readonly identity: IdentityService;
   readonly maintenance: MaintenanceSwitch;
+  /** The long-lived services and drivers, built once by src/composition.ts. */
+  readonly services: Services;
   /** Registers a stop for something a feature started (engines, servers); run in reverse order by close(). */
   onClose(stop: () => Promise<void>): void;
   /** Stops what the context started, the store last. Idempotent. */
@@ -35,6 +38,7 @@ export interface ContextOverrides {
   ids?: IdGenerator;
   logger?: Logger;
   masterKey?: Buffer;
+  services?: ServiceOverrides;
 }
 
 export function createLogger(config: Config): Logger {
@@ -69,7 +73,7 @@ export async function createContext(config: Config, overrides: ContextOverrides 
   const settings = createSettingsRepository(store.db);
   let closed: Promise<void> | undefined;
   const closers: Array<() => Promise<void>> = [];
-  return {
+  const ctx: { -readonly [K in keyof AppContext]: AppContext[K] } = {
     config,
     store,
     db: store.db,
@@ -92,5 +96,8 @@ export async function createContext(config: Config, overrides: ContextOverrides 
       })();
       return closed;
     },
+    services: undefined as unknown as Services, // set just below: the services need the context
   };
+  ctx.services = createServices(ctx, overrides.services);
+  return ctx;
 }

@@ -24,7 +24,17 @@ export interface Config {
   readonly s3Port: number;
   /** Most resources of each kind one team may hold (apply answers 422 past them). */
   readonly quotas: Readonly<TeamQuotas>;
+  /** Which driver each family uses (src/composition.ts builds them). */
+  readonly drivers: Readonly<DriverChoice>;
 }
+
+/** The drivers Berth has, per family; the first is the default. */
+export const DRIVERS = {
+  managedDatabases: ['local'],
+  objectStorage: ['local'],
+} as const;
+
+export type DriverChoice = { [F in keyof typeof DRIVERS]: (typeof DRIVERS)[F][number] };
 
 export interface TeamQuotas {
   applications: number;
@@ -51,6 +61,8 @@ export interface ConfigOverrides {
   quotaDomains?: string;
   quotaManagedDatabases?: string;
   quotaObjectStorages?: string;
+  managedDatabaseDriver?: string;
+  objectStorageDriver?: string;
 }
 
 /** Environment variable behind each setting; `berth serve --<flag>` overrides it. */
@@ -132,6 +144,16 @@ export const CONFIG_VARIABLES: Record<keyof ConfigOverrides, { env: string; flag
     flag: 'quota-object-storages',
     doc: 'object storages one team may have (default 20)',
   },
+  managedDatabaseDriver: {
+    env: 'BERTH_MANAGED_DATABASE_DRIVER',
+    flag: 'managed-database-driver',
+    doc: 'what runs managed databases: local (PostgreSQL, MariaDB and Valkey servers on this machine; default)',
+  },
+  objectStorageDriver: {
+    env: 'BERTH_OBJECT_STORAGE_DRIVER',
+    flag: 'object-storage-driver',
+    doc: "what holds object storage: local (Berth's S3 endpoint on the data dir; default)",
+  },
 };
 
 const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -187,6 +209,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
   const logLevel = LOG_LEVELS.find((level) => level === logLevelRaw);
   if (logLevel === undefined) problems.push(`BERTH_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`);
 
+  const driver = <F extends keyof typeof DRIVERS>(family: F, key: keyof ConfigOverrides): DriverChoice[F] => {
+    const offered: readonly string[] = DRIVERS[family];
+    const value = raw(key) ?? offered[0]!;
+    if (!offered.includes(value))
+      problems.push(`${CONFIG_VARIABLES[key].env} must be one of ${offered.join(', ')}, got '${value}'`);
+    return (offered.includes(value) ? value : offered[0]) as DriverChoice[F];
+  };
+
   const config: Config = {
     port,
     host,
@@ -209,6 +239,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
       domains: integer('quotaDomains', 500, 0, 1_000_000),
       managedDatabases: integer('quotaManagedDatabases', 20, 0, 1_000_000),
       objectStorages: integer('quotaObjectStorages', 20, 0, 1_000_000),
+    }),
+    drivers: Object.freeze({
+      managedDatabases: driver('managedDatabases', 'managedDatabaseDriver'),
+      objectStorage: driver('objectStorage', 'objectStorageDriver'),
     }),
   };
   if (problems.length > 0) throw new ConfigError(problems);

@@ -9,7 +9,6 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createBackgroundWork } from '../../src/jobs/index.js';
 import { clonePostgres, stopCluster } from '../../src/drivers/databases/operations/index.js';
-import { managedDatabases } from '../../src/services/managed-databases/index.js';
 import type { CreatedUser } from '../../src/services/identity.js';
 import { authHeaders } from '../helpers/app.js';
 import { freePort } from '../helpers/processes.js';
@@ -171,13 +170,13 @@ describe.each(DIALECTS)('/1.3 upgrade and maintenance on %s', (dialect) => {
 
   it('a switch-over cut short by a crash is undone at the next start: 15 runs with its data', async () => {
     // What a crash between the renames of the switch-over leaves: the old files moved aside, no data/.
-    await managedDatabases(berth.ctx).powerOff(uuid);
+    await berth.ctx.services.managedDatabases.powerOff(uuid);
     const dir = (await instanceRow()).data_dir as string;
     for (const name of ['wal-archive', 'base-backups', 'data']) {
       fs.renameSync(path.join(dir, name), path.join(dir, `${name}.pre-upgrade`));
     }
     fs.mkdirSync(path.join(dir, 'wal-archive'));
-    await managedDatabases(berth.ctx).powerOn(uuid);
+    await berth.ctx.services.managedDatabases.powerOn(uuid);
     expect(
       await pgQuery(
         await app(),
@@ -297,7 +296,7 @@ describe.each(DIALECTS)('/1.3 upgrade and maintenance on %s', (dialect) => {
     await berth.close();
     expect(isAlive(before)).toBe(false);
     berth = await env.boot();
-    const supervisor = managedDatabases(berth.ctx).startSupervisor({ intervalMs: 60_000 });
+    const supervisor = berth.ctx.services.managedDatabases.startSupervisor({ intervalMs: 60_000 });
     await supervisor.tick();
     await supervisor.stop();
     expect((await dbRow()).state).toBe('running');
@@ -308,7 +307,7 @@ describe.each(DIALECTS)('/1.3 upgrade and maintenance on %s', (dialect) => {
       ),
     ).toEqual([{ n: 501, v: expect.stringMatching(/^16\./) as unknown }]);
     // Base backups keep working on the new major after the restart.
-    const backups = await managedDatabases(berth.ctx).handlers()['managed_database.base_backup']?.(
+    const backups = await berth.ctx.services.managedDatabases.handlers()['managed_database.base_backup']?.(
       {
         id: 0,
         type: 'managed_database.base_backup',
@@ -393,7 +392,7 @@ describe.each(DIALECTS)('/1.3 upgrade and maintenance on %s', (dialect) => {
     const broken = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-broken-copy-'));
     fs.writeFileSync(path.join(broken, 'PG_VERSION'), '16\n');
     await expect(
-      managedDatabases(berth.ctx).adoptCopy(current, { dataDir: broken, adminPassword: 'x' }),
+      berth.ctx.services.managedDatabases.adoptCopy(current, { dataDir: broken, adminPassword: 'x' }),
     ).rejects.toThrow();
     fs.rmSync(broken, { recursive: true, force: true });
     const object = (await call('GET', `/1.3/database/${current}`)).json<Service>();

@@ -1,4 +1,5 @@
 // A Berth app on a test store, with a fixed clock when asked, and a first user with credentials.
+import type { ServiceOverrides } from '../../src/composition.js';
 import os from 'node:os';
 import path from 'node:path';
 import fs from 'node:fs';
@@ -46,7 +47,7 @@ export function authHeaders(user: CreatedUser): TestApp['auth'] {
 
 export async function createTestApp(
   dialect: Dialect,
-  options: { clock?: Clock; env?: Record<string, string>; team?: string } = {},
+  options: { clock?: Clock; env?: Record<string, string>; team?: string; services?: ServiceOverrides } = {},
 ): Promise<TestApp> {
   const config = testConfig(options.env);
   const store = await openTestStore(dialect);
@@ -55,6 +56,7 @@ export async function createTestApp(
     logger: pino({ level: 'silent' }),
     masterKey: randomBytes(32),
     ...(options.clock ? { clock: options.clock } : {}),
+    ...(options.services ? { services: options.services } : {}),
   });
   const app = await buildApp(ctx);
   await app.ready();

@@ -14,7 +14,6 @@ import type { Dialect, Store } from '../../src/db/connect.js';
 import { iso } from '../../src/domain/clock.js';
 import { enqueueJob } from '../../src/jobs/queue.js';
 import { createLocalDatabaseDriver } from '../../src/drivers/databases/local/index.js';
-import { useManagedDatabaseDriver } from '../../src/services/managed-databases/index.js';
 import { testConfig } from '../helpers/app.js';
 import { openTestStore } from '../helpers/store.js';
 
@@ -46,10 +45,14 @@ export async function openManagedEnv(dialect: Dialect, templateDir?: string): Pr
         logger: pino({ level: 'silent' }),
         masterKey,
         clock,
+        ...(templateDir
+          ? {
+              services: {
+                managedDatabaseDriver: createLocalDatabaseDriver({ dataDir: config.dataDir, templateDir }),
+              },
+            }
+          : {}),
       });
-      if (templateDir) {
-        useManagedDatabaseDriver(ctx, createLocalDatabaseDriver({ dataDir: config.dataDir, templateDir }));
-      }
       const app = await buildApp(ctx);
       await app.ready();
       return {

@@ -14,7 +14,6 @@ import {
   maintenancePassword,
 } from '../../src/drivers/databases/local/accounts.js';
 import { createBackgroundWork } from '../../src/jobs/index.js';
-import { managedDatabases } from '../../src/services/managed-databases/index.js';
 import type { CreatedUser } from '../../src/services/identity.js';
 import { authHeaders } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
@@ -234,7 +233,7 @@ describe.each(DIALECTS)('tenant isolation of managed databases on %s', (dialect)
     execFileSync('chown', ['-R', 'postgres:postgres', root]);
 
     berth = await env.boot();
-    await managedDatabases(berth.ctx).startSupervisor({ intervalMs: 60_000 }).tick();
+    await berth.ctx.services.managedDatabases.startSupervisor({ intervalMs: 60_000 }).tick();
     const state = await berth.ctx.db
       .selectFrom('managed_databases')
       .select(['state', 'state_reason'])

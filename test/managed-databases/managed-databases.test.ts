@@ -9,7 +9,7 @@ import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isAlive } from '../../src/drivers/databases/local/process.js';
 import { createBackgroundWork } from '../../src/jobs/index.js';
-import { managedDatabases, type Supervisor } from '../../src/services/managed-databases/index.js';
+import { type Supervisor } from '../../src/services/managed-databases/index.js';
 import type { CreatedUser } from '../../src/services/identity.js';
 import { authHeaders } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
@@ -458,7 +458,7 @@ describe.each(DIALECTS)('managed databases on %s', (dialect) => {
     fs.mkdirSync(path.join(root, 'base-backups', '2020-01-01T00-00-00-000Z'));
     fs.writeFileSync(path.join(root, 'base-backups', '2020-01-01T00-00-00-000Z', 'base.tar'), 'partial');
     // Retention: the driver keeps the newest `retain` and cleans the archive up to the oldest kept.
-    const databases = managedDatabases(berth.ctx);
+    const databases = berth.ctx.services.managedDatabases;
     const current = await instance('pg');
     const secrets = databases.credentialsOf(current);
     const kept = await databases.driver.baseBackup(
@@ -483,7 +483,7 @@ describe.each(DIALECTS)('managed databases on %s', (dialect) => {
   });
 
   it('restarts a killed server within seconds and reports it', async () => {
-    const supervisor: Supervisor = managedDatabases(berth.ctx).startSupervisor({ intervalMs: 100 });
+    const supervisor: Supervisor = berth.ctx.services.managedDatabases.startSupervisor({ intervalMs: 100 });
     try {
       const killed = {
         pg: (await instance('pg')).pid as number,
@@ -524,7 +524,7 @@ describe.each(DIALECTS)('managed databases on %s', (dialect) => {
   });
 
   it('powers an instance off and on', async () => {
-    const databases = managedDatabases(berth.ctx);
+    const databases = berth.ctx.services.managedDatabases;
     const pid = (await instance('valkey')).pid as number;
     await databases.powerOff(uuid.valkey);
     expect(isAlive(pid)).toBe(false);
@@ -544,7 +544,7 @@ describe.each(DIALECTS)('managed databases on %s', (dialect) => {
     expect(before.filter((pid) => isAlive(pid))).toEqual([]);
 
     berth = await env.boot();
-    const supervisor = managedDatabases(berth.ctx).startSupervisor({ intervalMs: 60_000 });
+    const supervisor = berth.ctx.services.managedDatabases.startSupervisor({ intervalMs: 60_000 });
     await supervisor.tick(); // the reconcile pass at start
     for (const engine of ['pg', 'mysql', 'valkey'] as const) {
       const current = await instance(engine);
@@ -565,7 +565,7 @@ describe.each(DIALECTS)('managed databases on %s', (dialect) => {
     await connection.end();
 
     const valkeyDir = (await instance('valkey')).data_dir as string;
-    await managedDatabases(berth.ctx).remove(uuid.valkey);
+    await berth.ctx.services.managedDatabases.remove(uuid.valkey);
     expect(fs.existsSync(valkeyDir)).toBe(false);
     expect((await get(`/1.3/database/${uuid.valkey}`)).statusCode).toBe(404);
 

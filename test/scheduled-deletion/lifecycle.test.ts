@@ -9,7 +9,6 @@ import { createBackgroundWork } from '../../src/jobs/index.js';
 import { startBackground } from '../../src/lifecycle.js';
 import {
   deleteJobKey,
-  onApplicationDeletion,
   scheduledDeletionJobHandlers,
   scheduledDeletionServiceOf,
   type DeletingApplication,
@@ -336,7 +335,7 @@ describe.each(DIALECTS)('scheduled deletion lifecycle (%s)', (dialect) => {
 
   it("waits for a runtime's cleanup: a failing one holds the deletion back and is retried", async () => {
     const calls: DeletingApplication[] = [];
-    onApplicationDeletion(t.ctx, (deleting) => {
+    t.ctx.services.applicationCleanups.push((deleting) => {
       calls.push(deleting);
       return calls.length === 1 ? Promise.reject(new Error('processes still running')) : Promise.resolve();
     });

@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createContext } from '../../src/context.js';
 import { createManualClock } from '../../src/domain/clock.js';
 import { createBackgroundWork } from '../../src/jobs/index.js';
-import { mailerOf, sendJobKey } from '../../src/services/notifications/index.js';
+import { sendJobKey } from '../../src/services/notifications/index.js';
 import { startScheduledDeletion } from '../../src/services/scheduled-deletion/index.js';
 import { createTestApp, testConfig, type TestApp } from '../helpers/app.js';
 import { freePort } from '../helpers/processes.js';
@@ -109,7 +109,7 @@ describe.each(DIALECTS)('notification outbox (%s)', (dialect) => {
       await startScheduledDeletion(restarted);
       await createBackgroundWork(restarted).runDue();
     } finally {
-      await mailerOf(restarted)?.close(); // not restarted.close(): the store belongs to `t`
+      await restarted.services.mailer?.close(); // not restarted.close(): the store belongs to `t`
     }
     expect(sink.mails.map((m) => m.subject)).toEqual([
       `Application "keep" (team acme) will be deleted on 2026-09-01 05:00 UTC`,

@@ -8,7 +8,6 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CHROMIUM_PATH, ChromiumEngine, needsScripts } from '../../src/drivers/chromium/engine.js';
 import { createAddressGuard } from '../../src/drivers/net/guard.js';
-import { toolsServiceFor } from '../../src/services/tools/index.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { freePort, waitFor } from '../helpers/processes.js';
 import { imageSize, pdfInfo, pdfText } from './helpers.js';
@@ -123,8 +122,8 @@ describe('tools on Chromium', () => {
     // Only the site's own address and port are allowed; the decoy on another loopback port is private.
     t = await createTestApp('sqlite', {
       env: { BERTH_TOOLS_ALLOW_PRIVATE: `127.0.0.1:${sitePort}`, BERTH_TOOLS_MONTHLY_CREDITS: '1000' },
+      services: { tools: { chromiumSlots: 1, chromiumTimeoutMs: 4_000, chromiumMaxQueued: 2 } },
     });
-    toolsServiceFor(t.ctx, { chromiumSlots: 1, chromiumTimeoutMs: 4_000, chromiumMaxQueued: 2 });
   });
 
   afterAll(async () => {
@@ -418,7 +417,7 @@ describe('tools on Chromium', () => {
   });
 
   it('restarts Chromium after a crash', async () => {
-    const tools = toolsServiceFor(t.ctx);
+    const tools = t.ctx.services.tools;
     const restarts = tools.health().engines.chromium.restarts;
     await tools.engines.chromium.crashForTest();
     await waitFor(

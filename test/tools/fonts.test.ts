@@ -5,7 +5,6 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { toolsServiceFor } from '../../src/services/tools/index.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 
 function pdfTool(tool: 'pdffonts' | 'pdfinfo', bytes: Buffer): string {
@@ -21,8 +20,7 @@ function pdfTool(tool: 'pdffonts' | 'pdfinfo', bytes: Buffer): string {
 describe('fonts and titles of PDFs made from HTML', () => {
   let t: TestApp;
   beforeAll(async () => {
-    t = await createTestApp('sqlite');
-    toolsServiceFor(t.ctx, { chromiumSlots: 1 });
+    t = await createTestApp('sqlite', { services: { tools: { chromiumSlots: 1 } } });
   });
   afterAll(async () => t?.close());
 

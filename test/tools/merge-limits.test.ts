@@ -3,7 +3,7 @@
 // limit, with the credit given back.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_PDF_LIMITS } from '../../src/drivers/pdf/merge.js';
-import { toolsServiceFor } from '../../src/services/tools/index.js';
+import type { ToolsOptions } from '../../src/services/tools/index.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { makePdf, multipart } from './helpers.js';
 
@@ -29,10 +29,11 @@ function manyPages(pages: number): Buffer {
   return Buffer.from(body, 'latin1');
 }
 
-async function openApp(overrides: Parameters<typeof toolsServiceFor>[1]): Promise<TestApp> {
-  const t = await createTestApp('sqlite', { env: { BERTH_TOOLS_MONTHLY_CREDITS: '100' } });
-  toolsServiceFor(t.ctx, overrides);
-  return t;
+function openApp(overrides: Partial<ToolsOptions>): Promise<TestApp> {
+  return createTestApp('sqlite', {
+    env: { BERTH_TOOLS_MONTHLY_CREDITS: '100' },
+    services: { tools: overrides },
+  });
 }
 
 function merge(t: TestApp, files: Buffer[]) {

@@ -7,7 +7,6 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OfficeEngine, SOFFICE_PATH } from '../../src/drivers/libreoffice/engine.js';
-import { toolsServiceFor } from '../../src/services/tools/index.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { multipart, pdfInfo, pdfText } from './helpers.js';
 
@@ -54,8 +53,10 @@ describe('office conversion', () => {
     inputs.xlsx = fs.readFileSync(xlsx);
     inputs.odt = fs.readFileSync(odt);
     inputs.doc = fs.readFileSync(doc);
-    t = await createTestApp('sqlite', { env: { BERTH_TOOLS_MONTHLY_CREDITS: '100' } });
-    toolsServiceFor(t.ctx, { officeListeners: 2 });
+    t = await createTestApp('sqlite', {
+      env: { BERTH_TOOLS_MONTHLY_CREDITS: '100' },
+      services: { tools: { officeListeners: 2 } },
+    });
   }, 120_000);
 
   afterAll(async () => {
@@ -160,7 +161,7 @@ describe('office conversion', () => {
   });
 
   it('recovers after the listeners crash', async () => {
-    const tools = toolsServiceFor(t.ctx);
+    const tools = t.ctx.services.tools;
     tools.engines.office.crashForTest();
     const res = await upload('again.docx', inputs.docx!);
     expect(res.statusCode).toBe(200);

@@ -14,7 +14,7 @@ import {
   pdfName,
 } from '../../domain/tools.js';
 import type { PageSource } from '../../drivers/chromium/engine.js';
-import { toolsServiceFor, type ToolsService } from '../../services/tools/index.js';
+import { type ToolsService } from '../../services/tools/index.js';
 import { principalOf } from '../types.js';
 
 const LengthField = Type.Optional(Type.String({ maxLength: 20 }));
@@ -138,7 +138,7 @@ async function readUploads(
 
 export function registerToolsRoutes(app: FastifyInstance, ctx: AppContext): void {
   const config = { auth: 'tools_key' as const };
-  const tools = (): ToolsService => toolsServiceFor(ctx);
+  const tools = (): ToolsService => ctx.services.tools;
 
   void app.register(async (scope) => {
     await scope.register(multipart, {

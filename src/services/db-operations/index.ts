@@ -41,7 +41,6 @@ import {
 import { iso } from '../../domain/clock.js';
 import { AppError } from '../../domain/errors.js';
 import type { JobHandler, JobResult } from '../../jobs/runner.js';
-import { managedDatabases } from '../managed-databases/index.js';
 import {
   createManagedDatabaseRepository,
   type ManagedDatabaseRow,
@@ -426,7 +425,7 @@ export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandl
     fs.mkdirSync(work, { mode: 0o711 });
     try {
       const copy = await recoverSourceCopy(source, backup, payload.recoveryTime, work, false);
-      await managedDatabases(ctx).adoptCopy(target.row.uuid, {
+      await ctx.services.managedDatabases.adoptCopy(target.row.uuid, {
         dataDir: copy.dataDir,
         // The copy's superuser is the source's maintenance account, with the source's password.
         adminPassword: maintenancePassword(source.instance.data_dir as string),
@@ -478,7 +477,7 @@ export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandl
     // The route set `rebalancing`; a job claimed again after a crash finds it so and resumes.
     const { row } = await loadDatabase(ctx.db, payload.uuid);
     if (row?.state !== 'rebalancing') return;
-    await managedDatabases(ctx).upgradeMajor(row.uuid, Number.parseInt(payload.targetVersion, 10));
+    await ctx.services.managedDatabases.upgradeMajor(row.uuid, Number.parseInt(payload.targetVersion, 10));
   }
 
   return {

@@ -4,7 +4,6 @@
 // One service per AppContext, shared by the job handlers, the supervisor and the routes.
 import path from 'node:path';
 import type { AppContext } from '../../context.js';
-import { createLocalDatabaseDriver } from '../../drivers/databases/local/index.js';
 import { baseBackupRetention, limitsFor } from '../../drivers/databases/plan-limits.js';
 import {
   PermanentDriverError,
@@ -140,30 +139,8 @@ export interface ManagedDatabaseService {
   close(): Promise<void>;
 }
 
-const services = new WeakMap<AppContext, ManagedDatabaseService>();
-const chosenDrivers = new WeakMap<AppContext, ManagedDatabaseDriver>();
-
-/** Chooses the driver of a context before its first use (default: the local driver on the data dir). */
-export function useManagedDatabaseDriver(ctx: AppContext, driver: ManagedDatabaseDriver): void {
-  if (services.has(ctx)) throw new Error('the managed-database service of this context is already running');
-  chosenDrivers.set(ctx, driver);
-}
-
-/** The one service of a context (job handlers, supervisor and routes must share its locks). */
-export function managedDatabases(ctx: AppContext): ManagedDatabaseService {
-  let service = services.get(ctx);
-  if (!service) {
-    service = createManagedDatabaseService(
-      ctx,
-      chosenDrivers.get(ctx) ?? createLocalDatabaseDriver({ dataDir: ctx.config.dataDir }),
-    );
-    services.set(ctx, service);
-    ctx.onClose(() => (service as ManagedDatabaseService).close());
-  }
-  return service;
-}
-
-function createManagedDatabaseService(
+/** The managed-database service of a context; src/composition.ts makes the one each context has. */
+export function createManagedDatabaseService(
   ctx: AppContext,
   driver: ManagedDatabaseDriver,
 ): ManagedDatabaseService {
@@ -741,10 +718,10 @@ function isUnder(child: string, parent: string): boolean {
 
 /** Starts the supervisor for a serving Berth (lifecycle.ts). */
 export function startManagedDatabases(ctx: AppContext, options: { intervalMs?: number } = {}): Supervisor {
-  return managedDatabases(ctx).startSupervisor({ warmUp: true, ...options });
+  return ctx.services.managedDatabases.startSupervisor({ warmUp: true, ...options });
 }
 
 /** Job handlers of this feature (jobs/index.ts). */
 export function managedDatabaseJobHandlers(ctx: AppContext): Record<string, JobHandler> {
-  return managedDatabases(ctx).handlers();
+  return ctx.services.managedDatabases.handlers();
 }

@@ -3,7 +3,6 @@
 // retries with backoff. Without SMTP configured, messages stay `unsent` and visible through the API.
 import type { Kysely, Transaction } from 'kysely';
 import type { Logger } from 'pino';
-import type { AppContext } from '../../context.js';
 import { iso, type Clock } from '../../domain/clock.js';
 import type { Database } from '../../db/schema/index.js';
 import type {
@@ -11,7 +10,7 @@ import type {
   NotificationState,
   NotificationsTable,
 } from '../../db/schema/scheduled-deletion.js';
-import { createSmtpMailer, defaultSender, type Mailer } from '../../drivers/mail/index.js';
+import type { Mailer } from '../../drivers/mail/index.js';
 import { enqueueJob } from '../../jobs/queue.js';
 import type { JobHandler, RunningJob } from '../../jobs/runner.js';
 
@@ -180,19 +179,4 @@ export async function requeueUnsent(db: Kysely<Database>, now: Date, limit = 10_
     );
   }
   return rows.length;
-}
-
-const mailers = new WeakMap<AppContext, Mailer | null>();
-
-/** The context's SMTP mailer, made once and closed with the context; undefined without BERTH_SMTP_URL. */
-export function mailerOf(ctx: AppContext): Mailer | undefined {
-  const known = mailers.get(ctx);
-  if (known !== undefined) return known ?? undefined;
-  const url = ctx.config.smtpUrl;
-  const mailer = url
-    ? createSmtpMailer({ url, defaultFrom: defaultSender(ctx.config.publicUrl) })
-    : undefined;
-  mailers.set(ctx, mailer ?? null);
-  if (mailer) ctx.onClose(() => mailer.close());
-  return mailer;
 }

@@ -5,30 +5,13 @@ import { iso } from '../../domain/clock.js';
 import { recordAudit } from '../../db/repositories/audit.js';
 import { AppError } from '../../domain/errors.js';
 import type { Role } from '../../db/schema/foundation.js';
-import { ProvisionError, type ObjectStorageDriver } from '../../drivers/objectstorage/driver.js';
-import {
-  createLocalObjectStorageDriver,
-  s3EndpointUrl,
-  virtualHostSuffixes,
-} from '../../drivers/objectstorage/local/index.js';
+import { ProvisionError } from '../../drivers/objectstorage/driver.js';
+import { virtualHostSuffixes } from '../../drivers/objectstorage/local/index.js';
 import { compilePolicies, PolicyError } from '../../drivers/objectstorage/local/policy.js';
 import { isValidBucketName, startS3Server, type S3Server } from '../../drivers/objectstorage/local/server.js';
 import type { JobHandler } from '../../jobs/runner.js';
 
 export const PROVISION_JOB = 'object_storage.provision';
-
-/** The port the endpoint of a context really listens on (BERTH_S3_PORT may be 0: any free port). */
-const listening = new WeakMap<AppContext, number>();
-
-export function objectStorageDriver(ctx: AppContext): ObjectStorageDriver {
-  return createLocalObjectStorageDriver({
-    db: ctx.db,
-    clock: ctx.clock,
-    secretBox: ctx.secretBox,
-    endpoint: () => s3EndpointUrl(ctx.config, listening.get(ctx)),
-    dataDir: ctx.config.dataDir,
-  });
-}
 
 /** Starts the S3 endpoint on BERTH_S3_PORT (0: any free port). */
 export async function startObjectStorageEndpoint(ctx: AppContext): Promise<S3Server> {
@@ -44,16 +27,16 @@ export async function startObjectStorageEndpoint(ctx: AppContext): Promise<S3Ser
     },
     { host: ctx.config.host, port: ctx.config.s3Port },
   );
-  const previous = listening.get(ctx);
-  listening.set(ctx, server.port);
+  // Where provisioning tells users the endpoint is, while this one runs.
+  const listening = ctx.services.s3Endpoint;
+  const previous = listening.port;
+  listening.port = server.port;
   return {
     port: server.port,
     url: server.url,
     async close() {
       await server.close();
-      if (listening.get(ctx) !== server.port) return;
-      if (previous === undefined) listening.delete(ctx);
-      else listening.set(ctx, previous);
+      if (listening.port === server.port) listening.port = previous;
     },
   };
 }
@@ -98,7 +81,7 @@ interface StoredUser {
  * A problem a retry cannot fix sets `error` with the reason; anything else throws and is retried.
  */
 export function provisionObjectStorageHandler(ctx: AppContext): JobHandler {
-  const driver = objectStorageDriver(ctx);
+  const driver = ctx.services.objectStorage;
   return async (job) => {
     const { uuid } = job.payload as { uuid?: string };
     if (typeof uuid !== 'string') return;
@@ -211,7 +194,7 @@ export async function deleteObjectStorage(
     .where((eb) => eb.or([eb('uuid', '=', ref), eb('name', '=', ref)]))
     .executeTakeFirst();
   if (!row) throw new AppError('not_found', `Object storage '${ref}' not found`);
-  await objectStorageDriver(ctx).remove(row.id);
+  await ctx.services.objectStorage.remove(row.id);
   const at = iso(ctx.clock.now());
   await ctx.db.transaction().execute(async (trx) => {
     await trx.deleteFrom('jobs').where('key', '=', `object_storage.provision:${row.uuid}`).execute();
@@ -234,7 +217,7 @@ export async function viewObjectStorages(
   team: { id: number; role: Role },
   ref?: string,
 ): Promise<ObjectStorageView[]> {
-  const driver = objectStorageDriver(ctx);
+  const driver = ctx.services.objectStorage;
   let query = ctx.db.selectFrom('object_storages').selectAll().where('team_id', '=', team.id).orderBy('name');
   if (ref !== undefined) query = query.where((eb) => eb.or([eb('uuid', '=', ref), eb('name', '=', ref)]));
   const rows = await query.execute();

@@ -14,7 +14,6 @@ import { enqueueJob } from '../../jobs/queue.js';
 import type { JobHandler, JobResult } from '../../jobs/runner.js';
 import {
   createNotificationSendHandler,
-  mailerOf,
   NOTIFICATION_SEND_JOB,
   queueNotifications,
   requeueUnsent,
@@ -401,15 +400,6 @@ async function moveToTrash(dataDir: string, id: number): Promise<string | undefi
   }
 }
 
-const cleanupsByContext = new WeakMap<AppContext, ApplicationCleanup[]>();
-
-/** Registers work to do before any application of this context is deleted (a runtime's processes…). */
-export function onApplicationDeletion(ctx: AppContext, cleanup: ApplicationCleanup): void {
-  const list = cleanupsByContext.get(ctx) ?? [];
-  list.push(cleanup);
-  cleanupsByContext.set(ctx, list);
-}
-
 /** A warning is only worth sending while its schedule still holds and the deletion is still ahead. */
 export const deletionWarningStillRelevant: RelevanceCheck = async (db, row, now) => {
   if (row.application_id === null || row.scheduled_for === null) return false;
@@ -440,7 +430,7 @@ export function scheduledDeletionServiceOf(ctx: AppContext): ScheduledDeletionSe
     logger: ctx.logger,
     publicUrl: ctx.config.publicUrl,
     dataDir: ctx.config.dataDir,
-    cleanups: () => cleanupsByContext.get(ctx) ?? [],
+    cleanups: () => ctx.services.applicationCleanups,
     mailConfigured: ctx.config.smtpUrl !== undefined,
   });
 }
@@ -464,7 +454,7 @@ export function scheduledDeletionJobHandlers(ctx: AppContext): Record<string, Jo
       db: ctx.db,
       clock: ctx.clock,
       logger: ctx.logger,
-      mailer: mailerOf(ctx),
+      mailer: ctx.services.mailer,
       relevance: {
         deletion_warning_7d: deletionWarningStillRelevant,
         deletion_warning_1d: deletionWarningStillRelevant,
@@ -482,5 +472,5 @@ export async function startScheduledDeletion(ctx: AppContext): Promise<void> {
   // Files of applications deleted just before a crash, moved aside but not yet removed.
   await fs.rm(trashDir(ctx.config.dataDir), { recursive: true, force: true });
   await wakeSweep(ctx.db, now);
-  if (mailerOf(ctx)) await requeueUnsent(ctx.db, now);
+  if (ctx.services.mailer) await requeueUnsent(ctx.db, now);
 }

@@ -106,20 +106,6 @@ export interface ToolsService {
   close(): Promise<void>;
 }
 
-const services = new WeakMap<AppContext, ToolsService>();
-
-/** The context's tools service; `overrides` only count on the first call (tests set small limits). */
-export function toolsServiceFor(ctx: AppContext, overrides: Partial<ToolsOptions> = {}): ToolsService {
-  let service = services.get(ctx);
-  if (!service) {
-    service = createToolsService(ctx, { ...DEFAULT_TOOLS_OPTIONS, ...overrides });
-    services.set(ctx, service);
-    const created = service;
-    ctx.onClose(() => created.close());
-  }
-  return service;
-}
-
 function engineFailure(error: unknown): AppError {
   if (error instanceof AppError) return error;
   if (error instanceof PageBlockedError || error instanceof BlockedAddressError) {
@@ -145,7 +131,8 @@ function engineFailure(error: unknown): AppError {
   });
 }
 
-function createToolsService(ctx: AppContext, options: ToolsOptions): ToolsService {
+/** The tools service of a context; src/composition.ts makes the one each context has. */
+export function createToolsService(ctx: AppContext, options: ToolsOptions): ToolsService {
   const guard = createAddressGuard({ allow: ctx.config.toolsAllowPrivate });
   const credits = createCreditLedger({
     db: ctx.db,

@@ -5,7 +5,6 @@ import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from 'typebox';
 import type { AppContext } from '../../../context.js';
 import { AppError } from '../../../domain/errors.js';
-import { managedDatabases } from '../../../services/managed-databases/index.js';
 import { createManagedDatabaseRepository } from '../../../services/managed-databases/repository.js';
 import { serviceObject } from '../../../services/managed-databases/view.js';
 import { principalOf } from '../../types.js';
@@ -44,7 +43,7 @@ export function registerManagedDatabaseApiRoutes(app: FastifyInstance, ctx: AppC
       const instances = new Map(
         (await repo.instancesOf(page.map((r) => r.id))).map((i) => [i.managed_database_id, i]),
       );
-      const service = managedDatabases(ctx);
+      const service = ctx.services.managedDatabases;
       return page.map((row) => {
         const instance = instances.get(row.id);
         const owner = teams.get(row.team_id) === 'owner';
@@ -57,14 +56,14 @@ export function registerManagedDatabaseApiRoutes(app: FastifyInstance, ctx: AppC
     '/1.3/database/:uuid',
     { config, schema: { tags, security, params: UuidParam } },
     async (request) => {
-      const { row, role } = await managedDatabases(ctx).databaseFor(
+      const { row, role } = await ctx.services.managedDatabases.databaseFor(
         principalOf(request).userId,
         request.params.uuid,
         'member',
       );
       const instance = await repo.findInstance(row.id);
       const secrets =
-        role === 'owner' && instance ? managedDatabases(ctx).credentialsOf(instance) : undefined;
+        role === 'owner' && instance ? ctx.services.managedDatabases.credentialsOf(instance) : undefined;
       return serviceObject(row, instance, secrets);
     },
   );
@@ -82,7 +81,7 @@ export function registerManagedDatabaseApiRoutes(app: FastifyInstance, ctx: AppC
     },
     async (request, reply) => {
       const userId = principalOf(request).userId;
-      const service = managedDatabases(ctx);
+      const service = ctx.services.managedDatabases;
       const { row } = await service.databaseFor(userId, request.params.uuid, 'owner');
       await service.requestDeletion(row.uuid, userId);
       return reply.code(204).send();
@@ -103,7 +102,7 @@ export function registerManagedDatabaseApiRoutes(app: FastifyInstance, ctx: AppC
     },
     async (request) => {
       const userId = principalOf(request).userId;
-      const service = managedDatabases(ctx);
+      const service = ctx.services.managedDatabases;
       const { row } = await service.databaseFor(userId, request.params.uuid, 'owner');
       if (row.state === 'delete-service') {
         throw new AppError('conflict', `Managed database ${row.uuid} is being deleted`, {

@@ -46,7 +46,6 @@ import {
   type ManagedInstanceRow,
 } from '../../../services/managed-databases/repository.js';
 import { serviceObject } from '../../../services/managed-databases/view.js';
-import { managedDatabases } from '../../../services/managed-databases/index.js';
 import { principalOf } from '../../types.js';
 
 const UuidParam = Type.Object({ uuid: Type.String({ minLength: 1, maxLength: 64 }) });
@@ -165,7 +164,8 @@ export function registerDbOperationRoutes(app: FastifyInstance, ctx: AppContext)
     instance: ManagedInstanceRow | undefined,
     role: string,
   ): Record<string, unknown> {
-    const secrets = role === 'owner' && instance ? managedDatabases(ctx).credentialsOf(instance) : undefined;
+    const secrets =
+      role === 'owner' && instance ? ctx.services.managedDatabases.credentialsOf(instance) : undefined;
     return serviceObject(row, instance, secrets);
   }
 
@@ -462,7 +462,7 @@ export function registerDbOperationRoutes(app: FastifyInstance, ctx: AppContext)
         throw asAppError(error);
       }
       // A restart applies both kinds: settings waiting for it, and the newest installed minor's binaries.
-      await managedDatabases(ctx).restart(row.uuid);
+      await ctx.services.managedDatabases.restart(row.uuid);
       // UpCloud's start-maintenance answers 200 with DatabaseUpCloudApiResponse {message}.
       return { message: `Maintenance applied: ${updates.map((u) => u.description).join('; ')}` };
     },

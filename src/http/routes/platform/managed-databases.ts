@@ -5,7 +5,6 @@
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from 'typebox';
 import type { AppContext } from '../../../context.js';
-import { managedDatabases } from '../../../services/managed-databases/index.js';
 import { createManagedDatabaseRepository } from '../../../services/managed-databases/repository.js';
 import { serviceObject } from '../../../services/managed-databases/view.js';
 import { principalOf } from '../../types.js';
@@ -27,7 +26,7 @@ export function registerManagedDatabasePanelRoutes(app: FastifyInstance, ctx: Ap
       },
     },
     async (request) => {
-      const service = managedDatabases(ctx);
+      const service = ctx.services.managedDatabases;
       const { row, role } = await service.databaseFor(
         principalOf(request).userId,
         request.params.uuid,
@@ -64,7 +63,7 @@ export function registerManagedDatabasePanelRoutes(app: FastifyInstance, ctx: Ap
     '/api/v1/managed-databases/:uuid/apply-pending-change',
     { config: { auth: 'api_token' }, schema: { tags, security, params: UuidParam } },
     async (request, reply) => {
-      const row = await managedDatabases(ctx).applyPendingChange(
+      const row = await ctx.services.managedDatabases.applyPendingChange(
         principalOf(request).userId,
         request.params.uuid,
       );
@@ -95,7 +94,7 @@ export function registerManagedDatabasePanelRoutes(app: FastifyInstance, ctx: Ap
     },
     async (request, reply) => {
       const { userId } = principalOf(request);
-      const service = managedDatabases(ctx);
+      const service = ctx.services.managedDatabases;
       const { row } = await service.databaseFor(userId, request.params.uuid, 'owner');
       await service.requestDeletion(row.uuid, userId);
       return reply.code(202).send({ data: { uuid: row.uuid, name: row.name, state: 'delete-service' } });
