@@ -65,3 +65,5 @@ export function createManagedDatabaseRepository(db: Db) {
       db.updateTable('managed_instances').set(patch).where('managed_database_id', '=', databaseId).execute(),
   };
 }
+
+export type ManagedDatabaseRepository = ReturnType<typeof createManagedDatabaseRepository>;

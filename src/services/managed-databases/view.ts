@@ -2,7 +2,7 @@
 // with the values a local instance really has: loopback host, its own port, no TLS.
 import { limitsFor, parsePlan } from '../../drivers/databases/plan-limits.js';
 import type { BaseBackup } from '../../drivers/databases/types.js';
-import { declaredDatabases, declaredUsers, engineOf } from './index.js';
+import { declaredDatabases, declaredUsers, engineOf } from './declared.js';
 import type { ManagedDatabaseRow, ManagedInstanceRow } from './repository.js';
 
 export interface Secrets {

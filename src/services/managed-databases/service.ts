@@ -1,0 +1,591 @@
+// The managed-database service: the provisioning job, daily base backups, deletion and power jobs,
+// the panel's "apply pending plan/zone change", and the stop of every instance at close. One service
+// per context (src/composition.ts), shared by the job handlers, the supervisor and the routes.
+import type { AppContext } from '../../context.js';
+import { baseBackupRetention, limitsFor } from '../../drivers/databases/plan-limits.js';
+import {
+  PermanentDriverError,
+  type InstanceSpec,
+  type ManagedDatabaseDriver,
+} from '../../drivers/databases/types.js';
+import type { Kysely, Transaction } from 'kysely';
+import type { Database } from '../../db/schema/index.js';
+import { redactPaths } from '../../drivers/databases/operations/redact.js';
+import { iso } from '../../domain/clock.js';
+import { recordAudit } from '../../db/repositories/audit.js';
+import { AppError } from '../../domain/errors.js';
+import { enqueueJob, type NewJob } from '../../jobs/queue.js';
+import type { JobHandler } from '../../jobs/runner.js';
+import { declaredDatabases, declaredUsers, engineOf } from './declared.js';
+import {
+  BASE_BACKUP_INTERVAL_MS,
+  BASE_BACKUP_JOB,
+  baseBackupJobKey,
+  DELETE_JOB,
+  deleteJobKey,
+  POWER_JOB,
+  powerJobKey,
+  PROVISION_JOB,
+  provisionJobKey,
+  type ProvisionPayload,
+} from './jobs.js';
+import {
+  createManagedDatabaseRepository,
+  type ManagedDatabaseRow,
+  type ManagedInstanceRow,
+} from './repository.js';
+import { isUnder, startSupervisor, type Supervisor, type SupervisorCore } from './supervisor.js';
+
+export * from './declared.js';
+export * from './jobs.js';
+export type { Supervisor } from './supervisor.js';
+
+const ADMIN_USER = 'upadmin';
+
+export interface ManagedDatabaseService {
+  readonly driver: ManagedDatabaseDriver;
+  handlers(): Record<string, JobHandler>;
+  /**
+   * Starts the supervisor; its first pass starts every instance that should run. `warmUp` also
+   * builds the local driver's engine templates in the background (a serving Berth does).
+   */
+  startSupervisor(options?: { intervalMs?: number; warmUp?: boolean }): Supervisor;
+  /** Passwords of an instance, unsealed: admin and per user. */
+  credentialsOf(instance: ManagedInstanceRow): { admin: string; users: Record<string, string> };
+  /**
+   * The database as `userId` may act on it: 404 unknown, 403 another team's, and 403 for a member
+   * where `need` is `owner` (powering off, deleting). Codes as /1.3 answers them.
+   */
+  databaseFor(
+    userId: number,
+    uuid: string,
+    need: 'member' | 'owner',
+  ): Promise<{ row: ManagedDatabaseRow; role: string }>;
+  /** Carries out a pending plan/zone change from apply; the database restarts with the new limits. */
+  applyPendingChange(userId: number, uuid: string): Promise<ManagedDatabaseRow>;
+  /** Restarts a provisioned instance through the driver (maintenance); resolves once it runs again. */
+  restart(uuid: string): Promise<ManagedDatabaseRow>;
+  /**
+   * PostgreSQL major upgrade, in state `rebalancing`. Ends `running` either way: on the new major with
+   * a fresh base backup queued (the old major's backups and WAL cannot be restored on it), or on the
+   * old major with `upgrade to … failed: …` in state_reason and an audit_log row. Returns the failure.
+   */
+  upgradeMajor(uuid: string, targetMajor: number): Promise<{ error?: string }>;
+  /**
+   * A clone's data by physical copy (driver.adoptCopy): the instance runs on the copy with its own
+   * credentials, and its first base backup is queued. The state is left to the caller (the clone job).
+   */
+  adoptCopy(uuid: string, copy: { dataDir: string; adminPassword: string }): Promise<void>;
+  powerOff(uuid: string): Promise<void>;
+  powerOn(uuid: string): Promise<void>;
+  /**
+   * UpCloud's DELETE: the database turns `delete-service` at once and a durable job removes it (its
+   * processes, files, backups, WAL archive, credentials, tasks and migration records); then it is 404.
+   */
+  requestDeletion(uuid: string, userId: number): Promise<void>;
+  /** UpCloud's PATCH {powered}: `pending` at once, then `stopped` or `running` once the job is done. */
+  requestPower(uuid: string, powered: boolean): Promise<void>;
+  /** Removes the instance, its processes and files, and the database row. */
+  remove(uuid: string): Promise<void>;
+  /** Stops the supervisor and every instance this data dir runs. Registered on ctx.onClose. */
+  close(): Promise<void>;
+}
+
+/** The managed-database service of a context; src/composition.ts makes the one each context has. */
+export function createManagedDatabaseService(
+  ctx: AppContext,
+  driver: ManagedDatabaseDriver,
+): ManagedDatabaseService {
+  const repo = createManagedDatabaseRepository(ctx.db);
+  const now = () => iso(ctx.clock.now());
+  const log = ctx.logger.child({ component: 'managed-databases' });
+  const locks = new Map<string, Promise<unknown>>();
+  const supervisors = new Set<Supervisor>();
+  let closing = false;
+
+  /** One operation per database at a time in this process (job, supervisor, panel action). */
+  function locked<T>(uuid: string, work: () => Promise<T>): Promise<T> {
+    const previous = locks.get(uuid) ?? Promise.resolve();
+    const next = previous.then(work, work);
+    const settled = next.catch(() => undefined);
+    locks.set(uuid, settled);
+    void settled.then(() => {
+      if (locks.get(uuid) === settled) locks.delete(uuid);
+    });
+    return next;
+  }
+
+  function credentialsOf(instance: ManagedInstanceRow) {
+    return {
+      admin: ctx.secretBox.decrypt(instance.admin_password_encrypted),
+      users: JSON.parse(ctx.secretBox.decrypt(instance.user_passwords_encrypted)) as Record<string, string>,
+    };
+  }
+
+  function specOf(row: ManagedDatabaseRow, instance: ManagedInstanceRow, plan = row.plan): InstanceSpec {
+    const secrets = credentialsOf(instance);
+    const engine = engineOf(row.type);
+    return {
+      id: row.uuid,
+      engine,
+      plan,
+      ...(instance.port ? { port: instance.port } : {}),
+      adminUser: instance.admin_username,
+      adminPassword: secrets.admin,
+      users: declaredUsers(row).map((u) => ({
+        username: u.username,
+        password: secrets.users[u.username] ?? '',
+        ...(u.authentication ? { authentication: u.authentication } : {}),
+      })),
+      databases:
+        engine === 'valkey'
+          ? []
+          : declaredDatabases(row).map((d) => ({
+              name: d.name as string,
+              ...(d.character_set ? { characterSet: d.character_set } : {}),
+              ...(d.collation ? { collation: d.collation } : {}),
+            })),
+    };
+  }
+
+  /** The instance row with a sealed password for every declared user (new users get new ones). */
+  async function instanceWithPasswords(row: ManagedDatabaseRow): Promise<ManagedInstanceRow> {
+    const at = now();
+    const existing = await repo.findInstance(row.id);
+    const users = existing ? credentialsOf(existing).users : {};
+    let changed = !existing;
+    for (const user of declaredUsers(row)) {
+      if (!users[user.username]) {
+        users[user.username] = ctx.ids.token(18);
+        changed = true;
+      }
+    }
+    if (!changed && existing) return existing;
+    const sealedUsers = ctx.secretBox.encrypt(JSON.stringify(users));
+    if (existing) {
+      await repo.updateInstance(row.id, { user_passwords_encrypted: sealedUsers, updated_at: at });
+    } else {
+      await repo.insertInstance({
+        managed_database_id: row.id,
+        driver: driver.name,
+        port: null,
+        pid: null,
+        data_dir: null,
+        version: null,
+        applied_plan: null,
+        admin_username: ADMIN_USER,
+        admin_password_encrypted: ctx.secretBox.encrypt(ctx.ids.token(18)),
+        user_passwords_encrypted: sealedUsers,
+        powered: 1,
+        storage_bytes: null,
+        restarts: 0,
+        last_restart_at: null,
+        last_restart_reason: null,
+        backups: '[]',
+        last_backup_at: null,
+        created_at: at,
+        updated_at: at,
+      });
+    }
+    return (await repo.findInstance(row.id)) as ManagedInstanceRow;
+  }
+
+  /** Runs the base-backup job now (it then repeats daily): a first backup, or the first of new data. */
+  function queueBaseBackupNow(db: Kysely<Database> | Transaction<Database>, uuid: string): Promise<void> {
+    const at = ctx.clock.now();
+    return enqueueJob(
+      db,
+      { type: BASE_BACKUP_JOB, key: baseBackupJobKey(uuid), payload: { uuid }, runAt: at },
+      at,
+    );
+  }
+
+  async function recordRunning(
+    row: ManagedDatabaseRow,
+    runtime: Awaited<ReturnType<ManagedDatabaseDriver['provision']>>,
+    extra: Partial<ManagedInstanceRow> = {},
+    followUp?: Omit<NewJob, 'runAt'>,
+  ): Promise<void> {
+    const at = now();
+    await ctx.db.transaction().execute(async (trx) => {
+      const r = createManagedDatabaseRepository(trx);
+      const instance = await r.findInstance(row.id);
+      await r.updateInstance(row.id, {
+        port: runtime.port,
+        pid: runtime.pid,
+        data_dir: runtime.location,
+        version: runtime.version,
+        applied_plan: runtime.plan,
+        updated_at: at,
+        ...extra,
+      });
+      if (followUp) {
+        // The server is up but not ready for its owner: the follow-up (a clone's copy) sets `running`.
+        await r.setState(row.id, 'setup-service', 'server started; copying data', at);
+        await enqueueJob(trx, { ...followUp, runAt: ctx.clock.now() }, ctx.clock.now());
+      } else {
+        await r.setState(row.id, 'running', null, at);
+      }
+      // The first base backup follows provisioning at once; it then repeats daily.
+      if (engineOf(row.type) === 'pg' && instance && instance.last_backup_at === null) {
+        await queueBaseBackupNow(trx, row.uuid);
+      }
+    });
+  }
+
+  const powerOff = (uuid: string): Promise<void> =>
+    locked(uuid, async () => {
+      const { row } = await forDatabase(uuid);
+      await driver.stop({ id: uuid, engine: engineOf(row.type) });
+      await ctx.db.transaction().execute(async (trx) => {
+        const r = createManagedDatabaseRepository(trx);
+        await r.updateInstance(row.id, { powered: 0, pid: null, updated_at: now() });
+        await r.setState(row.id, 'stopped', null, now());
+      });
+    });
+
+  const powerOn = (uuid: string): Promise<void> =>
+    locked(uuid, async () => {
+      const { row, instance } = await forDatabase(uuid);
+      await repo.updateInstance(row.id, { powered: 1, updated_at: now() });
+      const runtime = await driver.start(specOf(row, instance, instance.applied_plan ?? row.plan));
+      await recordRunning(row, runtime);
+    });
+
+  const remove = (uuid: string): Promise<void> =>
+    locked(uuid, async () => {
+      const row = await repo.findDatabase(uuid);
+      if (!row) return;
+      await repo.setState(row.id, 'delete-service', null, now());
+      await driver.delete({ id: uuid, engine: engineOf(row.type) });
+      await ctx.db.transaction().execute(async (trx) => {
+        await trx
+          .deleteFrom('jobs')
+          .where('key', 'in', [provisionJobKey(uuid), baseBackupJobKey(uuid), powerJobKey(uuid)])
+          .execute();
+        await trx.deleteFrom('managed_instances').where('managed_database_id', '=', row.id).execute();
+        await trx.deleteFrom('managed_databases').where('id', '=', row.id).execute();
+      });
+    });
+
+  async function databaseFor(
+    userId: number,
+    uuid: string,
+    need: 'member' | 'owner',
+  ): Promise<{ row: ManagedDatabaseRow; role: string }> {
+    const row = await repo.findDatabase(uuid);
+    if (!row) {
+      throw new AppError('not_found', `Managed database ${uuid} not found`, {
+        apiCode: 'SERVICE_NOT_FOUND',
+      });
+    }
+    const role = (await ctx.identity.teamsOfUser(userId)).find((t) => t.id === row.team_id)?.role;
+    if (role === undefined) {
+      throw new AppError('forbidden', `Managed database ${uuid} belongs to another account`, {
+        apiCode: 'ACCOUNT_FORBIDDEN',
+      });
+    }
+    if (need === 'owner' && role !== 'owner') {
+      throw new AppError(
+        'forbidden',
+        'Only an owner of the team can power off or delete a managed database',
+        {
+          apiCode: 'ACCOUNT_FORBIDDEN',
+        },
+      );
+    }
+    return { row, role };
+  }
+
+  /** Carries out a requested deletion; re-run after a crash, it finds what is left and removes that. */
+  const deleteJob: JobHandler = async (job) => {
+    const { uuid } = job.payload as { uuid: string };
+    const row = await repo.findDatabase(uuid);
+    if (!row || row.state !== 'delete-service') return;
+    await remove(uuid);
+    await ctx.db.transaction().execute(async (trx) => {
+      await trx.deleteFrom('managed_database_tasks').where('database_uuid', '=', uuid).execute();
+      // The migration record holds the source's credentials, sealed: they go with the database.
+      await trx.deleteFrom('managed_database_migrations').where('database_uuid', '=', uuid).execute();
+    });
+    log.info({ uuid }, 'managed database deleted');
+  };
+
+  /** Converges a database to its requested power state (the instance's `powered`), re-read here. */
+  const powerJob: JobHandler = async (job) => {
+    const { uuid } = job.payload as { uuid: string };
+    const row = await repo.findDatabase(uuid);
+    const instance = row && (await repo.findInstance(row.id));
+    if (!row || !instance || row.state === 'delete-service') return;
+    if (instance.powered === 0) await powerOff(uuid);
+    else await powerOn(uuid);
+  };
+
+  const provision: JobHandler = async (job) => {
+    const { uuid, followUp } = job.payload as ProvisionPayload;
+    await locked(uuid, async () => {
+      const row = await repo.findDatabase(uuid);
+      if (!row) return; // deleted meanwhile
+      const previous = await repo.findInstance(row.id);
+      if (previous && previous.powered === 0) return; // powered off: nothing to converge now
+      await repo.setState(row.id, 'setup-service', null, now());
+      try {
+        const instance = await instanceWithPasswords(row);
+        const runtime = await driver.provision(specOf(row, instance));
+        await recordRunning(row, runtime, {}, followUp);
+        log.info({ uuid, port: runtime.port, pid: runtime.pid }, 'managed database running');
+      } catch (error) {
+        const reason = error instanceof Error ? error.message : String(error);
+        // Shown to the team (state_error): without the host's paths, as every answer.
+        await repo.setState(row.id, 'error', redactPaths(reason).slice(0, 1000), now());
+        log.warn({ uuid, err: error }, 'managed database provisioning failed');
+        // A fault in the request itself will not go away by retrying.
+        if (!(error instanceof PermanentDriverError)) throw error;
+      }
+    });
+  };
+
+  const baseBackup: JobHandler = async (job) => {
+    const { uuid } = job.payload as { uuid: string };
+    return locked(uuid, async () => {
+      const row = await repo.findDatabase(uuid);
+      if (!row || engineOf(row.type) !== 'pg') return;
+      const instance = await repo.findInstance(row.id);
+      if (!instance || instance.applied_plan === null || row.state !== 'running') {
+        // Not provisioned yet (or restarting): try again soon; powered off: tomorrow.
+        const later = instance?.powered === 0 ? BASE_BACKUP_INTERVAL_MS : 60_000;
+        return { runAgainAt: new Date(ctx.clock.now().getTime() + later) };
+      }
+      const backups = await driver.baseBackup(specOf(row, instance), baseBackupRetention(row.plan));
+      await repo.updateInstance(row.id, {
+        backups: JSON.stringify(backups),
+        last_backup_at: now(),
+        updated_at: now(),
+      });
+      log.info({ uuid, kept: backups.length }, 'base backup taken');
+      return { runAgainAt: new Date(ctx.clock.now().getTime() + BASE_BACKUP_INTERVAL_MS) };
+    });
+  };
+
+  const audit = (row: ManagedDatabaseRow, action: string, details: unknown): Promise<void> =>
+    recordAudit(ctx.db, { at: now(), userId: null, teamId: row.team_id, action, target: row.uuid, details });
+
+  const auditRestart = (row: ManagedDatabaseRow, reason: string): Promise<void> =>
+    audit(row, 'managed_database.process_restarted', { reason });
+
+  let warming: Promise<void> | undefined;
+  const core: SupervisorCore = {
+    driver,
+    repo,
+    log,
+    dataDir: ctx.config.dataDir,
+    now,
+    closing: () => closing,
+    warmUp() {
+      if (!driver.warmUp) return;
+      warming ??= driver
+        .warmUp(ADMIN_USER)
+        .catch((error: unknown) =>
+          log.warn({ err: error }, 'building database templates failed; the first provisioning will retry'),
+        );
+    },
+    locked,
+    specOf,
+    recordRunning: (row, runtime, extra) => recordRunning(row, runtime, extra),
+    auditRestart,
+    supervisors,
+  };
+
+  async function forDatabase(
+    uuid: string,
+  ): Promise<{ row: ManagedDatabaseRow; instance: ManagedInstanceRow }> {
+    const row = await repo.findDatabase(uuid);
+    const instance = row && (await repo.findInstance(row.id));
+    if (!row || !instance) throw new AppError('not_found', `Managed database ${uuid} has no instance`);
+    return { row, instance };
+  }
+
+  return {
+    driver,
+    credentialsOf,
+    handlers: () => ({
+      [PROVISION_JOB]: provision,
+      [BASE_BACKUP_JOB]: baseBackup,
+      [DELETE_JOB]: deleteJob,
+      [POWER_JOB]: powerJob,
+    }),
+
+    async requestDeletion(uuid, userId) {
+      const at = ctx.clock.now();
+      await ctx.db.transaction().execute(async (trx) => {
+        const r = createManagedDatabaseRepository(trx);
+        const row = await r.findDatabase(uuid);
+        if (!row || row.state === 'delete-service') return;
+        await r.setState(row.id, 'delete-service', null, iso(at));
+        await recordAudit(trx, {
+          at: iso(at),
+          userId,
+          teamId: row.team_id,
+          action: 'managed_database.deleted',
+          target: row.uuid,
+          details: { name: row.name, type: row.type, plan: row.plan },
+        });
+        await enqueueJob(
+          trx,
+          { type: DELETE_JOB, key: deleteJobKey(uuid), payload: { uuid }, runAt: at },
+          at,
+        );
+      });
+    },
+
+    async requestPower(uuid, powered) {
+      const at = ctx.clock.now();
+      await ctx.db.transaction().execute(async (trx) => {
+        const r = createManagedDatabaseRepository(trx);
+        const row = await r.findDatabase(uuid);
+        const instance = row && (await r.findInstance(row.id));
+        if (!row) return;
+        // Powering on or off needs a provisioned server and nothing else in progress on it.
+        const settled = row.state === 'running' || row.state === 'stopped' || row.state === 'error';
+        if (!instance || instance.applied_plan === null || !settled) {
+          throw new AppError(
+            'conflict',
+            `Managed database ${uuid} is ${row.state}; try again once it is running`,
+            {
+              apiCode: 'SERVICE_NOT_RUNNING',
+            },
+          );
+        }
+        await r.updateInstance(row.id, { powered: powered ? 1 : 0, updated_at: iso(at) });
+        await r.setState(row.id, 'pending', null, iso(at));
+        await enqueueJob(trx, { type: POWER_JOB, key: powerJobKey(uuid), payload: { uuid }, runAt: at }, at);
+      });
+    },
+    startSupervisor: (options) => startSupervisor(core, options),
+
+    databaseFor,
+
+    async applyPendingChange(userId, uuid) {
+      const { row } = await databaseFor(userId, uuid, 'member');
+      if (row.pending_plan === null && row.pending_zone === null) {
+        throw new AppError('conflict', `Managed database '${row.name}' has no pending plan or zone change`);
+      }
+      const plan = row.pending_plan ?? row.plan;
+      limitsFor(engineOf(row.type), plan); // rejects a plan name the driver cannot size
+      const at = now();
+      await ctx.db.transaction().execute(async (trx) => {
+        // On one host every zone is this host: a zone change is recorded, nothing moves.
+        await trx
+          .updateTable('managed_databases')
+          .set({
+            plan,
+            zone: row.pending_zone ?? row.zone,
+            pending_plan: null,
+            pending_zone: null,
+            state: 'pending',
+            state_reason: null,
+            updated_at: at,
+          })
+          .where('id', '=', row.id)
+          .execute();
+        await enqueueJob(
+          trx,
+          { type: PROVISION_JOB, key: provisionJobKey(uuid), payload: { uuid }, runAt: ctx.clock.now() },
+          ctx.clock.now(),
+        );
+      });
+      return (await repo.findDatabase(uuid)) as ManagedDatabaseRow;
+    },
+
+    restart: (uuid) =>
+      locked(uuid, async () => {
+        const { row, instance } = await forDatabase(uuid);
+        const runtime = await driver.restart(specOf(row, instance, instance.applied_plan ?? row.plan));
+        await recordRunning(row, runtime);
+        return (await repo.findDatabase(uuid)) as ManagedDatabaseRow;
+      }),
+
+    upgradeMajor: (uuid, targetMajor) =>
+      locked(uuid, async () => {
+        const { row, instance } = await forDatabase(uuid);
+        await repo.setState(row.id, 'rebalancing', `upgrading to PostgreSQL ${targetMajor}`, now());
+        try {
+          if (!driver.upgrade) throw new Error(`the ${driver.name} driver has no major upgrades`);
+          const spec = specOf(row, instance, instance.applied_plan ?? row.plan);
+          const runtime = await driver.upgrade(spec, targetMajor);
+          await recordRunning(row, runtime, { backups: '[]' });
+          // The new major's first base backup now; the job then repeats daily as before.
+          await queueBaseBackupNow(ctx.db, uuid);
+          await audit(row, 'managed_database.upgraded', { from: instance.version, to: runtime.version });
+          log.info({ uuid, from: instance.version, to: runtime.version }, 'managed database upgraded');
+          return {};
+        } catch (error) {
+          const message = error instanceof Error ? error.message : String(error);
+          const reason = `upgrade to PostgreSQL ${targetMajor} failed: ${message}`.slice(0, 1000);
+          // The driver put the old major back; should that have failed too, the supervisor takes over.
+          const status = await driver.status({ id: uuid, engine: engineOf(row.type) }).catch(() => undefined);
+          if (status?.running) await repo.updateInstance(row.id, { pid: status.pid, updated_at: now() });
+          await repo.setState(row.id, status?.running ? 'running' : 'error', reason, now());
+          await audit(row, 'managed_database.upgrade_failed', { target: targetMajor, reason });
+          log.warn({ uuid, err: error }, 'managed database upgrade failed');
+          return { error: reason };
+        }
+      }),
+
+    adoptCopy: (uuid, copy) =>
+      locked(uuid, async () => {
+        const { row, instance } = await forDatabase(uuid);
+        if (!driver.adoptCopy) throw new Error(`the ${driver.name} driver cannot adopt copied data`);
+        const runtime = await driver.adoptCopy(
+          specOf(row, instance, instance.applied_plan ?? row.plan),
+          copy,
+        );
+        await ctx.db.transaction().execute(async (trx) => {
+          await createManagedDatabaseRepository(trx).updateInstance(row.id, {
+            port: runtime.port,
+            pid: runtime.pid,
+            version: runtime.version,
+            backups: '[]',
+            updated_at: now(),
+          });
+          // The copy's own first base backup: the old data's backups cannot be restored onto it.
+          await queueBaseBackupNow(trx, uuid);
+        });
+      }),
+
+    powerOff,
+    powerOn,
+    remove,
+
+    async close() {
+      if (closing) return;
+      closing = true;
+      await Promise.all([...supervisors].map((s) => s.stop()));
+      await warming;
+      // Wait for operations in flight, then stop every instance of this data dir.
+      await Promise.all([...locks.values()]);
+      const instances = await repo.provisionedInstances().catch(() => []);
+      await Promise.all(
+        instances
+          .filter((i) => i.data_dir !== null && isUnder(i.data_dir, ctx.config.dataDir))
+          .map(async (instance) => {
+            const row = await repo.findDatabase(instance.uuid);
+            if (!row) return;
+            await driver.stop({ id: instance.uuid, engine: engineOf(row.type) });
+            // pid null marks a deliberate stop: the next start is not reported as a crash.
+            await repo.updateInstance(row.id, { pid: null, updated_at: now() });
+          }),
+      );
+    },
+  };
+}
+
+/** Starts the supervisor for a serving Berth (lifecycle.ts). */
+export function startManagedDatabases(ctx: AppContext, options: { intervalMs?: number } = {}): Supervisor {
+  return ctx.services.managedDatabases.startSupervisor({ warmUp: true, ...options });
+}
+
+/** Job handlers of this feature (jobs/index.ts). */
+export function managedDatabaseJobHandlers(ctx: AppContext): Record<string, JobHandler> {
+  return ctx.services.managedDatabases.handlers();
+}
