@@ -1,5 +1,5 @@
 // Plans the platform offers per managed-database engine, copied from UpCloud's catalogue
-// (GET /1.3/database/service-types, recorded 2024-11-12; reference/upcloud/plans.json).
+// (GET /1.3/database/service-types, recorded 2024-11-12; test/fixtures/upcloud/plans.json).
 // Copied rather than read at run time so that the server never depends on the reference tree.
 // Valkey took over Redis's plans (UpCloud deprecated Redis in favour of Valkey with the same sizes).
 

@@ -1,4 +1,4 @@
-// Replays UpCloud's recorded /1.3/database requests (../shared/reference/upcloud/fixtures.json: the go-vcr
+// Replays UpCloud's recorded /1.3/database requests (test/fixtures/upcloud/fixtures.json: the go-vcr
 // `interactions`, and the `doc_examples` of UpCloud's migration scripts for tasks and migration-status)
 // against Berth with real managed instances of the local driver. Recorded uuids, task ids, source hosts and
 // times are mapped to ones that exist here; each answer must have the recorded status and the recorded
@@ -25,8 +25,7 @@ import {
 } from '../managed-databases/helpers.js';
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-// CI clones the repository with shared/ beside it.
-const FIXTURES = path.resolve(REPO, '../shared/reference/upcloud/fixtures.json');
+const FIXTURES = path.resolve(REPO, 'test/fixtures/upcloud/fixtures.json');
 
 interface Recorded {
   source: string;

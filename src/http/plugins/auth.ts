@@ -14,7 +14,7 @@ const CHALLENGE: Record<CredentialKind, string> = {
 
 function unauthenticated(kind: CredentialKind, why: string): AppError {
   return new AppError('unauthenticated', why, {
-    // UpCloud's code for a failed login (reference/upcloud/dbapi-notes.md §3).
+    // UpCloud's code for a failed login (test/fixtures/upcloud/dbapi-notes.md §3).
     apiCode: 'AUTHENTICATION_FAILED',
     headers: { 'www-authenticate': CHALLENGE[kind] },
   });

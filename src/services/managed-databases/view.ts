@@ -1,4 +1,4 @@
-// A managed database as UpCloud's /1.3/database answers it (reference/upcloud/dbapi-notes.md §2),
+// A managed database as UpCloud's /1.3/database answers it (test/fixtures/upcloud/dbapi-notes.md §2),
 // with the values a local instance really has: loopback host, its own port, no TLS.
 import { limitsFor, parsePlan } from '../../drivers/databases/plan-limits.js';
 import type { BaseBackup } from '../../drivers/databases/types.js';
