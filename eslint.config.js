@@ -1,5 +1,137 @@
 // Type-aware lint: the promise rules catch the bugs that matter most in a server full of async work.
+// The layer rules keep imports one way (docs/architecture.md, "Layers"): http → services → domain,
+// db, drivers, jobs; domain does no I/O; drivers know nothing of services or HTTP.
 import tseslint from 'typescript-eslint';
+
+/** Modules that do I/O or build queries: not for the domain. */
+const IO_MODULES = [
+  'kysely',
+  'pg',
+  'better-sqlite3',
+  'mysql2',
+  'mysql2/promise',
+  'nodemailer',
+  'playwright-core',
+  'node:fs',
+  'node:fs/promises',
+  'node:child_process',
+  'node:net',
+  'node:http',
+  'node:https',
+  'node:dgram',
+];
+
+const layer = (message, group) => ({ group, message });
+
+export const LAYER_RULES = [
+  {
+    files: ['src/domain/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          paths: IO_MODULES.map((name) => ({ name, message: 'The domain is pure: no I/O, no queries.' })),
+          patterns: [
+            layer('The domain imports no other layer of Berth.', [
+              '**/db/**',
+              '**/drivers/**',
+              '**/services/**',
+              '**/http/**',
+              '**/jobs/**',
+              '**/context.js',
+              '**/composition.js',
+            ]),
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: ['src/drivers/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            layer('Drivers know nothing of services, HTTP, jobs or the context.', [
+              '**/services/**',
+              '**/http/**',
+              '**/jobs/**',
+              '**/context.js',
+              '**/composition.js',
+            ]),
+            layer("Berth's schema stays out of drivers (the local object storage is the one exception).", [
+              '**/db/**',
+            ]),
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // The local object storage is an S3 server inside Berth whose metadata lives in Berth's store (its SQL
+    // in metadata.ts only); issue 12 item 3 moves its provisioning off Berth's transactions.
+    files: ['src/drivers/objectstorage/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            layer('Drivers know nothing of services, HTTP, jobs or the context.', [
+              '**/services/**',
+              '**/http/**',
+              '**/jobs/**',
+              '**/context.js',
+              '**/composition.js',
+            ]),
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: ['src/http/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          paths: [{ name: 'kysely', message: 'Routes call services; queries live in src/db.' }],
+          patterns: [
+            layer('Routes call services; they do not reach drivers or jobs.', [
+              '**/drivers/**',
+              '**/jobs/**',
+            ]),
+            {
+              group: ['**/db/repositories/**', '**/db/connect.js'],
+              allowTypeImports: true,
+              message: 'Routes call services; queries live in src/db.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // Known exceptions, each on its way out (issue 12 items 1–3): the ownership check reads what a
+    // path names straight from the store, /readyz pings it, and the /1.3 operations route still holds
+    // its use cases.
+    files: [
+      'src/http/plugins/ownership.ts',
+      'src/http/routes/system.ts',
+      'src/http/routes/dbapi/operations.ts',
+    ],
+    rules: { '@typescript-eslint/no-restricted-imports': 'off' },
+  },
+  {
+    files: ['src/services/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        { patterns: [layer('Services do not depend on HTTP.', ['**/http/**'])] },
+      ],
+    },
+  },
+];
 
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', 'data/**', 'coverage/**'] },
@@ -13,5 +145,6 @@ export default tseslint.config(
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
     },
   },
+  ...LAYER_RULES,
   { files: ['eslint.config.js'], ...tseslint.configs.disableTypeChecked },
 );

@@ -11,7 +11,7 @@ import { createSettingsRepository, type SettingsRepository } from './db/reposito
 import { createIdentityService, type IdentityService } from './services/identity.js';
 import { createMaintenanceSwitch, type MaintenanceSwitch } from './services/maintenance.js';
 import { createServices, type ServiceOverrides, type Services } from './composition.js';
-import { createSecretBox, loadOrCreateMasterKey, type SecretBox } from './services/secret-box.js';
+import { createSecretBox, loadOrCreateMasterKey, type SecretBox } from './crypto/secret-box.js';
 
 export interface AppContext {
   readonly config: Config;

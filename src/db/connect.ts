@@ -7,7 +7,9 @@ import pg from 'pg';
 import type { Database } from './schema/index.js';
 import { migrateToLatest } from './migrations/index.js';
 
-export type Dialect = 'sqlite' | 'postgres';
+import type { Dialect } from './dialect.js';
+
+export type { Dialect };
 
 export interface Store {
   readonly db: Kysely<Database>;

@@ -5,7 +5,7 @@
 // - nodejs:    /              a Node.js server has no conventional health route; the root answers if it is up.
 // - wordpress: /wp-login.php  answers 200 without a logged-in session and without hitting a theme's
 //                             front page, so a broken theme does not cause restarts.
-import type { ApplicationType } from '../db/schema/infrastructure.js';
+import type { ApplicationType } from './applications.js';
 
 export const APPLICATION_TYPES: readonly ApplicationType[] = ['laravel', 'nodejs', 'wordpress'];
 

@@ -4,7 +4,7 @@
 import { hostname } from 'node:os';
 import { sql, type Kysely } from 'kysely';
 import { iso, type Clock, type IdGenerator } from '../domain/clock.js';
-import type { Dialect } from '../db/connect.js';
+import type { Dialect } from '../db/dialect.js';
 import type { JobState } from '../db/schema/foundation.js';
 import type { Database } from '../db/schema/index.js';
 

@@ -6,7 +6,7 @@ import { iso, type Clock, type IdGenerator } from '../domain/clock.js';
 import { createIdentityRepository, type CredentialRow, type TeamRow } from '../db/repositories/identity.js';
 import type { CredentialKind, Role } from '../db/schema/foundation.js';
 import type { Database } from '../db/schema/index.js';
-import { constantTimeEqual, sha256 } from './secret-box.js';
+import { constantTimeEqual, sha256 } from '../crypto/secret-box.js';
 
 export interface Principal {
   userId: number;

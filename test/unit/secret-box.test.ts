@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { createSecretBox, loadOrCreateMasterKey } from '../../src/services/secret-box.js';
+import { createSecretBox, loadOrCreateMasterKey } from '../../src/crypto/secret-box.js';
 
 describe('secret box', () => {
   const box = createSecretBox(randomBytes(32));

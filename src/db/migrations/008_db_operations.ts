@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import type { Dialect } from '../connect.js';
+import type { Dialect } from '../dialect.js';
 
 // The dialect is part of the migration signature; these tables use text keys only.
 export async function up(db: Kysely<unknown>, _dialect: Dialect): Promise<void> {

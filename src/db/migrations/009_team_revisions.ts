@@ -2,7 +2,7 @@
 // writes (apply, PATCH, scheduled deletion, clones, provisioning, another replica): a plan made at
 // revision R holds for as long as the team's revision is still R (see the apply service's plan cache).
 import { sql, type Kysely } from 'kysely';
-import type { Dialect } from '../connect.js';
+import type { Dialect } from '../dialect.js';
 
 /** Tables with the team's id in `team_id`. */
 export const TEAM_TABLES = ['applications', 'managed_databases', 'object_storages'] as const;

@@ -1,5 +1,5 @@
 import { sql, type CreateTableBuilder } from 'kysely';
-import type { Dialect } from '../connect.js';
+import type { Dialect } from '../dialect.js';
 
 /** An auto-increment integer primary key `id` on either dialect. */
 export function withId<T extends string>(

@@ -1,6 +1,6 @@
 // One ordered list of migrations for both dialects. Add a feature's migration at the end.
 import { Migrator, type Kysely, type Migration, type MigrationProvider } from 'kysely';
-import type { Dialect } from '../connect.js';
+import type { Dialect } from '../dialect.js';
 import * as m001 from './001_foundation.js';
 import * as m002 from './002_infrastructure.js';
 import * as m003 from './003_tools.js';

@@ -20,7 +20,7 @@ import type {
   ServiceState,
   VolumeState,
 } from '../../domain/infrastructure/plan.js';
-import type { Dialect } from '../connect.js';
+import type { Dialect } from '../dialect.js';
 import type { Database } from '../schema/index.js';
 import type {
   ApplicationsTable,

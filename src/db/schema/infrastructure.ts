@@ -2,7 +2,9 @@
 // managed databases and object storage. JSON columns are text holding JSON.
 import type { Generated } from 'kysely';
 
-export type ApplicationType = 'laravel' | 'nodejs' | 'wordpress';
+import type { ApplicationType } from '../../domain/applications.js';
+
+export type { ApplicationType };
 
 export interface ApplicationsTable {
   id: Generated<number>;

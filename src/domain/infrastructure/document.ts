@@ -1,6 +1,6 @@
 // The Infrastructure document after validation: every value checked and normalised. A field that is
 // `undefined` was omitted from the document; apply leaves the stored value alone (apply rule 4).
-import type { ApplicationType } from '../../db/schema/infrastructure.js';
+import type { ApplicationType } from '../applications.js';
 import type { ManagedDatabaseEngine } from '../plans.js';
 
 export const SERVICE_TYPES = [

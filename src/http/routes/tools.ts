@@ -13,8 +13,7 @@ import {
   pdfLayout,
   pdfName,
 } from '../../domain/tools.js';
-import type { PageSource } from '../../drivers/chromium/engine.js';
-import { type ToolsService } from '../../services/tools/index.js';
+import { type PageSource, type ToolsService } from '../../services/tools/index.js';
 import { principalOf } from '../types.js';
 
 const LengthField = Type.Optional(Type.String({ maxLength: 20 }));

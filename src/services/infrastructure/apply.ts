@@ -1,7 +1,7 @@
 // The apply use case: parse → validate the whole document → resolve the team → load the current
 // state → plan → perform every write and enqueue every job in one transaction (nothing for a dry run).
 import type { Kysely, Transaction } from 'kysely';
-import type { Dialect } from '../../db/connect.js';
+import type { Dialect } from '../../db/dialect.js';
 import {
   applicationState,
   createInfrastructureRepository,
@@ -31,7 +31,7 @@ import {
 import { objectStorageEntryErrors } from '../object-storage/index.js';
 import { enqueueJob } from '../../jobs/queue.js';
 import type { IdentityService } from '../identity.js';
-import type { SecretBox } from '../secret-box.js';
+import type { SecretBox } from '../../crypto/secret-box.js';
 
 export interface InfrastructureDeps {
   db: Kysely<Database>;

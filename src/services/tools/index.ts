@@ -31,6 +31,9 @@ import {
 } from '../../drivers/pdf/merge.js';
 import { createCreditLedger, type CreditLedger } from './credits.js';
 import { MARKDOWN_STYLESHEET } from './markdown-style.js';
+
+/** What a page to render is (a URL or HTML), as routes pass it. */
+export type { PageSource };
 import { createWorkQueue, type WorkQueue } from './queue.js';
 
 export interface ToolsOptions {

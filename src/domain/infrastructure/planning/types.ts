@@ -1,5 +1,5 @@
 // The current state a document is planned against, the writes a plan makes and its report.
-import type { ApplicationType } from '../../../db/schema/infrastructure.js';
+import type { ApplicationType } from '../../applications.js';
 import type { FieldErrors } from '../../errors.js';
 import type { ManagedDatabaseEngine } from '../../plans.js';
 import type { DesiredDatabaseUser, DesiredDocument, DesiredLogicalDatabase } from '../document.js';

@@ -1,5 +1,5 @@
 // spec.application: type, version, repository, runtime, commands, settings and PHP options.
-import type { ApplicationType } from '../../../db/schema/infrastructure.js';
+import type { ApplicationType } from '../../applications.js';
 import { APPLICATION_TYPES } from '../../health-checks.js';
 import { type DesiredApplication, NODEJS_VERSIONS, PHP_VERSIONS } from '../document.js';
 import { Checker, isIso8601, normalizeTimestamp, oneOf, versionText } from './checker.js';

@@ -5,7 +5,7 @@ import type { Kysely, Transaction } from 'kysely';
 import type { Config } from '../../../config/index.js';
 import type { Database } from '../../../db/schema/index.js';
 import { iso, type Clock } from '../../../domain/clock.js';
-import type { SecretBox } from '../../../services/secret-box.js';
+import type { SecretBox } from '../../../crypto/secret-box.js';
 import { ProvisionError, type ObjectStorageDriver, type ObjectStorageSpec } from '../driver.js';
 import { createObjectFiles } from './files.js';
 import { compilePolicies, PolicyError } from './policy.js';

@@ -4,10 +4,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
-import type { Dialect } from '../../../db/connect.js';
+import type { Dialect } from '../../../db/dialect.js';
 import type { Database } from '../../../db/schema/index.js';
 import { iso, type Clock } from '../../../domain/clock.js';
-import type { SecretBox } from '../../../services/secret-box.js';
+import type { SecretBox } from '../../../crypto/secret-box.js';
 import { memorySink, receiveBody, type ReceivedBody } from './body.js';
 import { errors } from './errors.js';
 import type { FeatureExchange } from './exchange.js';

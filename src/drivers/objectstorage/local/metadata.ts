@@ -1,6 +1,6 @@
 // The only SQL of the S3 endpoint: buckets, access keys, objects and multipart uploads in the store.
 import { sql, type Kysely } from 'kysely';
-import type { Dialect } from '../../../db/connect.js';
+import type { Dialect } from '../../../db/dialect.js';
 import type { Database } from '../../../db/schema/index.js';
 
 export interface BucketRow {

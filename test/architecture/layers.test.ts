@@ -1,0 +1,62 @@
+// The layer rules of eslint.config.js hold: an import against the direction of the layers fails lint,
+// the same import where it is allowed does not (docs/architecture.md, "Layers").
+import { ESLint } from 'eslint';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const eslint = new ESLint({ cwd: ROOT });
+
+/**
+ * The layer-rule messages ESLint gives `code` linted as the file `file` (an existing file of the
+ * repository: type-aware lint only parses files of the project).
+ */
+async function layerProblems(file: string, code: string): Promise<string[]> {
+  const [result] = await eslint.lintText(code, { filePath: path.join(ROOT, file) });
+  expect(result?.messages.filter((m) => m.fatal)).toEqual([]);
+  return (result?.messages ?? [])
+    .filter((m) => m.ruleId === '@typescript-eslint/no-restricted-imports')
+    .map((m) => m.message);
+}
+
+describe('layer rules', () => {
+  it('keep the domain free of I/O and of the other layers', async () => {
+    expect(
+      await layerProblems('src/domain/errors.ts', "import fs from 'node:fs';\nexport const f = fs;\n"),
+    ).toEqual([expect.stringContaining('The domain is pure')]);
+    expect(
+      await layerProblems(
+        'src/domain/errors.ts',
+        "import { createContext } from '../context.js';\nexport const f = createContext;\n",
+      ),
+    ).toEqual([expect.stringContaining('imports no other layer')]);
+    expect(
+      await layerProblems(
+        'src/domain/errors.ts',
+        "import { fieldError } from './errors.js';\nexport const f = fieldError;\n",
+      ),
+    ).toEqual([]);
+  });
+
+  it('keep drivers from services and HTTP, and Berth’s schema out of drivers', async () => {
+    const service =
+      "import { createServices } from '../../composition.js';\nexport const f = createServices;\n";
+    expect(await layerProblems('src/drivers/pdf/merge.ts', service)).toHaveLength(1);
+    const schema = "import type { Database } from '../../db/schema/index.js';\nexport type D = Database;\n";
+    expect(await layerProblems('src/drivers/pdf/merge.ts', schema)).toHaveLength(1);
+    expect(await layerProblems('src/services/identity.ts', schema)).toEqual([]);
+  });
+
+  it('keep routes on services: no drivers, jobs or queries', async () => {
+    const driver =
+      "import { startS3Server } from '../../drivers/objectstorage/local/server.js';\nexport const f = startS3Server;\n";
+    expect(await layerProblems('src/http/routes/tools.ts', driver)).toHaveLength(1);
+    const repo =
+      "import { createInfrastructureRepository } from '../../db/repositories/infrastructure.js';\nexport const f = createInfrastructureRepository;\n";
+    expect(await layerProblems('src/http/routes/tools.ts', repo)).toHaveLength(1);
+    const service =
+      "import { createServices } from '../../composition.js';\nexport const f = createServices;\n";
+    expect(await layerProblems('src/http/routes/tools.ts', service)).toEqual([]);
+  });
+});
