@@ -14,6 +14,7 @@ import {
   type ManagedDatabaseService,
 } from './services/managed-databases/index.js';
 import type { ApplicationCleanup } from './services/scheduled-deletion/index.js';
+import { createScheduleService, type ScheduleService } from './services/scheduled-deletion/schedules.js';
 import {
   createToolsService,
   DEFAULT_TOOLS_OPTIONS,
@@ -31,6 +32,8 @@ export interface Services {
   readonly s3Endpoint: { port: number | undefined };
   /** Work to do before any application of this context is deleted (a runtime's processes…). */
   readonly applicationCleanups: ApplicationCleanup[];
+  /** Applications' deletion schedules over the platform API. */
+  readonly schedules: ScheduleService;
 }
 
 /** What tests and tools may choose instead of the configured defaults. */
@@ -88,6 +91,9 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
   });
   const objectStorage = once(objectStorageDriver);
   const applicationCleanups: ApplicationCleanup[] = [];
+  const schedules = once(() =>
+    createScheduleService({ db: ctx.db, clock: ctx.clock, identity: ctx.identity }),
+  );
 
   return {
     get managedDatabases() {
@@ -101,6 +107,9 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
     },
     get objectStorage() {
       return objectStorage();
+    },
+    get schedules() {
+      return schedules();
     },
     s3Endpoint,
     applicationCleanups,
