@@ -9,6 +9,7 @@ import type { ManagedDatabaseDriver } from './drivers/databases/types.js';
 import { createSmtpMailer, defaultSender, type Mailer } from './drivers/mail/index.js';
 import type { ObjectStorageDriver } from './drivers/objectstorage/driver.js';
 import { createLocalObjectStorageDriver, s3EndpointUrl } from './drivers/objectstorage/local/index.js';
+import { createDbOperationRequests, type DbOperationRequests } from './services/db-operations/requests.js';
 import {
   createManagedDatabaseService,
   type ManagedDatabaseService,
@@ -34,6 +35,8 @@ export interface Services {
   readonly applicationCleanups: ApplicationCleanup[];
   /** Applications' deletion schedules over the platform API. */
   readonly schedules: ScheduleService;
+  /** The /1.3 operations' requests (tasks, migrations, upgrade, maintenance, clones). */
+  readonly dbOperations: DbOperationRequests;
 }
 
 /** What tests and tools may choose instead of the configured defaults. */
@@ -91,6 +94,7 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
   });
   const objectStorage = once(objectStorageDriver);
   const applicationCleanups: ApplicationCleanup[] = [];
+  const dbOperations = once(() => createDbOperationRequests(ctx));
   const schedules = once(() =>
     createScheduleService({ db: ctx.db, clock: ctx.clock, identity: ctx.identity }),
   );
@@ -110,6 +114,9 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
     },
     get schedules() {
       return schedules();
+    },
+    get dbOperations() {
+      return dbOperations();
     },
     s3Endpoint,
     applicationCleanups,

@@ -43,6 +43,7 @@ function sourceCodes(): Set<string> {
     ...filesUnder('src/http/routes/dbapi'),
     'src/http/plugins/auth.ts',
     'src/services/db-operations/index.ts',
+    'src/services/db-operations/requests.ts',
   ];
   for (const file of withApiCodes) {
     for (const m of read(file).matchAll(/apiCode: '([A-Z_]+)'/g)) codes.add(m[1] ?? '');
