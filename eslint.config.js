@@ -23,6 +23,14 @@ const IO_MODULES = [
 
 const layer = (message, group) => ({ group, message });
 
+const DRIVER_LAYERS = layer('Drivers know nothing of services, HTTP, jobs or the context.', [
+  '**/services/**',
+  '**/http/**',
+  '**/jobs/**',
+  '**/context.js',
+  '**/composition.js',
+]);
+
 export const LAYER_RULES = [
   {
     files: ['src/domain/**/*.ts'],
@@ -53,13 +61,7 @@ export const LAYER_RULES = [
         'error',
         {
           patterns: [
-            layer('Drivers know nothing of services, HTTP, jobs or the context.', [
-              '**/services/**',
-              '**/http/**',
-              '**/jobs/**',
-              '**/context.js',
-              '**/composition.js',
-            ]),
+            DRIVER_LAYERS,
             layer("Berth's schema stays out of drivers (the local object storage is the one exception).", [
               '**/db/**',
             ]),
@@ -76,15 +78,7 @@ export const LAYER_RULES = [
       '@typescript-eslint/no-restricted-imports': [
         'error',
         {
-          patterns: [
-            layer('Drivers know nothing of services, HTTP, jobs or the context.', [
-              '**/services/**',
-              '**/http/**',
-              '**/jobs/**',
-              '**/context.js',
-              '**/composition.js',
-            ]),
-          ],
+          patterns: [DRIVER_LAYERS],
         },
       ],
     },

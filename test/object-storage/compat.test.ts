@@ -15,7 +15,6 @@ import {
   PutBucketTaggingCommand,
   PutObjectCommand,
   S3Client,
-  S3ServiceException,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
@@ -27,7 +26,7 @@ import type { S3Server } from '../../src/drivers/objectstorage/local/server.js';
 import { startObjectStorageEndpoint } from '../../src/services/object-storage/index.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
-import { adminStorage } from './helpers.js';
+import { adminStorage, outcome as refusal } from './helpers.js';
 
 const bytes = (data: string | ArrayBuffer | ArrayBufferView) =>
   typeof data === 'string'
@@ -48,16 +47,6 @@ class NodeSha256 {
   digest(): Promise<Uint8Array> {
     return Promise.resolve(new Uint8Array(this.hash.digest()));
   }
-}
-
-async function refusal(promise: Promise<unknown>): Promise<string> {
-  try {
-    await promise;
-  } catch (error) {
-    if (error instanceof S3ServiceException) return `${error.$metadata.httpStatusCode} ${error.name}`;
-    throw error;
-  }
-  return 'accepted';
 }
 
 describe.each(DIALECTS)('S3 compatibility on %s', (dialect) => {

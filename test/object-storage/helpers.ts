@@ -100,6 +100,17 @@ export function putAfterContinue(
   });
 }
 
+/** How a request ended: `accepted`, or the refusal's status and S3 error code (`404 NoSuchKey`). */
+export async function outcome(promise: Promise<unknown>): Promise<string> {
+  try {
+    await promise;
+  } catch (error) {
+    if (error instanceof S3ServiceException) return `${error.$metadata.httpStatusCode} ${error.name}`;
+    throw error;
+  }
+  return 'accepted';
+}
+
 /** The S3 error a request was refused with; fails when it was not refused. */
 export async function refusal(
   promise: Promise<unknown>,

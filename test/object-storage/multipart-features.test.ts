@@ -11,7 +11,6 @@ import {
   ListPartsCommand,
   PutObjectCommand,
   S3Client,
-  S3ServiceException,
   UploadPartCommand,
   UploadPartCopyCommand,
   type ChecksumAlgorithm,
@@ -24,17 +23,7 @@ import type { S3Server } from '../../src/drivers/objectstorage/local/server.js';
 import { startObjectStorageEndpoint } from '../../src/services/object-storage/index.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
-import { adminStorage } from './helpers.js';
-
-async function refusal(promise: Promise<unknown>): Promise<string> {
-  try {
-    await promise;
-  } catch (error) {
-    if (error instanceof S3ServiceException) return `${error.$metadata.httpStatusCode} ${error.name}`;
-    throw error;
-  }
-  return 'accepted';
-}
+import { adminStorage, outcome as refusal } from './helpers.js';
 
 const MiB = 1024 * 1024;
 const crc32 = (data: Buffer) => {

@@ -13,6 +13,7 @@
 // - Every request of every page goes through `context.route`: Berth fetches it itself, connected to an
 //   address the AddressGuard approved. Requests that escape routing (WebSockets, WebRTC) meet a dead
 //   proxy, so nothing reaches the network unchecked.
+import type { PageLayout } from '../../domain/tools.js';
 import { randomBytes } from 'node:crypto';
 import {
   chromium,
@@ -53,14 +54,8 @@ export const CHROMIUM_ARGS = [
 
 export type PageSource = { kind: 'html'; html: string } | { kind: 'url'; url: string };
 
-export interface PdfSettings {
-  landscape: boolean;
-  printBackground: boolean;
-  scale: number;
-  width: string;
-  height: string;
-  margin: { top: string; bottom: string; left: string; right: string };
-}
+/** A PDF's page layout: the domain's PageLayout (the tools API parses it, src/domain/tools.ts). */
+export type PdfSettings = PageLayout;
 
 export interface ScreenshotSettings {
   width: number;
