@@ -1,10 +1,7 @@
 // The background work of one Berth process: the job runner with every feature's handlers.
 import type { AppContext } from '../context.js';
 import { createJobRunner, type JobHandler, type JobRunner } from './runner.js';
-import {
-  PROVISION_JOB as OBJECT_STORAGE_PROVISION,
-  provisionObjectStorageHandler,
-} from '../services/object-storage/index.js';
+import { provisionObjectStorageHandler } from '../services/object-storage/index.js';
 import { scheduledDeletionJobHandlers } from '../services/scheduled-deletion/index.js';
 import { managedDatabaseJobHandlers } from '../services/managed-databases/index.js';
 import { dbOperationJobHandlers } from '../services/db-operations/index.js';
@@ -12,7 +9,7 @@ import { dbOperationJobHandlers } from '../services/db-operations/index.js';
 /** Every job type and its handler. Features add theirs here. */
 export function jobHandlers(ctx: AppContext): Record<string, JobHandler> {
   return {
-    [OBJECT_STORAGE_PROVISION]: provisionObjectStorageHandler(ctx),
+    ...provisionObjectStorageHandler(ctx),
     ...scheduledDeletionJobHandlers(ctx),
     ...managedDatabaseJobHandlers(ctx),
     ...dbOperationJobHandlers(ctx),

@@ -4,7 +4,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TASK_JOB, dbOperationJobHandlers } from '../../src/services/db-operations/index.js';
+import { dbOperationJobHandlers } from '../../src/services/db-operations/index.js';
+
+const TASK_JOB = 'db_operation.task';
 import { authHeaders, createTestApp, type TestApp } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
 import { applyManagedDatabase } from '../managed-databases/helpers.js';

@@ -1,6 +1,7 @@
 // The /1.3 managed-database operations on top of the engine functions in
 // src/drivers/databases/operations: check tasks and migrations run as jobs, their requests sealed
 // (source URIs hold passwords) and their results redacted by the engine functions.
+import { handles } from '../jobs.js';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -50,18 +51,10 @@ import {
 // Moved to the drivers (the local driver needs it); re-exported for the routes.
 export { pgBinDirFor };
 
-export const TASK_JOB = 'db_operation.task';
-export const MIGRATION_JOB = 'db_operation.migration';
-export const taskJobKey = (id: string): string => `${TASK_JOB}:${id}`;
-export const migrationJobKey = (uuid: string): string => `${MIGRATION_JOB}:${uuid}`;
-export const UPGRADE_JOB = 'db_operation.upgrade';
-export const upgradeJobKey = (uuid: string): string => `${UPGRADE_JOB}:${uuid}`;
 export interface UpgradePayload {
   uuid: string;
   targetVersion: string;
 }
-export const CLONE_JOB = 'db_operation.clone';
-export const cloneJobKey = (uuid: string): string => `${CLONE_JOB}:${uuid}`;
 
 /** What the clone job copies: from `source` into the freshly provisioned `target`. */
 export interface ClonePayload {
@@ -481,14 +474,14 @@ export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandl
   }
 
   return {
-    [UPGRADE_JOB]: async (job) => runUpgrade(job.payload as UpgradePayload),
-    [CLONE_JOB]: async (job, { signal }) => runClone(job.payload as ClonePayload, signal),
-    [TASK_JOB]: async (job) => {
-      await runTask((job.payload as { id: string }).id);
-    },
-    [MIGRATION_JOB]: async (job, { signal }) => {
-      await runMigration((job.payload as { uuid: string }).uuid, signal);
-    },
+    ...handles('db_operation.upgrade', (payload) => runUpgrade(payload)),
+    ...handles('db_operation.clone', (payload, _job, { signal }) => runClone(payload, signal)),
+    ...handles('db_operation.task', async ({ id }) => {
+      await runTask(id);
+    }),
+    ...handles('db_operation.migration', async ({ uuid }, _job, { signal }) => {
+      await runMigration(uuid, signal);
+    }),
   };
 }
 

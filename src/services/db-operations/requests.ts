@@ -15,8 +15,8 @@ import {
 import { iso } from '../../domain/clock.js';
 import { AppError, type ErrorCode } from '../../domain/errors.js';
 import { MANAGED_DATABASE_ZONES, isPlanOffered } from '../../domain/plans.js';
-import { enqueueJob } from '../../jobs/queue.js';
-import { PROVISION_JOB, provisionJobKey, type ProvisionPayload } from '../managed-databases/jobs.js';
+import type { ProvisionPayload } from '../managed-databases/jobs.js';
+import { enqueue, jobOf } from '../jobs.js';
 import {
   createManagedDatabaseRepository,
   type ManagedDatabaseRow,
@@ -24,21 +24,13 @@ import {
 } from '../managed-databases/repository.js';
 import { serviceObject } from '../managed-databases/view.js';
 import {
-  CLONE_JOB,
-  cloneJobKey,
   restorableBackups,
   type ClonePayload,
-  MIGRATION_JOB,
-  TASK_JOB,
-  UPGRADE_JOB,
   adminUriOf,
-  migrationJobKey,
   migrationStatusOf,
   pgBinDirFor,
   stopMigration,
-  taskJobKey,
   taskObject,
-  upgradeJobKey,
   type TaskRequest,
   type UpgradePayload,
 } from './index.js';
@@ -214,11 +206,7 @@ export function createDbOperationRequests(ctx: AppContext) {
       };
       await ctx.db.transaction().execute(async (trx) => {
         await createDbOperationsRepository(trx).insertTask(values);
-        await enqueueJob(
-          trx,
-          { type: TASK_JOB, key: taskJobKey(id), payload: { id }, runAt: now(), maxAttempts: 1 },
-          now(),
-        );
+        await enqueue(trx, 'db_operation.task', { id }, { now: now(), maxAttempts: 1 });
       });
       return taskObject(values, row.type);
     },
@@ -278,17 +266,7 @@ export function createDbOperationRequests(ctx: AppContext) {
           created_at: at,
           updated_at: at,
         });
-        await enqueueJob(
-          trx,
-          {
-            type: MIGRATION_JOB,
-            key: migrationJobKey(row.uuid),
-            payload: { uuid: row.uuid },
-            runAt: now(),
-            maxAttempts: 1,
-          },
-          now(),
-        );
+        await enqueue(trx, 'db_operation.migration', { uuid: row.uuid }, { now: now(), maxAttempts: 1 });
       });
       const object = serviceObjectFor(row, instance, role);
       // UpCloud echoes the migration under properties; Berth leaves the password out.
@@ -351,11 +329,7 @@ export function createDbOperationRequests(ctx: AppContext) {
           iso(at),
         );
         // One attempt: a failed upgrade leaves the old major running with the reason in state_reason.
-        await enqueueJob(
-          trx,
-          { type: UPGRADE_JOB, key: upgradeJobKey(row.uuid), payload, runAt: at, maxAttempts: 1 },
-          at,
-        );
+        await enqueue(trx, 'db_operation.upgrade', payload, { now: at, maxAttempts: 1 });
       });
       const upgrading = (await repo.findDatabase(row.uuid)) ?? row;
       const object = serviceObjectFor(upgrading, running, role);
@@ -456,13 +430,9 @@ export function createDbOperationRequests(ctx: AppContext) {
         const provision: ProvisionPayload = {
           uuid: target,
           // maxAttempts 1: a failed copy leaves the clone in `error` with its reason rather than retrying.
-          followUp: { type: CLONE_JOB, key: cloneJobKey(target), payload, maxAttempts: 1 },
+          followUp: jobOf('db_operation.clone', payload, 1),
         };
-        await enqueueJob(
-          trx,
-          { type: PROVISION_JOB, key: provisionJobKey(target), payload: provision, runAt: at },
-          at,
-        );
+        await enqueue(trx, 'managed_database.provision', provision, { now: at });
       });
       const clone = await repo.findDatabase(payload.target);
       if (!clone) throw new AppError('internal', 'The clone vanished');

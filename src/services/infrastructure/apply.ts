@@ -29,7 +29,7 @@ import {
   type ValidationHooks,
 } from '../../domain/infrastructure/validate.js';
 import { objectStorageEntryErrors } from '../object-storage/index.js';
-import { enqueueJob } from '../../jobs/queue.js';
+import { enqueue } from '../jobs.js';
 import type { IdentityService } from '../identity.js';
 import type { SecretBox } from '../../crypto/secret-box.js';
 
@@ -62,9 +62,6 @@ export interface ApplyResponse {
   auto_deploy_enabled: boolean;
   deployment_id: number | null;
 }
-
-export const PROVISION_DATABASE_JOB = 'managed_database.provision';
-export const PROVISION_STORAGE_JOB = 'object_storage.provision';
 
 /** Unique-constraint violations: a concurrent apply (of another team, for domains) won the race. */
 function isUniqueViolation(error: unknown): boolean {
@@ -370,61 +367,25 @@ export function createApplyService(deps: InfrastructureDeps) {
         case 'managed_database.create': {
           const uuid = ids.uuid();
           await repo.insertManagedDatabase(teamId, uuid, op.values, at);
-          await enqueueJob(
-            trx,
-            {
-              type: PROVISION_DATABASE_JOB,
-              key: `${PROVISION_DATABASE_JOB}:${uuid}`,
-              payload: { uuid },
-              runAt: now,
-            },
-            now,
-          );
+          await enqueue(trx, 'managed_database.provision', { uuid }, { now });
           break;
         }
         case 'managed_database.update':
           await repo.updateManagedDatabase(op.id, op.values, at);
           if (op.reconcile) {
-            await enqueueJob(
-              trx,
-              {
-                type: PROVISION_DATABASE_JOB,
-                key: `${PROVISION_DATABASE_JOB}:${op.uuid}`,
-                payload: { uuid: op.uuid },
-                runAt: now,
-              },
-              now,
-            );
+            await enqueue(trx, 'managed_database.provision', { uuid: op.uuid }, { now });
           }
           break;
         case 'object_storage.create': {
           const uuid = ids.uuid();
           await repo.insertObjectStorage(teamId, uuid, op.values, at);
-          await enqueueJob(
-            trx,
-            {
-              type: PROVISION_STORAGE_JOB,
-              key: `${PROVISION_STORAGE_JOB}:${uuid}`,
-              payload: { uuid },
-              runAt: now,
-            },
-            now,
-          );
+          await enqueue(trx, 'object_storage.provision', { uuid }, { now });
           break;
         }
         case 'object_storage.update':
           await repo.updateObjectStorage(op.id, op.values, at);
           if (op.reconcile) {
-            await enqueueJob(
-              trx,
-              {
-                type: PROVISION_STORAGE_JOB,
-                key: `${PROVISION_STORAGE_JOB}:${op.uuid}`,
-                payload: { uuid: op.uuid },
-                runAt: now,
-              },
-              now,
-            );
+            await enqueue(trx, 'object_storage.provision', { uuid: op.uuid }, { now });
           }
           break;
       }

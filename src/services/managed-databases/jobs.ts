@@ -1,16 +1,13 @@
-// The managed-database jobs: their names, keys and payloads.
+// The managed-database jobs: their payload (the job map is src/services/jobs.ts) and the keys other
+// code removes or looks up directly.
 import type { NewJob } from '../../jobs/queue.js';
+import { jobKey } from '../jobs.js';
 
-export const PROVISION_JOB = 'managed_database.provision';
-export const BASE_BACKUP_JOB = 'managed_database.base_backup';
 export const BASE_BACKUP_INTERVAL_MS = 24 * 60 * 60 * 1000;
 
-export const DELETE_JOB = 'managed_database.delete';
-export const POWER_JOB = 'managed_database.power';
-export const provisionJobKey = (uuid: string): string => `${PROVISION_JOB}:${uuid}`;
-export const deleteJobKey = (uuid: string): string => `${DELETE_JOB}:${uuid}`;
-export const powerJobKey = (uuid: string): string => `${POWER_JOB}:${uuid}`;
-export const baseBackupJobKey = (uuid: string): string => `${BASE_BACKUP_JOB}:${uuid}`;
+export const provisionJobKey = (uuid: string): string => jobKey('managed_database.provision', { uuid });
+export const powerJobKey = (uuid: string): string => jobKey('managed_database.power', { uuid });
+export const baseBackupJobKey = (uuid: string): string => jobKey('managed_database.base_backup', { uuid });
 
 export interface ProvisionPayload {
   uuid: string;

@@ -15,17 +15,13 @@ import { iso } from '../../domain/clock.js';
 import { recordAudit } from '../../db/repositories/audit.js';
 import { AppError } from '../../domain/errors.js';
 import { enqueueJob, type NewJob } from '../../jobs/queue.js';
-import type { JobHandler } from '../../jobs/runner.js';
+import { enqueue, handles, type JobPayloads } from '../jobs.js';
+import type { JobHandler, JobResult } from '../../jobs/runner.js';
 import { declaredDatabases, declaredUsers, engineOf } from './declared.js';
 import {
   BASE_BACKUP_INTERVAL_MS,
-  BASE_BACKUP_JOB,
   baseBackupJobKey,
-  DELETE_JOB,
-  deleteJobKey,
-  POWER_JOB,
   powerJobKey,
-  PROVISION_JOB,
   provisionJobKey,
   type ProvisionPayload,
 } from './jobs.js';
@@ -193,11 +189,7 @@ export function createManagedDatabaseService(
   /** Runs the base-backup job now (it then repeats daily): a first backup, or the first of new data. */
   function queueBaseBackupNow(db: Kysely<Database> | Transaction<Database>, uuid: string): Promise<void> {
     const at = ctx.clock.now();
-    return enqueueJob(
-      db,
-      { type: BASE_BACKUP_JOB, key: baseBackupJobKey(uuid), payload: { uuid }, runAt: at },
-      at,
-    );
+    return enqueue(db, 'managed_database.base_backup', { uuid }, { now: at });
   }
 
   async function recordRunning(
@@ -298,8 +290,7 @@ export function createManagedDatabaseService(
   }
 
   /** Carries out a requested deletion; re-run after a crash, it finds what is left and removes that. */
-  const deleteJob: JobHandler = async (job) => {
-    const { uuid } = job.payload as { uuid: string };
+  const deleteJob = async ({ uuid }: JobPayloads['managed_database.delete']): Promise<void> => {
     const row = await repo.findDatabase(uuid);
     if (!row || row.state !== 'delete-service') return;
     await remove(uuid);
@@ -312,8 +303,7 @@ export function createManagedDatabaseService(
   };
 
   /** Converges a database to its requested power state (the instance's `powered`), re-read here. */
-  const powerJob: JobHandler = async (job) => {
-    const { uuid } = job.payload as { uuid: string };
+  const powerJob = async ({ uuid }: JobPayloads['managed_database.power']): Promise<void> => {
     const row = await repo.findDatabase(uuid);
     const instance = row && (await repo.findInstance(row.id));
     if (!row || !instance || row.state === 'delete-service') return;
@@ -321,8 +311,7 @@ export function createManagedDatabaseService(
     else await powerOn(uuid);
   };
 
-  const provision: JobHandler = async (job) => {
-    const { uuid, followUp } = job.payload as ProvisionPayload;
+  const provision = async ({ uuid, followUp }: ProvisionPayload): Promise<void> => {
     await locked(uuid, async () => {
       const row = await repo.findDatabase(uuid);
       if (!row) return; // deleted meanwhile
@@ -345,8 +334,7 @@ export function createManagedDatabaseService(
     });
   };
 
-  const baseBackup: JobHandler = async (job) => {
-    const { uuid } = job.payload as { uuid: string };
+  const baseBackup = async ({ uuid }: JobPayloads['managed_database.base_backup']): Promise<JobResult> => {
     return locked(uuid, async () => {
       const row = await repo.findDatabase(uuid);
       if (!row || engineOf(row.type) !== 'pg') return;
@@ -409,10 +397,10 @@ export function createManagedDatabaseService(
     driver,
     credentialsOf,
     handlers: () => ({
-      [PROVISION_JOB]: provision,
-      [BASE_BACKUP_JOB]: baseBackup,
-      [DELETE_JOB]: deleteJob,
-      [POWER_JOB]: powerJob,
+      ...handles('managed_database.provision', provision),
+      ...handles('managed_database.base_backup', baseBackup),
+      ...handles('managed_database.delete', deleteJob),
+      ...handles('managed_database.power', powerJob),
     }),
 
     async requestDeletion(uuid, userId) {
@@ -430,11 +418,7 @@ export function createManagedDatabaseService(
           target: row.uuid,
           details: { name: row.name, type: row.type, plan: row.plan },
         });
-        await enqueueJob(
-          trx,
-          { type: DELETE_JOB, key: deleteJobKey(uuid), payload: { uuid }, runAt: at },
-          at,
-        );
+        await enqueue(trx, 'managed_database.delete', { uuid }, { now: at });
       });
     },
 
@@ -458,7 +442,7 @@ export function createManagedDatabaseService(
         }
         await r.updateInstance(row.id, { powered: powered ? 1 : 0, updated_at: iso(at) });
         await r.setState(row.id, 'pending', null, iso(at));
-        await enqueueJob(trx, { type: POWER_JOB, key: powerJobKey(uuid), payload: { uuid }, runAt: at }, at);
+        await enqueue(trx, 'managed_database.power', { uuid }, { now: at });
       });
     },
     startSupervisor: (options) => startSupervisor(core, options),
@@ -488,11 +472,7 @@ export function createManagedDatabaseService(
           })
           .where('id', '=', row.id)
           .execute();
-        await enqueueJob(
-          trx,
-          { type: PROVISION_JOB, key: provisionJobKey(uuid), payload: { uuid }, runAt: ctx.clock.now() },
-          ctx.clock.now(),
-        );
+        await enqueue(trx, 'managed_database.provision', { uuid }, { now: ctx.clock.now() });
       });
       return (await repo.findDatabase(uuid)) as ManagedDatabaseRow;
     },

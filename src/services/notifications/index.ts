@@ -11,13 +11,13 @@ import type {
   NotificationsTable,
 } from '../../db/schema/scheduled-deletion.js';
 import type { Mailer } from '../../drivers/mail/index.js';
-import { enqueueJob } from '../../jobs/queue.js';
+import { enqueue, jobKey, type JobType } from '../jobs.js';
 import type { JobHandler, RunningJob } from '../../jobs/runner.js';
 
 type Db = Kysely<Database> | Transaction<Database>;
 
-export const NOTIFICATION_SEND_JOB = 'notifications.send';
-export const sendJobKey = (id: number): string => `${NOTIFICATION_SEND_JOB}:${id}`;
+export const NOTIFICATION_SEND_JOB = 'notifications.send' satisfies JobType;
+export const sendJobKey = (id: number): string => jobKey('notifications.send', { id });
 
 export interface NewNotification {
   team_id: number;
@@ -63,11 +63,7 @@ export async function queueNotifications(trx: Db, messages: NewNotification[], n
       .values({ ...message, state: 'unsent', attempts: 0, created_at: at, updated_at: at })
       .returning('id')
       .executeTakeFirstOrThrow();
-    await enqueueJob(
-      trx,
-      { type: NOTIFICATION_SEND_JOB, key: sendJobKey(row.id), payload: { id: row.id }, runAt: now },
-      now,
-    );
+    await enqueue(trx, 'notifications.send', { id: row.id }, { now });
     ids.push(row.id);
   }
   return ids;
@@ -172,11 +168,7 @@ export async function requeueUnsent(db: Kysely<Database>, now: Date, limit = 10_
     .limit(limit)
     .execute();
   for (const { id } of rows) {
-    await enqueueJob(
-      db,
-      { type: NOTIFICATION_SEND_JOB, key: sendJobKey(id), payload: { id }, runAt: now },
-      now,
-    );
+    await enqueue(db, 'notifications.send', { id: id }, { now });
   }
   return rows.length;
 }

@@ -1,5 +1,6 @@
 // Object storage use cases: the provisioning job that apply enqueues, the endpoint's start, and the
 // owner's view of a storage (endpoint, buckets, credentials).
+import { handles } from '../jobs.js';
 import type { AppContext } from '../../context.js';
 import { iso } from '../../domain/clock.js';
 import { recordAudit } from '../../db/repositories/audit.js';
@@ -10,8 +11,6 @@ import { virtualHostSuffixes } from '../../drivers/objectstorage/local/index.js'
 import { compilePolicies, PolicyError } from '../../drivers/objectstorage/local/policy.js';
 import { isValidBucketName, startS3Server, type S3Server } from '../../drivers/objectstorage/local/server.js';
 import type { JobHandler } from '../../jobs/runner.js';
-
-export const PROVISION_JOB = 'object_storage.provision';
 
 /** Starts the S3 endpoint on BERTH_S3_PORT (0: any free port). */
 export async function startObjectStorageEndpoint(ctx: AppContext): Promise<S3Server> {
@@ -80,10 +79,11 @@ interface StoredUser {
  * Handler of `object_storage.provision` ({uuid}): buckets and keys, then `running`, in one transaction.
  * A problem a retry cannot fix sets `error` with the reason; anything else throws and is retried.
  */
-export function provisionObjectStorageHandler(ctx: AppContext): JobHandler {
+export function provisionObjectStorageHandler(
+  ctx: AppContext,
+): Record<'object_storage.provision', JobHandler> {
   const driver = ctx.services.objectStorage;
-  return async (job) => {
-    const { uuid } = job.payload as { uuid?: string };
+  return handles('object_storage.provision', async ({ uuid }) => {
     if (typeof uuid !== 'string') return;
     const row = await ctx.db
       .selectFrom('object_storages')
@@ -115,7 +115,7 @@ export function provisionObjectStorageHandler(ctx: AppContext): JobHandler {
         .where('id', '=', row.id)
         .execute();
     }
-  };
+  });
 }
 
 export interface ObjectStorageView {

@@ -2,6 +2,7 @@
 // 1-day warnings and queues one deletion job per due application. Every action is a compare-and-set
 // against the current `scheduled_deletion_at`, so any number of runners on one database act once, and
 // a schedule changed by any writer (apply, PATCH, dashboard) makes its warnings due again.
+import { enqueue, handles, jobKey, type JobType } from '../jobs.js';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { sql, type Kysely, type Transaction } from 'kysely';
@@ -24,11 +25,10 @@ import { dueWarning, MINUTE_MS, ONE_DAY_MS, SEVEN_DAYS_MS, type WarningKind } fr
 
 type Db = Kysely<Database> | Transaction<Database>;
 
-export const SWEEP_JOB = 'scheduled_deletion.sweep';
+export const SWEEP_JOB = 'scheduled_deletion.sweep' satisfies JobType;
 export const SWEEP_JOB_KEY = SWEEP_JOB;
-export const DELETE_JOB = 'scheduled_deletion.delete';
 export const deleteJobKey = (applicationId: number, scheduledFor: string): string =>
-  `${DELETE_JOB}:${applicationId}:${scheduledFor}`;
+  jobKey('scheduled_deletion.delete', { applicationId, scheduledFor });
 
 /** Longest gap between sweeps: picks up schedules written by apply, which does not wake the sweep. */
 export const SWEEP_INTERVAL_MS = MINUTE_MS;
@@ -232,11 +232,7 @@ export function createScheduledDeletionService(deps: ScheduledDeletionDeps) {
         // Once per (application, time): a failing deletion keeps its own backoff and is not reset here.
         const known = await db.selectFrom('jobs').select('id').where('key', '=', key).executeTakeFirst();
         if (known) continue;
-        await enqueueJob(
-          db,
-          { type: DELETE_JOB, key, payload: { applicationId: app.id, scheduledFor }, runAt: now },
-          now,
-        );
+        await enqueue(db, 'scheduled_deletion.delete', { applicationId: app.id, scheduledFor }, { now });
         deletionsQueued += 1;
       }
 
@@ -446,10 +442,9 @@ export function scheduledDeletionJobHandlers(ctx: AppContext): Record<string, Jo
       const row = await ctx.db.selectFrom('jobs').select('rerun').where('id', '=', job.id).executeTakeFirst();
       return { runAgainAt: row?.rerun === 1 ? ctx.clock.now() : runAgainAt };
     },
-    [DELETE_JOB]: async (job) => {
-      const { applicationId, scheduledFor } = job.payload as { applicationId: number; scheduledFor: string };
+    ...handles('scheduled_deletion.delete', async ({ applicationId, scheduledFor }) => {
       await service.deleteDue(applicationId, scheduledFor);
-    },
+    }),
     [NOTIFICATION_SEND_JOB]: createNotificationSendHandler({
       db: ctx.db,
       clock: ctx.clock,
