@@ -53,7 +53,15 @@ describe('PostgreSQL logical replication migration', () => {
       databases: [{ dbname: 'app' }],
     });
     const app = withDb(target.url, 'app');
-    await waitFor(async () => ((await count(app, 'events')) === 1000 ? true : undefined), 20_000);
+    // Polled from the first moment, as a client would: starting up is `running`, never `failed`.
+    const seen = new Set<string>();
+    await waitFor(async () => {
+      const status = await replicationStatus({ sourceUri: source.url, targetUri: target.url });
+      seen.add(status.status);
+      for (const database of status.databases) seen.add(`db:${database.status}`);
+      return (await count(app, 'events')) === 1000 ? true : undefined;
+    }, 20_000);
+    expect([...seen].filter((s) => s.includes('failed'))).toEqual([]);
     // The ignored database was not touched on the target.
     expect(
       (await pgQuery<{ datname: string }>(target.url, 'SELECT datname FROM pg_database')).map(

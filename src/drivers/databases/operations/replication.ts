@@ -220,8 +220,14 @@ export async function replicationStatus(
     const lag = slot?.lag ?? 0;
     lagBytes += lag;
     if (lag > 0 && sub.behind_seconds !== null) seconds = Math.max(seconds, sub.behind_seconds);
-    if (!sub.enabled || sub.pid === null || !sourceActive) {
+    if (!sub.enabled || !sourceActive) {
       databases.push({ dbname: sub.datname, method: 'replication', status: 'failed', error: DOWN_MESSAGE });
+      continue;
+    }
+    // No apply worker yet: it starts a moment after the subscription is created (and again after a
+    // restart of the target). That is a migration getting under way, not a failed one.
+    if (sub.pid === null) {
+      databases.push({ dbname: sub.datname, method: 'replication', status: 'running' });
       continue;
     }
     const copying = await withPg({ ...target, database: sub.datname }, 'target', (c) => tablesNotReady(c));
