@@ -121,7 +121,15 @@ export const LAYER_RULES = [
     rules: {
       '@typescript-eslint/no-restricted-imports': [
         'error',
-        { patterns: [layer('Services do not depend on HTTP.', ['**/http/**'])] },
+        {
+          patterns: [
+            layer('Services do not depend on HTTP.', ['**/http/**']),
+            layer(
+              'Services use a driver through its interface; src/composition.ts picks the implementation.',
+              ['**/drivers/databases/local/**'],
+            ),
+          ],
+        },
       ],
     },
   },

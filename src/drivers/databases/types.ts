@@ -75,6 +75,25 @@ export interface BaseBackup {
   start_wal: string;
 }
 
+/** A base backup a copy of an instance can be recovered from (point-in-time clones). */
+export interface RestorableBackup {
+  name: string;
+  startedAt: string;
+  /** When the backup finished: consistent from then on. */
+  finishedAt: string;
+}
+
+/** A recovered copy of an instance's data, in a directory the caller chose; running or stopped. */
+export interface RecoveredCopy {
+  dataDir: string;
+  port: number;
+  binDir: string;
+  /** The OS account the copy's server runs as. */
+  runAs?: string;
+  /** The password of the copy's superuser (the source's maintenance account): it opens the copy once. */
+  adminPassword: string;
+}
+
 export interface ManagedDatabaseDriver {
   readonly name: string;
   /**
@@ -112,6 +131,28 @@ export interface ManagedDatabaseDriver {
    * failure the instance runs on its old data again and the error is thrown.
    */
   adoptCopy?(spec: InstanceSpec, copy: { dataDir: string; adminPassword: string }): Promise<InstanceRuntime>;
+  /**
+   * Berth's own superuser connection URI of a running instance (PostgreSQL, MariaDB): a maintenance
+   * account, never the admin a team receives. Drivers without one refuse the operations that need it.
+   */
+  maintenanceUri?(ref: InstanceRef, port: number): string;
+  /** The base backups a copy can be recovered from, oldest first (PostgreSQL). */
+  restorableBackups?(ref: InstanceRef): RestorableBackup[];
+  /**
+   * A copy of the instance's data recovered from `backup` with its WAL replayed to `recoveryTime` (or
+   * to its end), in `work`, on the instance's own major; running on a free port, or stopped.
+   */
+  recoverCopy?(
+    ref: InstanceRef,
+    options: {
+      backup: RestorableBackup;
+      recoveryTime: string | undefined;
+      work: string;
+      keepRunning: boolean;
+      major: number | undefined;
+      port: number;
+    },
+  ): Promise<RecoveredCopy>;
   /**
    * Takes a base backup and keeps the newest `retain` (PostgreSQL; continuous WAL archiving makes
    * them the starting points of point-in-time recovery). Returns the backups kept, oldest first.

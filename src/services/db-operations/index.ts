@@ -1,6 +1,8 @@
 // The /1.3 managed-database operations on top of the engine functions in
 // src/drivers/databases/operations: check tasks and migrations run as jobs, their requests sealed
 // (source URIs hold passwords) and their results redacted by the engine functions.
+import type { RecoveredCopy, RestorableBackup } from '../../drivers/databases/types.js';
+import { engineOf } from '../managed-databases/declared.js';
 import { handles } from '../jobs.js';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -9,27 +11,16 @@ import type { AppContext } from '../../context.js';
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/schema/index.js';
 import type { ManagedDatabaseTasksTable } from '../../db/schema/db-operations.js';
-import {
-  MAINTENANCE_USER,
-  instanceAccount,
-  maintenancePassword,
-} from '../../drivers/databases/local/accounts.js';
-import { baseBackupsOf, walArchiveOf } from '../../drivers/databases/local/postgres.js';
-import { freePort } from '../../drivers/databases/local/process.js';
 import { stopCluster } from '../../drivers/databases/operations/cluster.js';
-import { runCommand } from '../../drivers/databases/operations/exec.js';
 import { createAddressGuard, type AddressGuard } from '../../drivers/net/guard.js';
 import {
-  DEFAULT_PG_BIN_DIR,
   OperationError,
   pgBinDirFor,
   pgBinaryMajor,
   pgToolDir,
   checkMigrationSource,
   cloneMysql,
-  clonePostgres,
   dumpMigrate,
-  flushWalToArchive,
   isOperationError,
   replicationStatus,
   startReplication,
@@ -65,26 +56,12 @@ export interface ClonePayload {
   backup?: { name: string; startedAt: string; finishedAt: string };
 }
 
-export interface RestorableBackup {
-  name: string;
-  startedAt: string;
-  /** When berth-backup.json was written, right after pg_basebackup finished: consistent from then on. */
-  finishedAt: string;
-}
-
-/** The local driver's base backups of a PostgreSQL instance, oldest first. */
-export function restorableBackups(instance: ManagedInstanceRow): RestorableBackup[] {
-  if (!instance.data_dir) return [];
-  const dir = baseBackupsOf(instance.data_dir);
-  if (!fs.existsSync(dir)) return [];
-  const result: RestorableBackup[] = [];
-  for (const name of fs.readdirSync(dir).sort()) {
-    const manifest = path.join(dir, name, 'berth-backup.json');
-    if (!fs.existsSync(manifest)) continue; // an interrupted backup
-    const info = JSON.parse(fs.readFileSync(manifest, 'utf8')) as { backup_time: string };
-    result.push({ name, startedAt: info.backup_time, finishedAt: fs.statSync(manifest).mtime.toISOString() });
-  }
-  return result.sort((a, b) => a.finishedAt.localeCompare(b.finishedAt));
+/** The driver's base backups of a PostgreSQL instance, oldest first. */
+export function restorableBackups(ctx: AppContext, row: ManagedDatabaseRow): RestorableBackup[] {
+  return (
+    ctx.services.managedDatabases.driver.restorableBackups?.({ id: row.uuid, engine: engineOf(row.type) }) ??
+    []
+  );
 }
 
 export type TaskOperation = 'migration_check' | 'upgrade_check';
@@ -128,13 +105,11 @@ export function taskObject(task: TaskRow, type: string): Record<string, unknown>
  * Berth's own connection URI of a managed instance on this host (PostgreSQL or MariaDB): its
  * maintenance account, never the admin a team receives (which has no superuser rights).
  */
-export function adminUriOf(_ctx: AppContext, row: ManagedDatabaseRow, instance: ManagedInstanceRow): string {
-  if (!instance.port || !instance.data_dir) throw new Error(`managed database ${row.uuid} has no port yet`);
-  const password = encodeURIComponent(maintenancePassword(instance.data_dir));
-  const user = MAINTENANCE_USER;
-  return row.type === 'pg'
-    ? `postgres://${user}:${password}@127.0.0.1:${instance.port}/postgres?sslmode=disable`
-    : `mysql://${user}:${password}@127.0.0.1:${instance.port}/?ssl-mode=disabled`;
+export function adminUriOf(ctx: AppContext, row: ManagedDatabaseRow, instance: ManagedInstanceRow): string {
+  const driver = ctx.services.managedDatabases.driver;
+  if (!instance.port || !driver.maintenanceUri)
+    throw new Error(`managed database ${row.uuid} has no port yet`);
+  return driver.maintenanceUri({ id: row.uuid, engine: engineOf(row.type) }, instance.port);
 }
 
 function majorOf(version: string | null): number | undefined {
@@ -313,50 +288,21 @@ export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandl
     recoveryTime: string | undefined,
     work: string,
     keepRunning: boolean,
-  ): Promise<{ dataDir: string; port: number; binDir: string; runAs?: string }> {
-    const root = source.instance.data_dir;
-    if (!root) throw new OperationError('PITR_NOT_SUPPORTED', 'The source keeps no WAL archive');
-    const backupDir = path.join(baseBackupsOf(root), backup.name);
-    const copy = path.join(work, 'backup');
-    fs.mkdirSync(copy);
-    // The recovery runs as the OS account of the instance whose files `work` is among (the clone's,
-    // or the source's for a scratch copy); another instance's archive is closed to it, so the WAL it
-    // replays is copied in first.
-    const account = instanceAccount(path.dirname(work), undefined) ?? instanceAccount(root, undefined);
-    const archive = path.join(work, 'wal-archive');
-    const lz4 = path.join(backupDir, 'base.tar.lz4');
-    if (fs.existsSync(lz4)) {
-      await runCommand({ command: 'lz4', args: ['-d', '-q', lz4, path.join(copy, 'base.tar')] });
-    } else {
-      fs.copyFileSync(path.join(backupDir, 'base.tar'), path.join(copy, 'base.tar'));
-    }
-    // The commit that ends recovery must be in the archive, not only in the live WAL.
-    await flushWalToArchive(adminUriOf(ctx, source.row, source.instance));
-    await runCommand({ command: 'cp', args: ['-a', '--', walArchiveOf(root), archive] });
-    if (account) await runCommand({ command: 'chown', args: ['-R', `${account}:${account}`, '--', work] });
-    const port = await freePort();
-    const dataDir = path.join(work, 'data');
-    const major = majorOf(source.instance.version);
-    const binDir = major === undefined ? DEFAULT_PG_BIN_DIR : pgBinDirFor(major);
-    await clonePostgres({
-      baseBackup: {
-        dir: copy,
-        compressed: false,
-        walIncluded: false,
-        startedAt: backup.startedAt,
-        finishedAt: backup.finishedAt,
-        sizeBytes: 0,
+  ): Promise<RecoveredCopy> {
+    const driver = ctx.services.managedDatabases.driver;
+    if (!driver.recoverCopy || !source.instance.port)
+      throw new OperationError('PITR_NOT_SUPPORTED', 'The source keeps no WAL archive');
+    return driver.recoverCopy(
+      { id: source.row.uuid, engine: engineOf(source.row.type) },
+      {
+        backup,
+        recoveryTime,
+        work,
+        keepRunning,
+        major: majorOf(source.instance.version),
+        port: source.instance.port,
       },
-      walArchiveDir: archive,
-      ...(account ? { runAs: account } : {}),
-      ...(recoveryTime ? { recoveryTime } : {}),
-      targetDataDir: dataDir,
-      binDir,
-      port,
-      keepRunning,
-      now: new Date(),
-    });
-    return { dataDir, port, binDir, ...(account ? { runAs: account } : {}) };
+    );
   }
 
   /**
@@ -408,7 +354,7 @@ export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandl
     target: { row: ManagedDatabaseRow; instance: ManagedInstanceRow },
     payload: ClonePayload,
   ): Promise<void> {
-    const backup = payload.backup ?? restorableBackups(source.instance).at(-1);
+    const backup = payload.backup ?? restorableBackups(ctx, source.row).at(-1);
     if (!backup) throw new OperationError('NO_BASE_BACKUP', 'The source has no base backup yet');
     if (!target.instance.data_dir)
       throw new OperationError('CLONE_FAILED', 'The clone has no data directory');
@@ -421,7 +367,7 @@ export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandl
       await ctx.services.managedDatabases.adoptCopy(target.row.uuid, {
         dataDir: copy.dataDir,
         // The copy's superuser is the source's maintenance account, with the source's password.
-        adminPassword: maintenancePassword(source.instance.data_dir as string),
+        adminPassword: copy.adminPassword,
       });
     } finally {
       fs.rmSync(work, { recursive: true, force: true });

@@ -371,7 +371,7 @@ export function createDbOperationRequests(ctx: AppContext) {
       if (!isPlanOffered(engine, plan)) {
         throw new AppError('bad_request', `Unknown plan ${plan}`, { apiCode: 'PLAN_INVALID' });
       }
-      const running = requireRunning(row, instance);
+      requireRunning(row, instance);
       const at = now();
       const payload: ClonePayload = { source: row.uuid, target: ctx.ids.uuid() };
       const recovery = body.recovery_time ?? body.clone_time;
@@ -383,7 +383,7 @@ export function createDbOperationRequests(ctx: AppContext) {
         }
         try {
           const time = parseRecoveryTime(recovery, at);
-          const backups = restorableBackups(running);
+          const backups = restorableBackups(ctx, row);
           if (backups.length === 0) {
             throw new AppError('conflict', 'The database has no base backup yet', {
               apiCode: 'NO_BASE_BACKUP',

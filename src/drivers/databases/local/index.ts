@@ -20,6 +20,7 @@ import { mariadbEngine } from './mariadb.js';
 import { postgresEngine } from './postgres.js';
 import { instanceAccount, maintenanceFile, ownInstance } from './accounts.js';
 import { chownTree, ensureTraversable, freePort, portIsFree, run, terminate, treeSize } from './process.js';
+import { maintenanceUri, recoverCopy, restorableBackups } from './recovery.js';
 import { valkeyEngine } from './valkey.js';
 
 const ENGINES: Record<DatabaseEngine, LocalEngine> = {
@@ -193,6 +194,9 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
   return {
     name: 'local',
     instanceDir: dirOf,
+    maintenanceUri: (ref, port) => maintenanceUri(dirOf(ref.id), ref.engine, port),
+    restorableBackups: (ref) => restorableBackups(dirOf(ref.id)),
+    recoverCopy: (ref, options) => recoverCopy(dirOf(ref.id), options),
     async warmUp(adminUser) {
       if (options.useTemplates === false) return;
       for (const engine of Object.keys(ENGINES) as DatabaseEngine[]) {
