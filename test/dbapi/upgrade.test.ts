@@ -123,6 +123,11 @@ describe.each(DIALECTS)('/1.3 upgrade and maintenance on %s', (dialect) => {
     await pgQuery(admin, 'ALTER SYSTEM SET max_wal_senders = 7');
     await pgQuery(admin, 'SELECT pg_reload_conf()');
     const pidBefore = (await instanceRow()).pid;
+    // The service object names the setting that waits for a restart until maintenance applies it.
+    const shown = await call('GET', `/1.3/database/${uuid}`);
+    const pending = shown.json<{ maintenance: { pending_updates: Array<{ description: string }> } }>()
+      .maintenance.pending_updates;
+    expect(pending.map((u) => u.description).join(' ')).toContain('max_wal_senders');
 
     const response = await call('POST', `/1.3/database/${uuid}/maintenance`);
     expect(response.statusCode).toBe(200);
@@ -133,6 +138,13 @@ describe.each(DIALECTS)('/1.3 upgrade and maintenance on %s', (dialect) => {
     expect(isAlive(pidBefore)).toBe(false);
     expect((await dbRow()).state).toBe('running');
 
+    const after2 = await call('GET', `/1.3/database/${uuid}`);
+    expect(
+      after2
+        .json<{ maintenance: { pending_updates: Array<{ description: string }> } }>()
+        .maintenance.pending_updates.map((u) => u.description)
+        .join(' '),
+    ).not.toContain('max_wal_senders');
     const again = await call('POST', `/1.3/database/${uuid}/maintenance`);
     expect(again.statusCode).toBe(409);
     expect(again.json()).toMatchObject({ error_code: 'NO_MAINTENANCE_AVAILABLE' });

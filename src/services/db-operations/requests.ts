@@ -8,6 +8,7 @@ import {
   OPERATION_ERROR_STATUS,
   parseRecoveryTime,
   isOperationError,
+  pendingMaintenance,
   requireMaintenance,
   validateSourceUri,
   type PendingUpdate,
@@ -159,7 +160,31 @@ export function createDbOperationRequests(ctx: AppContext) {
     }
   }
 
+  /** What a maintenance (a restart) would apply now: the URI and binaries the instance runs with. */
+  const maintenanceInput = (row: ManagedDatabaseRow, running: ManagedInstanceRow) => ({
+    uri: adminUriOf(ctx, row, running),
+    ...(row.type === 'pg' ? { binDir: pgBinDirFor(String(majorOf(running.version))) } : {}),
+  });
+
   return {
+    /**
+     * UpCloud's `maintenance.pending_updates` of a running SQL database: settings waiting for a restart
+     * and a newer installed minor version, each `{description}`; [] when none or when it cannot be asked.
+     */
+    async pendingUpdates(
+      row: ManagedDatabaseRow,
+      instance: ManagedInstanceRow | undefined,
+    ): Promise<Array<{ description: string }>> {
+      if ((row.type !== 'pg' && row.type !== 'mysql') || row.state !== 'running' || !instance?.port)
+        return [];
+      try {
+        const updates = await pendingMaintenance(maintenanceInput(row, instance));
+        return updates.map((u) => ({ description: u.description }));
+      } catch {
+        return []; // the server is restarting or unreachable: nothing can be said to be pending
+      }
+    },
+
     /** POST /1.3/database/{uuid}/tasks: the task object (201). */
     async createTask(userId: number, uuid: string, body: TaskInput): Promise<ServiceObject> {
       const { row } = await ownedDatabase(userId, uuid);
@@ -345,10 +370,7 @@ export function createDbOperationRequests(ctx: AppContext) {
       requireSqlEngine(row);
       let updates: PendingUpdate[];
       try {
-        updates = await requireMaintenance({
-          uri: adminUriOf(ctx, row, running),
-          ...(row.type === 'pg' ? { binDir: pgBinDirFor(String(majorOf(running.version))) } : {}),
-        });
+        updates = await requireMaintenance(maintenanceInput(row, running));
       } catch (error) {
         throw asAppError(error);
       }

@@ -64,7 +64,10 @@ export function registerManagedDatabaseApiRoutes(app: FastifyInstance, ctx: AppC
       const instance = await repo.findInstance(row.id);
       const secrets =
         role === 'owner' && instance ? ctx.services.managedDatabases.credentialsOf(instance) : undefined;
-      return serviceObject(row, instance, secrets);
+      const object = serviceObject(row, instance, secrets);
+      // Asked live for the one database shown (not for listings): what the next maintenance applies.
+      const pending = await ctx.services.dbOperations.pendingUpdates(row, instance);
+      return { ...object, maintenance: { ...(object.maintenance as object), pending_updates: pending } };
     },
   );
 
