@@ -176,6 +176,41 @@ describe.each(DIALECTS)('apply (%s)', (dialect) => {
     expect(rejected.statusCode).toBe(422);
   });
 
+  it('refuses character sets and collations the engine here does not offer, dry run included', async () => {
+    const before = await dumpStore(t.ctx.db);
+    const wrong = doc();
+    (spec(wrong).managed_databases as unknown[]).push({
+      name: 'maria',
+      type: 'mysql',
+      plan: '1x1xCPU-2GB-25GB',
+      zone: 'de-fra1',
+      logical_databases: [
+        { name: 'ok', character_set: 'utf8mb4', collation: 'utf8mb4_unicode_ci' },
+        { name: 'alien', character_set: 'klingon' },
+        { name: 'mixed', character_set: 'latin1', collation: 'utf8mb4_unicode_ci' },
+      ],
+    });
+    const pg = (spec(wrong).managed_databases as Array<Record<string, unknown>>)[0]!;
+    pg.logical_databases = [
+      { name: 'shop', character_set: 'UTF8', collation: 'C.UTF-8' },
+      { name: 'german', collation: 'de_DE.UTF-8' },
+    ];
+    for (const query of ['?dry_run=true', '']) {
+      const res = await apply(t, wrong, query);
+      expect(res.statusCode).toBe(422);
+      expect(Object.keys(res.json<{ errors: Record<string, string[]> }>().errors).sort()).toEqual([
+        'spec.managed_databases.main-db.logical_databases.1.collation',
+        'spec.managed_databases.maria.logical_databases.1.character_set',
+        'spec.managed_databases.maria.logical_databases.2.collation',
+      ]);
+      expect(JSON.stringify(res.json())).toContain("locale 'de_DE.UTF-8' is not installed");
+    }
+    expect(await dumpStore(t.ctx.db)).toEqual(before);
+    pg.logical_databases = [{ name: 'shop', character_set: 'UTF8', collation: 'C.UTF-8' }];
+    (spec(wrong).managed_databases as unknown[]).pop();
+    expect((await apply(t, wrong, '?dry_run=true')).statusCode).toBe(200);
+  });
+
   it('auto_deploy=false applies without a deployment; a change later deploys', async () => {
     const res = await apply(t, doc(), '?auto_deploy=false');
     expect(res.json()).toMatchObject({

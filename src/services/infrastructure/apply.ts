@@ -1,5 +1,6 @@
 // The apply use case: parse → validate the whole document → resolve the team → load the current
 // state → plan → perform every write and enqueue every job in one transaction (nothing for a dry run).
+import { charsetProblems } from '../../drivers/databases/charsets.js';
 import type { Kysely, Transaction } from 'kysely';
 import type { Dialect } from '../../db/dialect.js';
 import {
@@ -285,6 +286,25 @@ async function checkBucketNames(
   if (Object.keys(errors).length > 0) throw validationError(errors, VALIDATION_MESSAGE);
 }
 
+/**
+ * Character sets and collations of logical databases, against what the engine on this host offers
+ * (drivers/databases/charsets.ts): 422 at the field now, instead of a database in `error` later.
+ */
+function checkCharsets(doc: DesiredDocument): void {
+  const errors: Record<string, string[]> = {};
+  for (const database of doc.managedDatabases) {
+    if (database.type !== 'pg' && database.type !== 'mysql') continue;
+    (database.logical_databases ?? []).forEach((logical, index) => {
+      for (const problem of charsetProblems(database.type as 'pg' | 'mysql', logical)) {
+        errors[`spec.managed_databases.${database.name}.logical_databases.${index}.${problem.field}`] = [
+          `Managed database '${database.name}' logical database '${logical.name}': ${problem.message}`,
+        ];
+      }
+    });
+  }
+  if (Object.keys(errors).length > 0) throw validationError(errors, VALIDATION_MESSAGE);
+}
+
 export function createApplyService(deps: InfrastructureDeps) {
   const { db, dialect, clock, ids, secretBox } = deps;
   const readDocument = createDocumentReader();
@@ -397,6 +417,7 @@ export function createApplyService(deps: InfrastructureDeps) {
     /** `body` is the YAML text, or an already parsed JSON object (JSON is YAML's subset). */
     async apply(userId: number, body: unknown, options: ApplyOptions): Promise<ApplyResponse> {
       const doc = readDocument(body);
+      checkCharsets(doc);
       const team = await deps.identity.requireTeamAt(userId, doc.team);
       const respond = (
         result: ApplyPlan,
