@@ -60,4 +60,38 @@ describe.each(DIALECTS)('bucket names at apply (%s)', (dialect) => {
       .execute();
     expect(none).toEqual([]);
   });
+
+  it('drops a bucket that was never created once the document stops naming it, and the storage recovers', async () => {
+    const other = await t.ctx.identity.createUser({ email: 'c@example.com', team: 'gamma', role: 'owner' });
+    const gamma = authHeaders(other).platform;
+    // Both documents name `race-bucket` before either storage exists; the first provisioning takes it.
+    expect(
+      (await apply(t.auth.platform, storageDoc(t.user.team_id, 'racer', ['race-bucket']))).statusCode,
+    ).toBe(200);
+    expect(
+      (await apply(gamma, storageDoc(other.team_id, 'late', ['race-bucket', 'late-own']))).statusCode,
+    ).toBe(200);
+    await createBackgroundWork(t.ctx).runDue();
+    const storage = () =>
+      t.ctx.db
+        .selectFrom('object_storages')
+        .select(['state', 'buckets'])
+        .where('team_id', '=', other.team_id)
+        .where('name', '=', 'late')
+        .executeTakeFirstOrThrow();
+    expect((await storage()).state).toBe('error');
+
+    // The fixed document names another bucket: the one never created goes, the storage runs again.
+    const fixed = await apply(gamma, storageDoc(other.team_id, 'late', ['late-own', 'race-fixed']));
+    expect(fixed.statusCode).toBe(200);
+    await createBackgroundWork(t.ctx).runDue();
+    expect(await storage()).toEqual({
+      state: 'running',
+      buckets: JSON.stringify(['late-own', 'race-fixed']),
+    });
+
+    // A bucket that exists is never dropped by apply, named or not.
+    expect((await apply(gamma, storageDoc(other.team_id, 'late', ['race-fixed']))).statusCode).toBe(200);
+    expect(JSON.parse((await storage()).buckets)).toEqual(['late-own', 'race-fixed']);
+  });
 });

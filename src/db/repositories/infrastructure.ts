@@ -409,6 +409,19 @@ export function createInfrastructureRepository(db: Db) {
     },
 
     /** Which of these bucket names exist on the endpoint, with the team and storage that hold each. */
+    /** The buckets that exist on the endpoint for each of these object storages. */
+    async createdBuckets(storageIds: number[]): Promise<Map<number, string[]>> {
+      const found = new Map<number, string[]>(storageIds.map((id) => [id, []]));
+      if (storageIds.length === 0) return found;
+      const rows = await db
+        .selectFrom('s3_buckets')
+        .select(['object_storage_id', 'name'])
+        .where('object_storage_id', 'in', storageIds)
+        .execute();
+      for (const row of rows) found.get(row.object_storage_id)?.push(row.name);
+      return found;
+    },
+
     bucketHolders(names: string[]): Promise<Array<{ name: string; team_id: number; storage: string }>> {
       if (names.length === 0) return Promise.resolve([]);
       return db

@@ -162,7 +162,10 @@ export async function loadState(
   // Domains the application already holds need no look-up (the usual case when a document is re-applied).
   const own = new Set(children.domains);
   const newDomains = doc.touchesApplication ? doc.domains.filter((d) => !own.has(d)) : [];
-  const held = await repo.domainsHeldElsewhere(newDomains, app?.id);
+  const [held, created] = await Promise.all([
+    repo.domainsHeldElsewhere(newDomains, app?.id),
+    repo.createdBuckets(storages.map((row) => row.id)),
+  ]);
   return {
     ...(app ? { application: app } : {}),
     domains: own,
@@ -172,7 +175,12 @@ export async function loadState(
     services: new Map(children.services.map((s) => [s.name, s])),
     containerServices: new Map(children.containerServices.map((s) => [s.name, s])),
     managedDatabases: new Map(databases.map((row) => [row.name, managedDatabaseState(row)])),
-    objectStorages: new Map(storages.map((row) => [row.name, objectStorageState(row)])),
+    objectStorages: new Map(
+      storages.map((row) => [
+        row.name,
+        { ...objectStorageState(row), created_buckets: created.get(row.id) ?? [] },
+      ]),
+    ),
   };
 }
 

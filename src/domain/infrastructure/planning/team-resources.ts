@@ -107,8 +107,14 @@ export function planObjectStorages(p: Plan): void {
       continue;
     }
     const values: Partial<ObjectStorageState> = {};
+    // Buckets are never deleted by apply; but a name that was never created (refused when provisioning,
+    // say, because another storage took it meanwhile) goes once the document stops naming it, so a
+    // storage in `error` recovers when its document is fixed.
+    const kept = storage.buckets
+      ? stored.buckets.filter((b) => stored.created_buckets.includes(b) || storage.buckets!.includes(b))
+      : stored.buckets;
     const buckets = storage.buckets
-      ? [...stored.buckets, ...storage.buckets.filter((b) => !stored.buckets.includes(b))]
+      ? [...kept, ...storage.buckets.filter((b) => !stored.buckets.includes(b))]
       : stored.buckets;
     const users = mergeStorageUsers(stored.users, storage.users);
     if (!same(buckets, stored.buckets)) values.buckets = buckets;

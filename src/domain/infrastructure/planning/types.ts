@@ -69,6 +69,13 @@ export interface ObjectStorageState {
   pending_zone: string | null;
 }
 
+/** A stored object storage with the buckets that really exist on the endpoint. */
+export type StoredObjectStorage = ObjectStorageState & {
+  id: number;
+  uuid: string;
+  created_buckets: string[];
+};
+
 /** What the store holds for the document's team and application. */
 export interface CurrentState {
   application?: ApplicationState & { id: number };
@@ -81,7 +88,7 @@ export interface CurrentState {
   services: ReadonlyMap<string, ServiceState & { id: number; secret_settings_hash: string | null }>;
   containerServices: ReadonlyMap<string, ContainerServiceState & { id: number }>;
   managedDatabases: ReadonlyMap<string, ManagedDatabaseState & { id: number; uuid: string }>;
-  objectStorages: ReadonlyMap<string, ObjectStorageState & { id: number; uuid: string }>;
+  objectStorages: ReadonlyMap<string, StoredObjectStorage>;
 }
 
 export type Operation =
