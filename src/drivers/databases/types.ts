@@ -94,6 +94,19 @@ export interface RecoveredCopy {
   adminPassword: string;
 }
 
+export interface RecoverCopyOptions {
+  backup: RestorableBackup;
+  /** ISO 8601; undefined: replay the whole archive. */
+  recoveryTime: string | undefined;
+  /** An empty directory for the copy, on the file system the copy will be used on. */
+  work: string;
+  keepRunning: boolean;
+  /** The instance's running major (its binaries replay the WAL). */
+  major: number | undefined;
+  /** Where the instance listens (its WAL is flushed to the archive first). */
+  port: number;
+}
+
 export interface ManagedDatabaseDriver {
   readonly name: string;
   /**
@@ -142,17 +155,7 @@ export interface ManagedDatabaseDriver {
    * A copy of the instance's data recovered from `backup` with its WAL replayed to `recoveryTime` (or
    * to its end), in `work`, on the instance's own major; running on a free port, or stopped.
    */
-  recoverCopy?(
-    ref: InstanceRef,
-    options: {
-      backup: RestorableBackup;
-      recoveryTime: string | undefined;
-      work: string;
-      keepRunning: boolean;
-      major: number | undefined;
-      port: number;
-    },
-  ): Promise<RecoveredCopy>;
+  recoverCopy?(ref: InstanceRef, options: RecoverCopyOptions): Promise<RecoveredCopy>;
   /**
    * Takes a base backup and keeps the newest `retain` (PostgreSQL; continuous WAL archiving makes
    * them the starting points of point-in-time recovery). Returns the backups kept, oldest first.

@@ -7,7 +7,7 @@ import { DEFAULT_PG_BIN_DIR, pgBinDirFor } from '../operations/common.js';
 import { clonePostgres, flushWalToArchive } from '../operations/clone.js';
 import { runCommand } from '../operations/exec.js';
 import { OperationError } from '../operations/errors.js';
-import type { DatabaseEngine, RecoveredCopy, RestorableBackup } from '../types.js';
+import type { DatabaseEngine, RecoverCopyOptions, RecoveredCopy, RestorableBackup } from '../types.js';
 import { MAINTENANCE_USER, instanceAccount, maintenancePassword } from './accounts.js';
 import { baseBackupsOf, walArchiveOf } from './postgres.js';
 import { freePort } from './process.js';
@@ -39,17 +39,7 @@ export function restorableBackups(root: string): RestorableBackup[] {
  * `<work>/data` and the WAL archive replayed onto it (to the time, or to its end), on the instance's
  * own major, then promoted. The cluster is left running on a free port, or stopped.
  */
-export async function recoverCopy(
-  root: string,
-  options: {
-    backup: RestorableBackup;
-    recoveryTime: string | undefined;
-    work: string;
-    keepRunning: boolean;
-    major: number | undefined;
-    port: number;
-  },
-): Promise<RecoveredCopy> {
+export async function recoverCopy(root: string, options: RecoverCopyOptions): Promise<RecoveredCopy> {
   const { backup, work } = options;
   const backupDir = path.join(baseBackupsOf(root), backup.name);
   if (!fs.existsSync(backupDir))

@@ -35,7 +35,8 @@ export interface S3ServerDeps {
 export const MAX_OBJECT = 5 * 1024 ** 3;
 export const MIN_PART = 5 * 1024 ** 2;
 const MAX_XML = 2 * 1024 * 1024;
-const STORED_HEADERS = [
+/** Request headers an object keeps and answers with (beside `x-amz-meta-*`); form fields of a POST too. */
+export const STORED_HEADERS = [
   'content-type',
   'content-encoding',
   'content-disposition',

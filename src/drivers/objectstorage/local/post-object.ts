@@ -7,6 +7,7 @@ import { pipeline } from 'node:stream/promises';
 import { Busboy, type BusboyHeaders, type BusboyInstance } from '@fastify/busboy';
 import { createHash, createHmac } from 'node:crypto';
 import { errors, S3Error } from './errors.js';
+import { STORED_HEADERS } from './kit.js';
 import type { BucketRow } from './metadata.js';
 import type { AccessRequest } from './policy.js';
 import { constantTimeHexEqual, headerValue, signingKey, uriEncode } from './sigv4.js';
@@ -40,14 +41,7 @@ const MAX_FIELDS = 100;
 /** Fields the policy does not have to name (S3's list). */
 const EXEMPT = new Set(['policy', 'x-amz-signature', 'file', 'awsaccesskeyid', 'signature']);
 /** Form fields stored with the object as the same-named headers of a PUT would be. */
-const STORED = [
-  'content-type',
-  'content-encoding',
-  'content-disposition',
-  'content-language',
-  'cache-control',
-  'expires',
-];
+const STORED = STORED_HEADERS;
 
 const policyRefused = (why: string) =>
   new S3Error('AccessDenied', 403, `Invalid according to Policy: ${why}`);
