@@ -178,7 +178,7 @@ export async function loadState(
     objectStorages: new Map(
       storages.map((row) => [
         row.name,
-        { ...objectStorageState(row), created_buckets: created.get(row.id) ?? [] },
+        { ...objectStorageState(row), state: row.state, created_buckets: created.get(row.id) ?? [] },
       ]),
     ),
   };

@@ -107,12 +107,14 @@ export function planObjectStorages(p: Plan): void {
       continue;
     }
     const values: Partial<ObjectStorageState> = {};
-    // Buckets are never deleted by apply; but a name that was never created (refused when provisioning,
-    // say, because another storage took it meanwhile) goes once the document stops naming it, so a
-    // storage in `error` recovers when its document is fixed.
-    const kept = storage.buckets
-      ? stored.buckets.filter((b) => stored.created_buckets.includes(b) || storage.buckets!.includes(b))
-      : stored.buckets;
+    // Buckets are never deleted by apply; but in a storage whose provisioning failed (`error`), a name
+    // that was never created (another storage took it meanwhile, say) goes once the document stops
+    // naming it, so the storage recovers when its document is fixed. A storage not provisioned yet
+    // keeps merging its list.
+    const kept =
+      storage.buckets && stored.state === 'error'
+        ? stored.buckets.filter((b) => stored.created_buckets.includes(b) || storage.buckets!.includes(b))
+        : stored.buckets;
     const buckets = storage.buckets
       ? [...kept, ...storage.buckets.filter((b) => !stored.buckets.includes(b))]
       : stored.buckets;

@@ -69,10 +69,11 @@ export interface ObjectStorageState {
   pending_zone: string | null;
 }
 
-/** A stored object storage with the buckets that really exist on the endpoint. */
+/** A stored object storage with its state and the buckets that really exist on the endpoint. */
 export type StoredObjectStorage = ObjectStorageState & {
   id: number;
   uuid: string;
+  state: string;
   created_buckets: string[];
 };
 
