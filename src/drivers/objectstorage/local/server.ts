@@ -2,10 +2,6 @@
 // bytes) that authenticates every request with SigV4, checks that the bucket belongs to the caller's
 // object storage and that the caller's policies allow the action, then serves the operation from
 // files in the data directory and metadata in the store.
-// Berth's S3-compatible endpoint: a plain node:http server (no framework between the socket and the
-// bytes) that authenticates every request with SigV4, checks that the bucket belongs to the caller's
-// object storage and that the caller's policies allow the action, then serves the operation from
-// files in the data directory and metadata in the store.
 //
 // This file routes; the operations live in buckets.ts, objects.ts and multipart.ts, the steps they
 // share in kit.ts, addressing and signatures in auth.ts, and the features in cors.ts, tagging.ts,
@@ -344,10 +340,10 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
     const requestId = randomBytes(8).toString('hex').toUpperCase();
     const { path, query } = splitTarget(req.url ?? '/');
     try {
-      // hook: browsers' CORS answers from the bucket's rules (cors.ts)
-      if (await corsFeature.answer(req, res, address(req.headers.host, path).bucket)) return;
-      const params = parseQuery(query);
       const { bucket, key } = address(req.headers.host, path);
+      // hook: browsers' CORS answers from the bucket's rules (cors.ts)
+      if (await corsFeature.answer(req, res, bucket)) return;
+      const params = parseQuery(query);
       // C1 control characters are not text; S3 refuses keys that hold them.
       if (key !== undefined && /[\u0080-\u009f]/.test(key)) throw errors.invalidUri();
       // hook: browser form uploads (post-object.ts)
