@@ -84,16 +84,27 @@ export function createObjectFiles(dataDir: string) {
 
     /**
      * Copies a stored file, or the inclusive byte range of it, to a fresh temporary file whose data
-     * is on the disk; on failure (the source gone, say) nothing is left behind and the error is thrown.
+     * is on the disk; `observe` sees every chunk on the way (hashing in the same pass). On failure
+     * (the source gone, say) nothing is left behind and the error is thrown.
      */
-    async copyToTemp(relative: string, range?: { start: number; end: number }): Promise<string> {
+    async copyToTemp(
+      relative: string,
+      options: { range?: { start: number; end: number }; observe?: (chunk: Buffer) => void } = {},
+    ): Promise<string> {
       const dir = path.join(root, 'tmp');
       await ensureDir(dir);
       const temp = path.join(dir, token());
+      const { range, observe } = options;
       try {
-        if (range) {
+        if (range || observe) {
           await pipeline(
             fs.createReadStream(path.join(root, relative), { ...range, highWaterMark: 1024 * 1024 }),
+            async function* (chunks: AsyncIterable<Buffer>) {
+              for await (const chunk of chunks) {
+                observe?.(chunk);
+                yield chunk;
+              }
+            },
             new FileSink(temp),
           );
         } else {

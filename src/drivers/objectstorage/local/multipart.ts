@@ -3,7 +3,6 @@
 // one object file; the object keeps each part's size and checksum for GET ?partNumber=.
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
-import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import {
   checksumHeaders,
@@ -153,24 +152,19 @@ export function multipartHandlers(kit: Kit, objects: ReturnType<typeof objectHan
     const range = copyRange(headerValue(x.req.headers, 'x-amz-copy-source-range'), object.size);
     const upload = await findUpload(x, bucket, key);
     x.req.resume();
-    const temp = await objects.copyBytes(object, object.size === 0 ? undefined : range);
     const asked = parseJson<UploadChecksum>(upload.checksum);
-    // The part's MD5 (its ETag) and, when the upload keeps checksums, its checksum: read once more.
+    // The part's MD5 (its ETag) and, when the upload keeps checksums, its checksum, in the copy's pass.
     const md5 = createHash('md5');
     const summer = asked ? checksummer(asked.algorithm) : undefined;
     let size = 0;
-    try {
-      for await (const chunk of fs.createReadStream(temp, {
-        highWaterMark: 1024 * 1024,
-      }) as AsyncIterable<Buffer>) {
+    const temp = await objects.copyBytes(object, {
+      ...(range && object.size > 0 ? { range } : {}),
+      observe(chunk) {
         size += chunk.length;
         md5.update(chunk);
         summer?.update(chunk);
-      }
-    } catch (error) {
-      await files.removeTemp(temp);
-      throw error;
-    }
+      },
+    });
     const etag = quoteEtag(md5.digest('hex'));
     const checksum = asked && summer ? { algorithm: asked.algorithm, value: summer.digest() } : undefined;
     const lastModified = await storePart(upload.id, partNumber, temp, { size, etag, checksum });
@@ -255,19 +249,16 @@ export function multipartHandlers(kit: Kit, objects: ReturnType<typeof objectHan
     // it each time (MaxListenersExceededWarning on uploads of more than a few parts).
     async function* partBytes() {
       for (const part of chosen) {
-        yield* fs.createReadStream(files.absolute(part.file), {
+        for await (const chunk of fs.createReadStream(files.absolute(part.file), {
           highWaterMark: 1024 * 1024,
-        }) as AsyncIterable<Buffer>;
+        }) as AsyncIterable<Buffer>) {
+          full?.update(chunk);
+          yield chunk;
+        }
       }
     }
-    const summing = new Transform({
-      transform(chunk: Buffer, _encoding, callback) {
-        full?.update(chunk);
-        callback(null, chunk);
-      },
-    });
     try {
-      await pipeline(partBytes, summing, new FileSink(temp));
+      await pipeline(partBytes, new FileSink(temp));
     } catch (error) {
       await files.removeTemp(temp);
       throw error;

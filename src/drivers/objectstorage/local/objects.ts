@@ -292,9 +292,12 @@ export function objectHandlers(kit: Kit) {
   }
 
   /** The source's bytes (or a range of them) in a temporary file; a source gone meanwhile is a 404. */
-  async function copyBytes(object: ObjectRow, range?: { start: number; end: number }): Promise<string> {
+  async function copyBytes(
+    object: ObjectRow,
+    options?: Parameters<typeof files.copyToTemp>[1],
+  ): Promise<string> {
     try {
-      return await files.copyToTemp(object.file, range);
+      return await files.copyToTemp(object.file, options);
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw errors.noSuchKey(object.key);
       throw error;
