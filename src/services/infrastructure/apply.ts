@@ -164,7 +164,8 @@ export async function loadState(
   const newDomains = doc.touchesApplication ? doc.domains.filter((d) => !own.has(d)) : [];
   const [held, created] = await Promise.all([
     repo.domainsHeldElsewhere(newDomains, app?.id),
-    repo.createdBuckets(storages.map((row) => row.id)),
+    // Only a storage whose provisioning failed may lose a bucket name (planning/team-resources.ts).
+    repo.createdBuckets(storages.filter((row) => row.state === 'error').map((row) => row.id)),
   ]);
   return {
     ...(app ? { application: app } : {}),

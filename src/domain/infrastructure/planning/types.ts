@@ -74,6 +74,7 @@ export type StoredObjectStorage = ObjectStorageState & {
   id: number;
   uuid: string;
   state: string;
+  /** The buckets that exist on the endpoint; loaded only for a storage in `error`, the one case that reads it. */
   created_buckets: string[];
 };
 
