@@ -89,11 +89,38 @@ export function validateSourceUri(uri: string, engine?: Engine, ssl?: boolean): 
   return spec;
 }
 
+const versions = new Map<string, { mtimeMs: number; stdout: string }>();
+
+/**
+ * `<binary> --version`, run again only when the binary on disk changed (a package upgrade): the
+ * service object and maintenance ask for it on every look. `command` is a path or a name on PATH.
+ */
+export async function versionOutput(command: string): Promise<string> {
+  const candidates = command.includes('/')
+    ? [command]
+    : (process.env.PATH ?? '').split(':').map((dir) => path.join(dir, command));
+  let file: string | undefined;
+  let mtimeMs: number | undefined;
+  for (const candidate of candidates) {
+    const stat = await fs.promises.stat(candidate).catch(() => undefined);
+    if (stat?.isFile()) {
+      file = candidate;
+      mtimeMs = stat.mtimeMs;
+      break;
+    }
+  }
+  const cached = file === undefined ? undefined : versions.get(file);
+  if (cached && cached.mtimeMs === mtimeMs) return cached.stdout;
+  const { stdout } = await runCommand({ command: file ?? command, args: ['--version'] });
+  if (file !== undefined && mtimeMs !== undefined) versions.set(file, { mtimeMs, stdout });
+  return stdout;
+}
+
 /** Major version of the PostgreSQL binaries in `binDir` (`postgres --version` or `pg_dump --version`). */
 export async function pgBinaryMajor(binDir: string, tool = 'postgres'): Promise<number> {
   const file = path.join(binDir, tool);
   if (!fs.existsSync(file)) throw new OperationError('UPGRADE_BINARIES_MISSING', `${file} does not exist`);
-  const { stdout } = await runCommand({ command: file, args: ['--version'] });
+  const stdout = await versionOutput(file);
   const match = /\(PostgreSQL\)\s+(\d+)/.exec(stdout);
   if (!match?.[1]) throw new OperationError('UPGRADE_BINARIES_MISSING', `Cannot read the version of ${file}`);
   return Number(match[1]);

@@ -2,10 +2,9 @@
 // major (the binaries on disk are newer than the running server) or settings that wait for a restart.
 // Applying is a restart by the driver; with nothing pending the route answers NO_MAINTENANCE_AVAILABLE.
 import path from 'node:path';
-import { DEFAULT_PG_BIN_DIR } from './common.js';
+import { DEFAULT_PG_BIN_DIR, versionOutput } from './common.js';
 import { withMysql, withPg } from './connect.js';
 import { OperationError } from './errors.js';
-import { runCommand } from './exec.js';
 import { parseConnectionUri } from './source-uri.js';
 
 export interface PendingUpdate {
@@ -50,10 +49,7 @@ export async function pendingMaintenance(input: MaintenanceInput): Promise<Pendi
         return { running: firstVersion(v.rows[0]?.v ?? ''), pending: p.rows.map((r) => r.name) };
       },
     );
-    const { stdout } = await runCommand({
-      command: path.join(input.binDir ?? DEFAULT_PG_BIN_DIR, 'postgres'),
-      args: ['--version'],
-    });
+    const stdout = await versionOutput(path.join(input.binDir ?? DEFAULT_PG_BIN_DIR, 'postgres'));
     const installed = firstVersion(stdout.replace(/^.*\(PostgreSQL\)\s*/, ''));
     if (installed.split('.')[0] === running.split('.')[0] && compareVersions(installed, running) > 0) {
       updates.push({ kind: 'minor_version', description: `Update PostgreSQL ${running} to ${installed}` });
@@ -69,7 +65,7 @@ export async function pendingMaintenance(input: MaintenanceInput): Promise<Pendi
       const [rows] = await c.query('SELECT VERSION() AS v');
       return firstVersion((rows as Array<{ v: string }>)[0]?.v ?? '');
     });
-    const { stdout } = await runCommand({ command: input.mariadbd ?? 'mariadbd', args: ['--version'] });
+    const stdout = await versionOutput(input.mariadbd ?? 'mariadbd');
     const installed = firstVersion(stdout.replace(/^.*Ver\s*/, ''));
     const major = (v: string): string => v.split('.').slice(0, 2).join('.');
     if (major(installed) === major(running) && compareVersions(installed, running) > 0) {

@@ -10,6 +10,7 @@ import {
   PG_SYSTEM_DATABASES,
   errorMessage,
   pgMajorOf,
+  versionOutput,
   type ResultCode,
 } from './common.js';
 import {
@@ -77,7 +78,7 @@ export function chooseUpgradeMethod(targetBinDir: string, sourceBinDir: string |
 }
 
 async function binaryMajor(binDir: string): Promise<number> {
-  const { stdout } = await runCommand({ command: path.join(binDir, 'postgres'), args: ['--version'] });
+  const stdout = await versionOutput(path.join(binDir, 'postgres'));
   const major = Number(/\(PostgreSQL\)\s+(\d+)/.exec(stdout)?.[1] ?? NaN);
   if (!Number.isFinite(major))
     throw new OperationError(
