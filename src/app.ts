@@ -10,6 +10,7 @@ import { registerInputGuard } from './http/plugins/input.js';
 import { registerOwnershipCheck } from './http/plugins/ownership.js';
 import { registerIdentityRoutes } from './http/routes/platform/identity.js';
 import { registerApplicationRoutes } from './http/routes/platform/applications.js';
+import { registerRuntimeRoutes } from './http/routes/platform/runtime.js';
 import { registerInfrastructureRoutes } from './http/routes/platform/infrastructure.js';
 import { registerTeamResourceRoutes } from './http/routes/platform/team-resources.js';
 import { registerScheduledDeletionRoutes } from './http/routes/platform/scheduled-deletion.js';
@@ -78,6 +79,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   registerObjectStorageRoutes(app, ctx);
   registerInfrastructureRoutes(app, ctx);
   registerApplicationRoutes(app, ctx);
+  registerRuntimeRoutes(app, ctx);
   registerTeamResourceRoutes(app, ctx);
   registerScheduledDeletionRoutes(app, ctx);
 

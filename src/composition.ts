@@ -15,6 +15,19 @@ import {
   type ManagedDatabaseService,
 } from './services/managed-databases/index.js';
 import type { ApplicationCleanup } from './services/scheduled-deletion/index.js';
+import type { AppRuntimeDriver } from './drivers/runtime/driver.js';
+import { createLocalRuntimeDriver } from './drivers/runtime/local/index.js';
+import { createAddressGuard } from './drivers/net/guard.js';
+import { createDeploymentRepository } from './db/repositories/deployments.js';
+import { iso } from './domain/clock.js';
+import { createDeploymentService, type DeploymentService } from './services/applications/deployments.js';
+import {
+  createRuntimeService,
+  uploadedSourcePath,
+  type RuntimeService,
+} from './services/applications/runtime.js';
+import { createSpecBuilder } from './services/applications/spec.js';
+import { createInfrastructureQueries } from './services/infrastructure/queries.js';
 import { createScheduleService, type ScheduleService } from './services/scheduled-deletion/schedules.js';
 import {
   createToolsService,
@@ -37,11 +50,20 @@ export interface Services {
   readonly schedules: ScheduleService;
   /** The /1.3 operations' requests (tasks, migrations, upgrade, maintenance, clones). */
   readonly dbOperations: DbOperationRequests;
+  /** What runs applications (BERTH_RUNTIME_DRIVER). */
+  readonly runtime: AppRuntimeDriver;
+  /** Deployments: requested by apply and the API, run as jobs, reconciled at start. */
+  readonly deployments: DeploymentService;
+  /** The platform API's use cases on running applications. */
+  readonly applications: RuntimeService;
+  /** Polls the job runner at once; the lifecycle sets it when the runner starts. */
+  readonly jobs: { wake(): void };
 }
 
 /** What tests and tools may choose instead of the configured defaults. */
 export interface ServiceOverrides {
   managedDatabaseDriver?: ManagedDatabaseDriver;
+  runtimeDriver?: AppRuntimeDriver;
   tools?: Partial<ToolsOptions>;
 }
 
@@ -75,6 +97,66 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
     }
   };
 
+  const runtimeDriver = once((): AppRuntimeDriver => {
+    if (overrides.runtimeDriver) return overrides.runtimeDriver;
+    const { runtime } = config;
+    switch (config.drivers.runtime) {
+      case 'local': {
+        const events = createDeploymentRepository(ctx.db);
+        const driver = createLocalRuntimeDriver({
+          dataDir: config.dataDir,
+          runtimesDir: runtime.runtimesDir,
+          edge: { host: config.host, port: runtime.edgePort, tlsPort: runtime.edgeTlsPort },
+          guard: createAddressGuard({ allow: runtime.sourcesAllowPrivate }),
+          allowFileUrls: runtime.sourcesAllowFileUrls,
+          deploymentTimeoutMs: runtime.deploymentTimeoutSeconds * 1000,
+          drainMs: runtime.drainSeconds * 1000,
+          onEvent: (event) => {
+            ctx.logger.info(
+              { app: event.appId, instance: event.instance },
+              `application ${event.kind}: ${event.message}`,
+            );
+            events
+              .recordEvent(event.appId, event, iso(ctx.clock.now()))
+              .catch((error: unknown) => ctx.logger.warn({ err: error }, 'runtime event not recorded'));
+          },
+          log: ctx.logger,
+        });
+        ctx.onClose(() => driver.close());
+        return driver;
+      }
+    }
+  });
+  const jobs = { wake: () => undefined as void };
+  const specs = once(() =>
+    createSpecBuilder({ db: ctx.db, secretBox: ctx.secretBox, runtime: config.runtime }),
+  );
+  const deployments = once(() =>
+    createDeploymentService({
+      db: ctx.db,
+      clock: ctx.clock,
+      logger: ctx.logger,
+      runtime: config.runtime,
+      driver: runtimeDriver,
+      specs: specs(),
+      uploadedSource: (appId, file) => uploadedSourcePath(config.dataDir, appId, file),
+      wakeJobs: () => jobs.wake(),
+    }),
+  );
+  const applications = once(() =>
+    createRuntimeService({
+      db: ctx.db,
+      clock: ctx.clock,
+      logger: ctx.logger,
+      dataDir: config.dataDir,
+      queries: createInfrastructureQueries({ db: ctx.db, identity: ctx.identity }),
+      deployments: deployments(),
+      specs: specs(),
+      driver: runtimeDriver,
+      wakeJobs: () => jobs.wake(),
+    }),
+  );
+
   const managedDatabases = once(() => {
     const service = createManagedDatabaseService(ctx, managedDatabaseDriver());
     ctx.onClose(() => service.close());
@@ -93,7 +175,13 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
     return made;
   });
   const objectStorage = once(objectStorageDriver);
-  const applicationCleanups: ApplicationCleanup[] = [];
+  // What runs for an application stops and goes before its rows do.
+  const applicationCleanups: ApplicationCleanup[] = [
+    async (app) => {
+      deployments().cancelInFlight(app.id, 'the application is being deleted');
+      await runtimeDriver().remove(app.id);
+    },
+  ];
   const dbOperations = once(() => createDbOperationRequests(ctx));
   const schedules = once(() =>
     createScheduleService({ db: ctx.db, clock: ctx.clock, identity: ctx.identity }),
@@ -118,6 +206,16 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
     get dbOperations() {
       return dbOperations();
     },
+    get runtime() {
+      return runtimeDriver();
+    },
+    get deployments() {
+      return deployments();
+    },
+    get applications() {
+      return applications();
+    },
+    jobs,
     s3Endpoint,
     applicationCleanups,
   };

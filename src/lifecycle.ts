@@ -8,7 +8,7 @@ import { startManagedDatabases } from './services/managed-databases/index.js';
 
 export interface Background {
   /** Where the servers started beside the API listen. */
-  endpoints: { s3: string };
+  endpoints: { s3: string; apps: string; appsTls: string | undefined };
   stop(): Promise<void>;
 }
 
@@ -19,7 +19,7 @@ export interface Background {
 export function explainListenError(
   error: unknown,
   what: string,
-  setting: 'port' | 's3Port',
+  setting: 'port' | 's3Port' | 'edgePort',
   port: number,
 ): unknown {
   if ((error as NodeJS.ErrnoException | undefined)?.code !== 'EADDRINUSE') return error;
@@ -43,9 +43,27 @@ export async function startBackground(
   await startScheduledDeletion(ctx);
   const databases = startManagedDatabases(ctx);
   stops.push(() => databases.stop());
+  // Applications: the edge first (a port taken is said before anything runs), then every application
+  // that should run is started again and unfinished deployments are settled.
+  const runtime = ctx.services.runtime;
+  await runtime.start().catch((error: unknown) => {
+    throw explainListenError(error, 'the edge proxy (applications)', 'edgePort', ctx.config.runtime.edgePort);
+  });
+  stops.push(() => runtime.close());
+  ctx.services.jobs.wake = () => work.wake();
+  const reconciled = ctx.services.deployments
+    .reconcile()
+    .catch((error: unknown) => ctx.logger.error({ err: error }, 'applications were not all started again'));
+  stops.push(() => reconciled);
   work.start();
+  const host = ctx.config.host.includes(':') ? `[${ctx.config.host}]` : ctx.config.host;
   return {
-    endpoints: { s3: s3.url },
+    endpoints: {
+      s3: s3.url,
+      apps: `http://${host}:${runtime.endpoints.http}`,
+      appsTls:
+        runtime.endpoints.https === undefined ? undefined : `https://${host}:${runtime.endpoints.https}`,
+    },
     async stop() {
       await work.stop(); // waits for jobs in flight
       for (const stop of stops.reverse()) await stop();

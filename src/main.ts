@@ -50,12 +50,16 @@ export async function startServer(config: Config): Promise<RunningServer> {
   const endpoints = {
     api: url,
     s3: background.endpoints.s3,
+    apps: background.endpoints.apps,
+    ...(background.endpoints.appsTls ? { appsTls: background.endpoints.appsTls } : {}),
     docs: `${url}/docs`,
     openapi: `${url}/openapi.json`,
   };
   ctx.logger.info(
     endpoints,
-    `Berth is ready: API ${url}, S3 ${endpoints.s3}, API reference ${endpoints.docs}`,
+    `Berth is ready: API ${url}, S3 ${endpoints.s3}, applications ${endpoints.apps}${
+      endpoints.appsTls ? ` and ${endpoints.appsTls}` : ''
+    }, API reference ${endpoints.docs}`,
   );
 
   let stopping: Promise<void> | undefined;

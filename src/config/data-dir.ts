@@ -6,8 +6,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 
-/** Left to the managed-database driver, which gives each instance user its own directory. */
-const DRIVER_OWNED = new Set(['databases']);
+/** Left to their drivers: managed-database instances and applications run as their own OS users, under
+ * directories the driver gives them; `runtimes` holds language runtimes those users read. */
+const DRIVER_OWNED = new Set(['databases', 'apps', 'runtimes']);
 
 export interface ModeChange {
   path: string;

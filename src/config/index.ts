@@ -26,12 +26,40 @@ export interface Config {
   readonly quotas: Readonly<TeamQuotas>;
   /** Which driver each family uses (src/composition.ts builds them). */
   readonly drivers: Readonly<DriverChoice>;
+  /** Applications: where they are served, how they are fetched, deployed and checked. */
+  readonly runtime: Readonly<RuntimeSettings>;
+}
+
+export interface RuntimeSettings {
+  /** Port of the edge proxy that serves applications by Host (0: any free port). */
+  edgePort: number;
+  /** Port of the edge's TLS listener; undefined: no TLS. */
+  edgeTlsPort: number | undefined;
+  /** Every application is also served at `<name>-<id>.<appsDomain>`. */
+  appsDomain: string;
+  /** A deployment that has not finished after this long is failed (the spec leaves it open). */
+  deploymentTimeoutSeconds: number;
+  /** `owner`/`name` repositories are fetched from `<gitBaseUrl>/<owner>/<name>.git`. */
+  gitBaseUrl: string;
+  /** Hosts/CIDRs a repository URL may name although they are private (tests, intranet git servers). */
+  sourcesAllowPrivate: readonly string[];
+  /** Whether `file://` repository URLs are fetched (off: a tenant could read the host's repositories). */
+  sourcesAllowFileUrls: boolean;
+  /** Live health checks: every interval, answered within the timeout; a replica failing `threshold` in a row is restarted. */
+  healthIntervalSeconds: number;
+  healthTimeoutSeconds: number;
+  healthFailureThreshold: number;
+  /** How long an old replica may finish its requests after SIGTERM before SIGKILL. */
+  drainSeconds: number;
+  /** Language runtimes (Node.js per major), downloaded once; several Berths may share it. */
+  runtimesDir: string;
 }
 
 /** The drivers Berth has, per family; the first is the default. */
 export const DRIVERS = {
   managedDatabases: ['local'],
   objectStorage: ['local'],
+  runtime: ['local'],
 } as const;
 
 export type DriverChoice = { [F in keyof typeof DRIVERS]: (typeof DRIVERS)[F][number] };
@@ -63,6 +91,19 @@ export interface ConfigOverrides {
   quotaObjectStorages?: string;
   managedDatabaseDriver?: string;
   objectStorageDriver?: string;
+  runtimeDriver?: string;
+  edgePort?: string;
+  edgeTlsPort?: string;
+  appsDomain?: string;
+  deploymentTimeout?: string;
+  gitBaseUrl?: string;
+  sourcesAllowPrivate?: string;
+  sourcesAllowFileUrls?: string;
+  healthInterval?: string;
+  healthTimeout?: string;
+  healthFailureThreshold?: string;
+  drainSeconds?: string;
+  runtimesDir?: string;
 }
 
 /** Environment variable behind each setting; `berth serve --<flag>` overrides it. */
@@ -154,6 +195,71 @@ export const CONFIG_VARIABLES: Record<keyof ConfigOverrides, { env: string; flag
     flag: 'object-storage-driver',
     doc: "what holds object storage: local (Berth's S3 endpoint on the data dir; default)",
   },
+  runtimeDriver: {
+    env: 'BERTH_RUNTIME_DRIVER',
+    flag: 'runtime-driver',
+    doc: 'what runs applications: local (sandboxed processes on this machine behind the edge proxy; default)',
+  },
+  edgePort: {
+    env: 'BERTH_EDGE_PORT',
+    flag: 'edge-port',
+    doc: 'TCP port of the edge proxy that serves applications by Host (default 8000; 0 = any free port)',
+  },
+  edgeTlsPort: {
+    env: 'BERTH_EDGE_TLS_PORT',
+    flag: 'edge-tls-port',
+    doc: 'TCP port of the edge proxy over TLS, certificates from <data dir>/certs (default: no TLS)',
+  },
+  appsDomain: {
+    env: 'BERTH_APPS_DOMAIN',
+    flag: 'apps-domain',
+    doc: 'every application is also served at <name>-<id>.<this domain> (default localhost)',
+  },
+  deploymentTimeout: {
+    env: 'BERTH_DEPLOYMENT_TIMEOUT',
+    flag: 'deployment-timeout',
+    doc: 'seconds after which an unfinished deployment is failed (default 600)',
+  },
+  gitBaseUrl: {
+    env: 'BERTH_GIT_BASE_URL',
+    flag: 'git-base-url',
+    doc: 'where repository owner/name is fetched from (default https://github.com)',
+  },
+  sourcesAllowPrivate: {
+    env: 'BERTH_SOURCES_ALLOW_PRIVATE',
+    flag: 'sources-allow-private',
+    doc: 'comma-separated IPs/CIDRs a repository URL may name although private (default none)',
+  },
+  sourcesAllowFileUrls: {
+    env: 'BERTH_SOURCES_ALLOW_FILE_URLS',
+    flag: 'sources-allow-file-urls',
+    doc: 'true: file:// repository URLs are fetched (default false)',
+  },
+  healthInterval: {
+    env: 'BERTH_HEALTH_INTERVAL',
+    flag: 'health-interval',
+    doc: "seconds between a live replica's health checks (default 10)",
+  },
+  healthTimeout: {
+    env: 'BERTH_HEALTH_TIMEOUT',
+    flag: 'health-timeout',
+    doc: 'seconds a health check waits for its answer (default 5)',
+  },
+  healthFailureThreshold: {
+    env: 'BERTH_HEALTH_FAILURE_THRESHOLD',
+    flag: 'health-failure-threshold',
+    doc: 'failed checks in a row after which a replica is restarted (default 3)',
+  },
+  drainSeconds: {
+    env: 'BERTH_DRAIN_SECONDS',
+    flag: 'drain-seconds',
+    doc: 'seconds an old replica may finish its requests after SIGTERM before SIGKILL (default 30)',
+  },
+  runtimesDir: {
+    env: 'BERTH_RUNTIMES_DIR',
+    flag: 'runtimes-dir',
+    doc: 'where Node.js runtimes are downloaded once, shareable between Berths (default <data dir>/runtimes)',
+  },
 };
 
 const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -181,6 +287,30 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
       return fallback;
     }
     return n;
+  };
+
+  const list = (key: keyof ConfigOverrides): string[] =>
+    (raw(key) ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
+  const boolean = (key: keyof ConfigOverrides, fallback: boolean): boolean => {
+    const value = raw(key);
+    if (value === undefined) return fallback;
+    if (['true', '1', 'yes'].includes(value)) return true;
+    if (['false', '0', 'no'].includes(value)) return false;
+    problems.push(`${CONFIG_VARIABLES[key].env} must be true or false, got '${value}'`);
+    return fallback;
+  };
+  const hostName = (key: keyof ConfigOverrides, fallback: string): string => {
+    const value = (raw(key) ?? fallback).toLowerCase();
+    if (!/^(?=.{1,200}$)[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/.test(value)) {
+      problems.push(
+        `${CONFIG_VARIABLES[key].env} must be a host name such as apps.example.com, got '${value}'`,
+      );
+      return fallback;
+    }
+    return value;
   };
 
   const port = integer('port', 8080, 0, 65535);
@@ -228,10 +358,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     logLevel: logLevel ?? 'info',
     rateLimitPerMinute: integer('rateLimitPerMinute', 60, 0, 1_000_000_000),
     bodyLimitBytes: integer('bodyLimitBytes', 30 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
-    toolsAllowPrivate: (raw('toolsAllowPrivate') ?? '')
-      .split(',')
-      .map((s) => s.trim())
-      .filter(Boolean),
+    toolsAllowPrivate: list('toolsAllowPrivate'),
     toolsMonthlyCredits: integer('toolsMonthlyCredits', 1000, 0, 1_000_000_000),
     s3Port: integer('s3Port', 9000, 0, 65535),
     quotas: Object.freeze({
@@ -243,8 +370,25 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     drivers: Object.freeze({
       managedDatabases: driver('managedDatabases', 'managedDatabaseDriver'),
       objectStorage: driver('objectStorage', 'objectStorageDriver'),
+      runtime: driver('runtime', 'runtimeDriver'),
+    }),
+    runtime: Object.freeze({
+      edgePort: integer('edgePort', 8000, 0, 65535),
+      edgeTlsPort: raw('edgeTlsPort') === undefined ? undefined : integer('edgeTlsPort', 0, 0, 65535),
+      appsDomain: hostName('appsDomain', 'localhost'),
+      deploymentTimeoutSeconds: integer('deploymentTimeout', 600, 10, 24 * 3600),
+      gitBaseUrl: (raw('gitBaseUrl') ?? 'https://github.com').replace(/\/+$/, ''),
+      sourcesAllowPrivate: list('sourcesAllowPrivate'),
+      sourcesAllowFileUrls: boolean('sourcesAllowFileUrls', false),
+      healthIntervalSeconds: integer('healthInterval', 10, 1, 3600),
+      healthTimeoutSeconds: integer('healthTimeout', 5, 1, 600),
+      healthFailureThreshold: integer('healthFailureThreshold', 3, 1, 100),
+      drainSeconds: integer('drainSeconds', 30, 0, 3600),
+      runtimesDir: path.resolve(raw('runtimesDir') ?? path.join(dataDir, 'runtimes')),
     }),
   };
+  if (!isHttpUrl(config.runtime.gitBaseUrl))
+    problems.push(`BERTH_GIT_BASE_URL must be an http(s) URL, got '${config.runtime.gitBaseUrl}'`);
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze(config);
 }

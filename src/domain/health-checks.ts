@@ -1,18 +1,19 @@
 // Health checks of an application: the default path per application type and the status shown.
 //
 // Defaults (apply rule 8a gives a new application its type's default when the document omits the path):
-// - laravel:   /up            Laravel 11+ registers this route in a fresh skeleton (bootstrap/app.php `health:`).
-// - nodejs:    /              a Node.js server has no conventional health route; the root answers if it is up.
-// - wordpress: /wp-login.php  answers 200 without a logged-in session and without hitting a theme's
-//                             front page, so a broken theme does not cause restarts.
+// Ploi Cloud's documented defaults (a client written for Ploi gets the same checks):
+// - laravel:   /                       the application's front page;
+// - nodejs:    /                       a Node.js server has no conventional health route;
+// - wordpress: /wp-admin/install.php   answers 200 before and after installation, without a theme.
+// Applications created before these defaults keep the path they had (migration 019 stored it).
 import type { ApplicationType } from './applications.js';
 
 export const APPLICATION_TYPES: readonly ApplicationType[] = ['laravel', 'nodejs', 'wordpress'];
 
 export const DEFAULT_HEALTH_CHECK_PATH: Readonly<Record<ApplicationType, string>> = {
-  laravel: '/up',
+  laravel: '/',
   nodejs: '/',
-  wordpress: '/wp-login.php',
+  wordpress: '/wp-admin/install.php',
 };
 
 /** The path checked: the stored one, or the type's default when none is stored. */

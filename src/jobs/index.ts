@@ -13,6 +13,7 @@ export function jobHandlers(ctx: AppContext): Record<string, JobHandler> {
     ...scheduledDeletionJobHandlers(ctx),
     ...managedDatabaseJobHandlers(ctx),
     ...dbOperationJobHandlers(ctx),
+    ...ctx.services.deployments.jobHandlers(),
   };
 }
 

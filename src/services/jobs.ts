@@ -21,6 +21,7 @@ export interface JobPayloads {
   'notifications.send': { id: number };
   'scheduled_deletion.sweep': Record<string, never>;
   'scheduled_deletion.delete': { applicationId: number; scheduledFor: string };
+  'deployment.run': { id: number };
 }
 
 export type JobType = keyof JobPayloads;
@@ -39,6 +40,7 @@ const JOB_KEYS: { [T in JobType]: (payload: JobPayloads[T]) => string } = {
   'notifications.send': (p) => `notifications.send:${p.id}`,
   'scheduled_deletion.sweep': () => 'scheduled_deletion.sweep',
   'scheduled_deletion.delete': (p) => `scheduled_deletion.delete:${p.applicationId}:${p.scheduledFor}`,
+  'deployment.run': (p) => `deployment.run:${p.id}`,
 };
 
 export const jobKey = <T extends JobType>(type: T, payload: JobPayloads[T]): string =>

@@ -31,6 +31,7 @@ export function testConfig(env: Record<string, string> = {}): Config {
     BERTH_RATE_LIMIT_PER_MINUTE: '0',
     // The S3 endpoint (started by startBackground) on any free port, never the fixed default.
     BERTH_S3_PORT: '0',
+    BERTH_EDGE_PORT: '0',
     ...env,
   });
 }

@@ -362,7 +362,7 @@ describe.each(DIALECTS)('apply (%s)', (dialect) => {
           headers: t.auth.platform,
         })
       ).json().data;
-    expect((await view()).health_check).toEqual({ enabled: true, path: '/up', status: 'unknown' });
+    expect((await view()).health_check).toEqual({ enabled: true, path: '/', status: 'unknown' });
 
     const custom = doc();
     settings(custom).health_check_path = '/ping';

@@ -73,7 +73,7 @@ const applicationArb = fc
     tags: opt(fc.uniqueArray(label, { maxLength: 3 })),
     repository: opt(fc.record({ url: fc.constant('https://github.com/acme/x'), branch: label })),
     runtime: opt(
-      fc.record({ php_version: fc.constantFrom('8.3', '8.4'), nodejs_version: fc.constantFrom('20', '22') }),
+      fc.record({ php_version: fc.constantFrom('8.2'), nodejs_version: fc.constantFrom('20', '22', '24') }),
     ),
     commands: opt(fc.record({ build: fc.array(text, { maxLength: 2 }), start: opt(text) })),
     health: fc.constantFrom<'omit' | 'path' | 'off'>('omit', 'path', 'off'),
@@ -83,7 +83,10 @@ const applicationArb = fc
     scheduler_enabled: opt(fc.boolean()),
     php: opt(
       fc.record({
-        extensions: fc.uniqueArray(label, { maxLength: 2 }),
+        // Extensions this host's PHP has: apply refuses any other (nothing unprovisionable is accepted).
+        extensions: fc.uniqueArray(fc.constantFrom('intl', 'gd', 'mbstring', 'redis', 'zip'), {
+          maxLength: 2,
+        }),
         settings: fc.array(
           label.map((l) => `${l}=1`),
           { maxLength: 2 },

@@ -55,6 +55,7 @@ describe.each(DIALECTS)('apply is all or nothing (%s)', (dialect) => {
       secretBox: t.ctx.secretBox,
       identity: t.ctx.identity,
       quotas: t.ctx.config.quotas,
+      deployments: t.ctx.services.deployments,
     });
     return { plugin, service };
   }
@@ -79,8 +80,8 @@ describe.each(DIALECTS)('apply is all or nothing (%s)', (dialect) => {
   it('a fault at any write of a creating apply stores nothing', async () => {
     const writes = await everyWriteFails(fullDocument(t.user.team_id, 'faulty'));
     // application, domain, secret, volume, 2 services, container service, database + job,
-    // storage + job, deployment.
-    expect(writes).toBe(12);
+    // storage + job, deployment (older ones cancelled, the new one, its job).
+    expect(writes).toBe(14);
   });
 
   it('a fault at any write of an updating apply changes nothing', async () => {
@@ -95,8 +96,9 @@ describe.each(DIALECTS)('apply is all or nothing (%s)', (dialect) => {
     spec.volumes = [{ name: 'storage', mount_path: '/var/www/html/storage', volume_size: 20 }];
     spec.managed_databases = [{ name: 'other-db', type: 'mysql', plan: '1x1xCPU-2GB-25GB', zone: 'de-fra1' }];
     const writes = await everyWriteFails(doc);
-    // application, domain, secret, volume, database + job, deployment.
-    expect(writes).toBe(7);
+    // application, domain, secret, volume, database + job, deployment (older ones cancelled, the new
+    // one, its job).
+    expect(writes).toBe(9);
   });
 
   it('two identical applies at the same moment create everything once', async () => {

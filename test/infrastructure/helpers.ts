@@ -20,7 +20,7 @@ export function fullDocument(team: string | number, name = 'shop'): Record<strin
         label: 'Shop',
         tags: ['production'],
         repository: { url: 'https://github.com/acme/shop', owner: 'acme', name: 'shop', branch: 'main' },
-        runtime: { php_version: '8.4' },
+        runtime: { php_version: '8.2' },
         commands: { build: ['composer install'], init: ['php artisan migrate --force'], start: 'php-fpm' },
         settings: { health_check_path: '/health', scheduler_enabled: true, replicas: 2, memory: '1024Mi' },
         php: { extensions: ['intl'], settings: ['memory_limit=512M'] },

@@ -73,7 +73,7 @@ describe.each(DIALECTS)('reads (%s)', (dialect) => {
     expect(list).toHaveLength(2);
     expect(list[0].id).toBeGreaterThan(list[1].id);
     expect(list[0]).toMatchObject({ application_id: appId, status: 'pending', reason: 'apply' });
-    expect((await get(`/api/v1/applications/${appId}/deployments?limit=1`)).json().data).toHaveLength(1);
+    expect((await get(`/api/v1/applications/${appId}/deployments?per_page=1`)).json().data).toHaveLength(1);
     expect((await get(`/api/v1/applications/${appId}/deployments`, strangerHeaders)).statusCode).toBe(403);
   });
 

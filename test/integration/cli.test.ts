@@ -108,8 +108,19 @@ describe('berth CLI', () => {
     const port = await freePort();
     const child = spawn(
       process.execPath,
-      // S3 on any free port: a Berth started by the quick start may hold the default one.
-      ['--import', 'tsx', 'src/cli/index.ts', 'serve', '--port', String(port), '--s3-port', '0'],
+      // S3 and the edge on any free port: a Berth started by the quick start may hold the defaults.
+      [
+        '--import',
+        'tsx',
+        'src/cli/index.ts',
+        'serve',
+        '--port',
+        String(port),
+        '--s3-port',
+        '0',
+        '--edge-port',
+        '0',
+      ],
       {
         cwd: ROOT,
         env: { ...process.env, BERTH_LOG_LEVEL: 'info', BERTH_DATA_DIR: serveDir },
@@ -169,19 +180,23 @@ describe('berth CLI', () => {
     }
   });
 
-  it('a second serve whose port is taken says which flag moves it, for the API and for S3', async () => {
+  it('a second serve whose port is taken says which flag moves it, for the API, S3 and the edge', async () => {
     const taken = net.createServer();
     await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
     const port = String((taken.address() as net.AddressInfo).port);
     try {
-      const api = await berth('serve', '--port', port, '--s3-port', '0');
+      const api = await berth('serve', '--port', port, '--s3-port', '0', '--edge-port', '0');
       expect(api.code).toBe(1);
       expect(api.stderr).toContain(`port ${port} for the API is already in use`);
       expect(api.stderr).toContain('--port or BERTH_PORT');
-      const s3 = await berth('serve', '--port', '0', '--s3-port', port);
+      const s3 = await berth('serve', '--port', '0', '--s3-port', port, '--edge-port', '0');
       expect(s3.code).toBe(1);
       expect(s3.stderr).toContain(`port ${port} for the S3 endpoint is already in use`);
       expect(s3.stderr).toContain('--s3-port or BERTH_S3_PORT');
+      const edge = await berth('serve', '--port', '0', '--s3-port', '0', '--edge-port', port);
+      expect(edge.code).toBe(1);
+      expect(edge.stderr).toContain(`port ${port} for the edge proxy (applications) is already in use`);
+      expect(edge.stderr).toContain('--edge-port or BERTH_EDGE_PORT');
     } finally {
       taken.close();
     }

@@ -181,7 +181,7 @@ export async function insertApplication(db: Kysely<Database>, input: NewApplicat
     .execute();
   await db
     .insertInto('deployments')
-    .values({ application_id: id, status: 'succeeded', reason: 'apply', created_at: at, updated_at: at })
+    .values({ application_id: id, status: 'success', reason: 'apply', created_at: at, updated_at: at })
     .execute();
   return id;
 }

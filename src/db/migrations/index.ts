@@ -13,6 +13,7 @@ import * as m010 from './010_s3_object_files.js';
 import * as m011 from './011_s3_features.js';
 import * as m017 from './017_user_credit_allowance.js';
 import * as m018 from './018_s3_checksums.js';
+import * as m019 from './019_runtime.js';
 
 type DialectMigration = { up(db: Kysely<unknown>, dialect: Dialect): Promise<void> };
 
@@ -29,6 +30,7 @@ const MIGRATIONS: Record<string, DialectMigration> = {
   '011_s3_features': m011,
   '017_user_credit_allowance': m017,
   '018_s3_checksums': m018,
+  '019_runtime': m019,
 };
 
 export async function migrateToLatest(db: Kysely<unknown>, dialect: Dialect): Promise<void> {

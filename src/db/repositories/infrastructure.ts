@@ -472,7 +472,7 @@ export function createInfrastructureRepository(db: Db) {
         .values({
           ...(applicationColumns(values) as Omit<
             ApplicationsTable,
-            'id' | 'team_id' | 'created_at' | 'updated_at'
+            'id' | 'team_id' | 'created_at' | 'updated_at' | 'status' | 'suspended'
           >),
           team_id: teamId,
           created_at: at,
@@ -650,14 +650,6 @@ export function createInfrastructureRepository(db: Db) {
         .execute();
     },
 
-    async insertDeployment(applicationId: number, reason: string, at: string): Promise<number> {
-      const row = await db
-        .insertInto('deployments')
-        .values({ application_id: applicationId, status: 'pending', reason, created_at: at, updated_at: at })
-        .returning('id')
-        .executeTakeFirstOrThrow();
-      return row.id;
-    },
     listDeployments: (applicationId: number, limit: number) =>
       db
         .selectFrom('deployments')

@@ -3,6 +3,7 @@
 import type { Generated } from 'kysely';
 
 import type { ApplicationType } from '../../domain/applications.js';
+import type { ApplicationStatus, DeploymentStatus, DeploymentStep } from '../../domain/deployments.js';
 
 export type { ApplicationType };
 
@@ -30,6 +31,16 @@ export interface ApplicationsTable {
   /** JSON: { extensions?: string[], settings?: string[] } */
   php: string;
   scheduled_deletion_at: string | null;
+  /** Ploi's application states (src/domain/deployments.ts). */
+  status: Generated<ApplicationStatus>;
+  status_reason: string | null;
+  /** 1 while suspended: nothing runs and the edge answers 503. */
+  suspended: Generated<number>;
+  /** The deployment whose release serves; null before the first success. */
+  live_deployment_id: number | null;
+  /** File name of the last uploaded source archive under the application's directory. */
+  uploaded_source: string | null;
+  uploaded_source_at: string | null;
   created_at: string;
   updated_at: string;
 }
@@ -97,15 +108,58 @@ export interface ContainerServicesTable {
   updated_at: string;
 }
 
-export type DeploymentStatus = 'pending' | 'running' | 'succeeded' | 'failed' | 'cancelled';
-
 export interface DeploymentsTable {
   id: Generated<number>;
   application_id: number;
   status: DeploymentStatus;
+  /** Why it was made: `apply`, `deploy`, `rollback`, `source upload`. */
   reason: string;
+  step: DeploymentStep | null;
+  /** `git`, `archive` or `bundled` once fetched. */
+  source: string | null;
+  branch: string | null;
+  commit_sha: string | null;
+  /** 1: reuses the release of the last successful build instead of building. */
+  skip_build: number | null;
+  /** The deployment a rollback returns to. */
+  rollback_of: number | null;
+  /** The release directory it built or reuses. */
+  release: string | null;
+  error: string | null;
+  started_at: string | null;
+  finished_at: string | null;
+  deadline_at: string | null;
+  requested_by: number | null;
   created_at: string;
   updated_at: string;
+}
+
+export interface DeploymentLogsTable {
+  id: Generated<number>;
+  deployment_id: number;
+  at: string;
+  line: string;
+}
+
+export interface CommandHistoryTable {
+  id: Generated<number>;
+  application_id: number;
+  user_id: number | null;
+  command: string;
+  status: 'running' | 'finished' | 'failed';
+  exit_code: number | null;
+  output: string;
+  started_at: string;
+  finished_at: string | null;
+}
+
+export interface RuntimeEventsTable {
+  id: Generated<number>;
+  application_id: number;
+  at: string;
+  kind: string;
+  instance: string;
+  message: string;
 }
 
 export type ManagedDatabaseType = 'mysql' | 'pg' | 'valkey';
@@ -165,6 +219,9 @@ export interface InfrastructureTables {
   services: ServicesTable;
   container_services: ContainerServicesTable;
   deployments: DeploymentsTable;
+  deployment_logs: DeploymentLogsTable;
+  command_history: CommandHistoryTable;
+  runtime_events: RuntimeEventsTable;
   managed_databases: ManagedDatabasesTable;
   object_storages: ObjectStoragesTable;
   team_revisions: TeamRevisionsTable;

@@ -11,9 +11,10 @@
 // Settings in the profile also tell LibreOffice not to follow links at all (defence in depth).
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { readOnlySystemArgs } from '../os/bwrap.js';
 import { ensureSystemAccount, isRoot, type SystemAccount } from '../os/users.js';
 
-export const BWRAP_PATH = '/usr/bin/bwrap';
+export { BWRAP_PATH } from '../os/bwrap.js';
 
 /** /etc entries soffice and python need; nothing else of the host's /etc (passwd, Berth's config) is visible. */
 const ETC_ENTRIES = [
@@ -42,10 +43,7 @@ export function sandboxArgs(writable: readonly string[], command: readonly strin
     '--setenv',
     'LANG',
     'C.UTF-8',
-    '--ro-bind',
-    '/usr',
-    '/usr',
-    ...['bin', 'lib', 'lib64', 'sbin'].flatMap((dir) => ['--symlink', `usr/${dir}`, `/${dir}`]),
+    ...readOnlySystemArgs(),
     ...ETC_ENTRIES.flatMap((entry) => ['--ro-bind-try', entry, entry]),
     '--proc',
     '/proc',

@@ -69,3 +69,8 @@ export function ensureSystemAccount(name: string): SystemAccount {
   known.set(name, account);
   return account;
 }
+
+/** Forgets a remembered account (it is being deleted; one made later under the name gets a new uid). */
+export function forgetSystemAccount(name: string): void {
+  known.delete(name);
+}

@@ -1,6 +1,7 @@
 // The apply use case: parse → validate the whole document → resolve the team → load the current
 // state → plan → perform every write and enqueue every job in one transaction (nothing for a dry run).
 import { charsetProblems } from '../../drivers/databases/charsets.js';
+import type { RuntimeCapabilities } from '../../drivers/runtime/driver.js';
 import type { Kysely, Transaction } from 'kysely';
 import type { Dialect } from '../../db/dialect.js';
 import {
@@ -31,6 +32,7 @@ import {
 } from '../../domain/infrastructure/validate.js';
 import { objectStorageEntryErrors } from '../object-storage/index.js';
 import { enqueue } from '../jobs.js';
+import type { DeploymentService } from '../applications/deployments.js';
 import type { IdentityService } from '../identity.js';
 import type { SecretBox } from '../../crypto/secret-box.js';
 
@@ -42,6 +44,10 @@ export interface InfrastructureDeps {
   secretBox: SecretBox;
   identity: Pick<IdentityService, 'requireTeam' | 'requireTeamAt' | 'teamsOfUser'>;
   quotas: Readonly<TeamQuotas>;
+  /** Records the deployment an apply triggers, in apply's transaction, and starts it after the commit. */
+  deployments: Pick<DeploymentService, 'request' | 'started'>;
+  /** What the application runtime can provide (runtime versions, PHP extensions); undefined: not checked. */
+  runtimeCapabilities?: () => RuntimeCapabilities;
 }
 
 export interface ApplyOptions {
@@ -314,6 +320,38 @@ function checkCharsets(doc: DesiredDocument): void {
   if (Object.keys(errors).length > 0) throw validationError(errors, VALIDATION_MESSAGE);
 }
 
+/**
+ * Runtime versions and PHP extensions the runtime cannot provide: 422 at the field, dry run included
+ * (spec rule: nothing that cannot be provisioned is accepted), naming what is available.
+ */
+function checkRuntime(doc: DesiredDocument, capabilities: RuntimeCapabilities): void {
+  const app = doc.application;
+  if (!app) return;
+  const errors: Record<string, string[]> = {};
+  const label = `Application '${app.name}'`;
+  const node = app.runtime?.nodejs_version;
+  if (node !== undefined && node !== 'none' && !capabilities.nodejsVersions.includes(node)) {
+    errors['spec.application.runtime.nodejs_version'] = [
+      `${label}: Node.js ${node} is not available here; available: ${capabilities.nodejsVersions.join(', ')}.`,
+    ];
+  }
+  const php = app.runtime?.php_version;
+  if (php !== undefined && !capabilities.phpVersions.includes(php)) {
+    errors['spec.application.runtime.php_version'] = [
+      `${label}: PHP ${php} is not available here; available: ${capabilities.phpVersions.join(', ')}.`,
+    ];
+  }
+  const missing = (app.php?.extensions ?? []).filter(
+    (extension) => !capabilities.phpExtensions.includes(extension.toLowerCase()),
+  );
+  if (missing.length > 0) {
+    errors['spec.application.php.extensions'] = [
+      `${label}: PHP extension${missing.length > 1 ? 's' : ''} ${missing.join(', ')} not available here; available: ${capabilities.phpExtensions.join(', ')}.`,
+    ];
+  }
+  if (Object.keys(errors).length > 0) throw validationError(errors, VALIDATION_MESSAGE);
+}
+
 export function createApplyService(deps: InfrastructureDeps) {
   const { db, dialect, clock, ids, secretBox } = deps;
   const readDocument = createDocumentReader();
@@ -427,6 +465,7 @@ export function createApplyService(deps: InfrastructureDeps) {
     async apply(userId: number, body: unknown, options: ApplyOptions): Promise<ApplyResponse> {
       const doc = readDocument(body);
       checkCharsets(doc);
+      if (deps.runtimeCapabilities) checkRuntime(doc, deps.runtimeCapabilities());
       const team = await deps.identity.requireTeamAt(userId, doc.team);
       const respond = (
         result: ApplyPlan,
@@ -474,22 +513,33 @@ export function createApplyService(deps: InfrastructureDeps) {
 
       for (let attempt = 1; ; attempt += 1) {
         try {
-          return await db.transaction().execute(async (trx) => {
-            const repo = createInfrastructureRepository(trx);
-            await repo.lockTeam(dialect, team.id);
-            const now = clock.now();
-            const state = await loadState(repo, dialect, team.id, doc);
-            const existingId = state.application?.id;
-            const result = plan(doc, state, now);
-            await checkQuotas(repo, team.id, doc, state, deps.quotas);
-            await checkBucketNames(repo, team.id, doc);
-            const appId = await write(trx, team.id, result, existingId, now);
-            let deploymentId: number | null = null;
-            if (result.needsDeployment && options.autoDeploy && appId !== undefined) {
-              deploymentId = await repo.insertDeployment(appId, 'apply', iso(now));
-            }
-            return respond(result, existingId ?? appId, deploymentId);
-          });
+          return await db
+            .transaction()
+            .execute(async (trx) => {
+              const repo = createInfrastructureRepository(trx);
+              await repo.lockTeam(dialect, team.id);
+              const now = clock.now();
+              const state = await loadState(repo, dialect, team.id, doc);
+              const existingId = state.application?.id;
+              const result = plan(doc, state, now);
+              await checkQuotas(repo, team.id, doc, state, deps.quotas);
+              await checkBucketNames(repo, team.id, doc);
+              const appId = await write(trx, team.id, result, existingId, now);
+              let deploymentId: number | null = null;
+              if (result.needsDeployment && options.autoDeploy && appId !== undefined) {
+                deploymentId = await deps.deployments.request(trx, {
+                  applicationId: appId,
+                  reason: 'apply',
+                  requestedBy: userId,
+                });
+              }
+              return respond(result, existingId ?? appId, deploymentId);
+            })
+            .then((response) => {
+              if (response.deployment_id !== null && response.application_id !== null)
+                deps.deployments.started(response.application_id, response.deployment_id);
+              return response;
+            });
         } catch (error) {
           // The loser of a race re-plans against the winner's rows: it then finds them unchanged,
           // or reports the conflict (a domain taken by another team) as a 422.

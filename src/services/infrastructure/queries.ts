@@ -7,7 +7,6 @@ import {
   managedDatabaseState,
   objectStorageState,
   type ApplicationRow,
-  type DeploymentRow,
   type ManagedDatabaseRow,
   type ObjectStorageRow,
 } from '../../db/repositories/infrastructure.js';
@@ -16,21 +15,11 @@ import { AppError } from '../../domain/errors.js';
 import { effectiveHealthCheckPath, healthCheckStatus } from '../../domain/health-checks.js';
 import { applicationDocument, teamDocument, toYaml } from '../../domain/infrastructure/export.js';
 import type { IdentityService } from '../identity.js';
+import { deploymentView } from '../applications/views.js';
 
 export interface QueryDeps {
   db: Kysely<Database>;
   identity: Pick<IdentityService, 'requireTeam' | 'teamsOfUser'>;
-}
-
-export function deploymentView(row: DeploymentRow) {
-  return {
-    id: row.id,
-    application_id: row.application_id,
-    status: row.status,
-    reason: row.reason,
-    created_at: row.created_at,
-    updated_at: row.updated_at,
-  };
 }
 
 function healthCheck(row: ApplicationRow) {
@@ -173,11 +162,6 @@ export function createInfrastructureQueries(deps: QueryDeps) {
         })),
         latest_deployment: latest[0] ? deploymentView(latest[0]) : null,
       };
-    },
-
-    async listDeployments(userId: number, id: number, limit: number) {
-      await requireApplication(userId, id);
-      return (await repo.listDeployments(id, limit)).map(deploymentView);
     },
 
     async exportApplication(userId: number, id: number): Promise<string> {

@@ -16,7 +16,6 @@ const ItemParam = Type.Object({
   item: Type.String({ minLength: 1, maxLength: 253 }),
 });
 const ListQuery = Type.Object({ team: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })) });
-const DeploymentsQuery = Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })) });
 
 const tags = ['applications'];
 const security = [{ bearer: [] }];
@@ -78,27 +77,6 @@ export function registerApplicationRoutes(app: FastifyInstance, ctx: AppContext)
     },
     async (request) => ({
       data: await queries.getApplication(principalOf(request).userId, request.params.id),
-    }),
-  );
-
-  app.get<{ Params: Static<typeof IdParam>; Querystring: Static<typeof DeploymentsQuery> }>(
-    '/api/v1/applications/:id/deployments',
-    {
-      config,
-      schema: {
-        tags,
-        security,
-        summary: 'Deployments of an application, newest first',
-        params: IdParam,
-        querystring: DeploymentsQuery,
-      },
-    },
-    async (request) => ({
-      data: await queries.listDeployments(
-        principalOf(request).userId,
-        request.params.id,
-        request.query.limit ?? 50,
-      ),
     }),
   );
 

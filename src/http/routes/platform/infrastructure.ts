@@ -63,6 +63,8 @@ export function registerInfrastructureRoutes(app: FastifyInstance, ctx: AppConte
     secretBox: ctx.secretBox,
     identity: ctx.identity,
     quotas: ctx.config.quotas,
+    deployments: ctx.services.deployments,
+    runtimeCapabilities: () => ctx.services.runtime.capabilities(),
   });
   const queries = createInfrastructureQueries({ db: ctx.db, identity: ctx.identity });
   const schemaDocument = JSON.stringify(infrastructureJsonSchema(), null, 2);

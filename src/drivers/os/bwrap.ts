@@ -1,0 +1,15 @@
+// What every bubblewrap jail of Berth shares (LibreOffice's and the applications'): the binary, and a
+// read-only /usr with the merged-/usr symlinks of Debian, so programs find their libraries and nothing
+// else of the host's root is visible.
+
+export const BWRAP_PATH = '/usr/bin/bwrap';
+
+/** `bwrap` arguments for a read-only /usr and the /bin, /lib, /lib64 and /sbin symlinks into it. */
+export function readOnlySystemArgs(): string[] {
+  return [
+    '--ro-bind',
+    '/usr',
+    '/usr',
+    ...['bin', 'lib', 'lib64', 'sbin'].flatMap((dir) => ['--symlink', `usr/${dir}`, `/${dir}`]),
+  ];
+}

@@ -1,0 +1,166 @@
+// The narrow interface between Berth and whatever runs applications. The `local` driver runs builds
+// and replicas as sandboxed processes on this machine behind Berth's edge proxy; a Kubernetes driver
+// maps the same calls onto a Deployment, Service, Ingress, PVCs, a Secret and a CronJob
+// (docs/runtime.md). As with the managed-database driver, Berth keeps the desired state in its store
+// and hands it over in full on every call: a driver converges on it, and a retry is always safe.
+import type { ApplicationType } from '../../domain/applications.js';
+
+export interface HealthCheckSpec {
+  /** false: a replica is only restarted when it exits, and its health is reported as not monitored. */
+  enabled: boolean;
+  path: string;
+  intervalMs: number;
+  timeoutMs: number;
+  /** Failed checks in a row after which a live replica is restarted. */
+  failureThreshold: number;
+}
+
+/** Everything a driver needs to run one application as its document says. */
+export interface AppSpec {
+  id: number;
+  name: string;
+  type: ApplicationType;
+  /** As the document wrote them; the driver resolves them (`capabilities()` says what it offers). */
+  runtime: { nodejsVersion?: string; phpVersion?: string };
+  commands: { build: string[]; init: string[]; start?: string };
+  php: { extensions: string[]; settings: string[] };
+  replicas: number;
+  memoryBytes: number;
+  health: HealthCheckSpec;
+  schedulerEnabled: boolean;
+  volumes: Array<{ name: string; mountPath: string }>;
+  /**
+   * The application's secrets: the environment of init commands, replicas, the scheduler and one-off
+   * commands, never of the build (as Ploi: builds get neither secrets nor services).
+   */
+  env: Record<string, string>;
+  /** Host names the edge routes to the replicas: the application's domains and its default host. */
+  hostnames: string[];
+}
+
+/** Where a build's source comes from. */
+export type SourceSpec =
+  | { kind: 'git'; url: string; branch?: string; commit?: string }
+  /** An uploaded tar.gz or zip, kept by Berth. */
+  | { kind: 'archive'; file: string }
+  /** No source: a wordpress application gets WordPress from the host's package. */
+  | { kind: 'bundled' };
+
+/** What a step may report and how it is stopped. */
+export interface StepContext {
+  /** One line of the deployment's log (already free of credentials). */
+  log: (line: string) => void;
+  /** Aborted when the deployment is cancelled or its deadline passes. */
+  signal: AbortSignal;
+  /** Called by `build` when the source is fetched and the build commands start. */
+  building?: () => void;
+}
+
+export interface BuildResult {
+  /** The commit built, when the source is a repository. */
+  commit: string | null;
+  branch: string | null;
+}
+
+/** `idle`: the scheduler between its runs. */
+export type InstanceState =
+  'starting' | 'running' | 'unhealthy' | 'restarting' | 'stopping' | 'crashed' | 'idle';
+
+export interface InstanceStatus {
+  /** `web-<deployment>-<n>`, or `scheduler`. */
+  name: string;
+  release: string;
+  state: InstanceState;
+  pid: number | null;
+  /** Where the edge reaches it. */
+  port: number | null;
+  startedAt: string | null;
+  restarts: number;
+  /** Why it was last restarted (`health check failed 3 times`, `killed: out of memory`, `exited with 1`). */
+  lastRestartReason: string | null;
+  /** null when health checks are disabled: the instance cannot be monitored. */
+  healthy: boolean | null;
+  memoryLimitBytes: number;
+}
+
+export interface RuntimeStatus {
+  /** The release the edge routes to, or null when nothing runs. */
+  release: string | null;
+  instances: InstanceStatus[];
+}
+
+export interface LogLine {
+  at: string;
+  /** `web-12-0`, `scheduler`, `exec`, … */
+  source: string;
+  stream: 'stdout' | 'stderr' | 'system';
+  line: string;
+}
+
+/** Something Berth records about a running application (a restart and its reason). */
+export interface RuntimeEvent {
+  appId: number;
+  kind: 'restarted' | 'crashed' | 'unhealthy' | 'oom_killed';
+  instance: string;
+  message: string;
+}
+
+/** What a driver can provide, for apply's validation (nothing that cannot be provisioned is accepted). */
+export interface RuntimeCapabilities {
+  /** Node.js majors, as accepted in `runtime.nodejs_version`. */
+  nodejsVersions: string[];
+  phpVersions: string[];
+  phpExtensions: string[];
+}
+
+export interface ExecResult {
+  exitCode: number | null;
+  output: string;
+  /** true when the output was cut at the limit. */
+  truncated: boolean;
+}
+
+export interface AppRuntimeDriver {
+  readonly name: string;
+  capabilities(): RuntimeCapabilities;
+  /**
+   * Fetches `source` and runs the build commands into release `release` (a name Berth chose:
+   * `[a-z0-9-]+`). No secrets, no services. Throws PermanentDriverError for what a retry cannot fix.
+   */
+  build(app: AppSpec, release: string, source: SourceSpec, step: StepContext): Promise<BuildResult>;
+  /** Whether `release` still exists (a skip_build or rollback reuses it). */
+  hasRelease(appId: number, release: string): Promise<boolean>;
+  /** Runs the init commands once, in `release`, with the secrets, before any replica of it serves. */
+  release(app: AppSpec, release: string, step: StepContext): Promise<void>;
+  /**
+   * Starts `app.replicas` replicas of `release`, waits until each passes its health check, switches
+   * the routes of `app.hostnames` to them at once, then stops the old replicas (SIGTERM, drain,
+   * SIGKILL). On any failure the new replicas are stopped and the old ones keep serving untouched.
+   */
+  rollout(app: AppSpec, release: string, step: StepContext): Promise<void>;
+  /** After a restart of Berth or a resume: runs `release` if it does not run (idempotent). */
+  ensureRunning(app: AppSpec, release: string): Promise<void>;
+  /** Stops every process of the application and unroutes it (suspend); releases and volumes stay. */
+  stop(appId: number): Promise<void>;
+  /** Everything the application had on the driver: processes, routes, releases, volumes, logs, limits. */
+  remove(appId: number): Promise<void>;
+  /** Keeps the named releases and removes the others. */
+  pruneReleases(appId: number, keep: string[]): Promise<void>;
+  status(appId: number): RuntimeStatus;
+  /** The newest lines of the application's processes, oldest first. */
+  logs(appId: number, options: { tail: number; since?: Date }): Promise<LogLine[]>;
+  /** Calls `listener` for every new line until the returned function is called. */
+  followLogs(appId: number, listener: (line: LogLine) => void): () => void;
+  /** A one-off command in a fresh sandbox of `release`, with the secrets; output capped. */
+  exec(app: AppSpec, release: string, command: string, step: StepContext): Promise<ExecResult>;
+  /** The source a release was built from, as a tar.gz file, or undefined when it is gone. */
+  sourceArchive(appId: number, release: string): Promise<string | undefined>;
+  /** Where the edge listens, for the ready line and tests. */
+  readonly endpoints: { http: number | undefined; https: number | undefined };
+  /** Starts what the driver serves from (the edge). */
+  start(): Promise<void>;
+  /** Stops every process the driver started (they come back through ensureRunning). */
+  close(): Promise<void>;
+}
+
+export { PermanentDriverError } from '../databases/types.js';

@@ -1,0 +1,229 @@
+// Memory caps for the processes Berth runs for applications, as kernel control groups, without systemd.
+// Every group lives under `<root>/berth/`, one level per path segment (`berth/app-12/web-5-0`), so an
+// application's groups are one subtree that can be killed and removed at once, and a Berth that
+// restarts finds whatever its predecessor left running there.
+// - cgroup v1 (this machine kind): the memory hierarchy at /sys/fs/cgroup/memory; a cap is
+//   memory.limit_in_bytes plus memory.memsw.limit_in_bytes (when swap accounting is on), so swapping
+//   does not lift the cap; the OOM count is `oom_kill` in memory.oom_control.
+// - cgroup v2 (most production hosts): the unified hierarchy at /sys/fs/cgroup; the memory controller is
+//   enabled in each ancestor's cgroup.subtree_control, the cap is memory.max with memory.swap.max 0; the
+//   OOM count is `oom_kill` in memory.events.
+// A process joins a group by writing its pid into `procsFile` (cgroup.procs in both versions).
+import fsSync from 'node:fs';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+export interface CgroupSupport {
+  version: 1 | 2;
+  /** The hierarchy holding the memory controller; Berth's groups are under `<root>/berth`. */
+  root: string;
+}
+
+export interface MemoryGroup {
+  /** The group's directory. */
+  dir: string;
+  /** Writing a pid here moves that process (and its future children) into the group. */
+  procsFile: string;
+  /** How many processes the kernel's OOM killer has killed in this group since it was created. */
+  oomKills(): Promise<number>;
+  /** The processes in the group now (empty when the group is gone). */
+  pids(): Promise<number[]>;
+  /** Sends `signal` to every process in the group. */
+  killAll(signal: NodeJS.Signals): Promise<void>;
+  /** Kills what is left, waits until the group is empty and deletes it; nothing happens when it is gone. */
+  remove(): Promise<void>;
+}
+
+const CGROUP_BASE = '/sys/fs/cgroup';
+/** The directory under the hierarchy's root that holds every group of Berth. */
+const BERTH_DIR = 'berth';
+const SEGMENT = /^[a-z0-9][a-z0-9-]{0,62}$/;
+/** How long remove() waits for the processes of a group to die before giving up. */
+const REMOVE_TIMEOUT_MS = 10_000;
+
+/**
+ * Which cgroup version serves the memory controller here, or undefined when none can be used (no
+ * memory controller, or a hierarchy Berth cannot write to, as when it is not root). `base` is for tests.
+ */
+export function detectCgroups(base = CGROUP_BASE): CgroupSupport | undefined {
+  const unified = readTextSync(path.join(base, 'cgroup.controllers'));
+  if (unified !== undefined) {
+    return unified.split(/\s+/).includes('memory') && writable(base) ? { version: 2, root: base } : undefined;
+  }
+  const v1 = path.join(base, 'memory');
+  return fsSync.existsSync(path.join(v1, 'memory.limit_in_bytes')) && writable(v1)
+    ? { version: 1, root: v1 }
+    : undefined;
+}
+
+/** The directory of the group `path` (each segment checked, so no input can leave Berth's subtree). */
+export function groupDir(support: CgroupSupport, segments: readonly string[]): string {
+  for (const segment of segments) {
+    if (!SEGMENT.test(segment)) throw new Error(`invalid cgroup path segment '${segment}'`);
+  }
+  return path.join(support.root, BERTH_DIR, ...segments);
+}
+
+/**
+ * Creates (or reuses) the group at `path` under Berth's subtree with a memory cap of `limitBytes`,
+ * swap included. Processes join it before they exec, so the cap holds from their first byte.
+ */
+export async function createMemoryGroup(
+  support: CgroupSupport,
+  segments: readonly string[],
+  limitBytes: number,
+): Promise<MemoryGroup> {
+  if (segments.length === 0) throw new Error('a memory group needs a path under berth/');
+  if (!Number.isSafeInteger(limitBytes) || limitBytes < 1024 * 1024) {
+    throw new Error(`invalid memory limit ${limitBytes}`);
+  }
+  const dir = groupDir(support, segments);
+  if (support.version === 2) {
+    // v2 hands a controller to a group only when every ancestor enables it for its children.
+    let parent = support.root;
+    for (const segment of [BERTH_DIR, ...segments]) {
+      await enableMemoryController(parent);
+      parent = path.join(parent, segment);
+      await fs.mkdir(parent, { recursive: true });
+    }
+    await fs.writeFile(path.join(dir, 'memory.max'), String(limitBytes));
+    await writeIfPresent(path.join(dir, 'memory.swap.max'), '0');
+  } else {
+    await fs.mkdir(dir, { recursive: true });
+    await setV1Limit(dir, limitBytes);
+  }
+  return openGroup(support, dir);
+}
+
+/**
+ * Kills every process under `path` (an application's groups, or all of Berth's with []) and deletes
+ * the groups, leaves first (a group with children cannot be removed). Nothing happens when it is gone.
+ */
+export async function removeTree(support: CgroupSupport, segments: readonly string[]): Promise<void> {
+  const top = groupDir(support, segments);
+  const groups: string[] = [];
+  const walk = async (dir: string): Promise<void> => {
+    let entries: fsSync.Dirent[];
+    try {
+      entries = await fs.readdir(dir, { withFileTypes: true });
+    } catch (error) {
+      if (isCode(error, 'ENOENT')) return;
+      throw error;
+    }
+    for (const entry of entries) if (entry.isDirectory()) await walk(path.join(dir, entry.name));
+    groups.push(dir);
+  };
+  await walk(top);
+  // Children were pushed before their parents.
+  for (const dir of groups) await openGroup(support, dir).remove();
+}
+
+function openGroup(support: CgroupSupport, dir: string): MemoryGroup {
+  const procsFile = path.join(dir, 'cgroup.procs');
+  const pids = async (): Promise<number[]> => {
+    const text = await readText(procsFile);
+    return (text ?? '')
+      .split('\n')
+      .filter((line) => line !== '')
+      .map(Number);
+  };
+  const killAll = async (signal: NodeJS.Signals): Promise<void> => {
+    for (const pid of await pids()) signalQuietly(pid, signal);
+  };
+  return {
+    dir,
+    procsFile,
+    async oomKills() {
+      const file = support.version === 2 ? 'memory.events' : 'memory.oom_control';
+      const text = (await readText(path.join(dir, file))) ?? '';
+      const line = text.split('\n').find((candidate) => candidate.startsWith('oom_kill '));
+      return line ? Number(line.slice('oom_kill '.length)) : 0;
+    },
+    pids,
+    killAll,
+    async remove() {
+      const deadline = Date.now() + REMOVE_TIMEOUT_MS;
+      for (;;) {
+        // Kill in a loop: a process may fork between reading the list and the signal.
+        await killAll('SIGKILL');
+        if ((await pids()).length === 0) {
+          try {
+            await fs.rmdir(dir);
+            return;
+          } catch (error) {
+            if (isCode(error, 'ENOENT')) return;
+            // EBUSY: the kernel has not let go of an exiting task yet.
+            if (!isCode(error, 'EBUSY')) throw error;
+          }
+        }
+        if (Date.now() > deadline) throw new Error(`cgroup ${dir} did not empty in time`);
+        await sleep(20);
+      }
+    },
+  };
+}
+
+async function setV1Limit(dir: string, limitBytes: number): Promise<void> {
+  const limit = path.join(dir, 'memory.limit_in_bytes');
+  const withSwap = path.join(dir, 'memory.memsw.limit_in_bytes');
+  const swapAccounted = fsSync.existsSync(withSwap);
+  try {
+    await fs.writeFile(limit, String(limitBytes));
+  } catch (error) {
+    // The kernel keeps memsw >= limit: raising the cap of an existing group needs memsw raised first.
+    if (!swapAccounted || !isCode(error, 'EINVAL')) throw error;
+    await fs.writeFile(withSwap, String(limitBytes));
+    await fs.writeFile(limit, String(limitBytes));
+  }
+  if (swapAccounted) await fs.writeFile(withSwap, String(limitBytes));
+}
+
+async function enableMemoryController(dir: string): Promise<void> {
+  const control = path.join(dir, 'cgroup.subtree_control');
+  const enabled = ((await readText(control)) ?? '').split(/\s+/);
+  if (!enabled.includes('memory')) await fs.writeFile(control, '+memory');
+}
+
+/** memory.swap.max exists only when the kernel accounts swap; without it there is no swap to cap. */
+async function writeIfPresent(file: string, value: string): Promise<void> {
+  if (fsSync.existsSync(file)) await fs.writeFile(file, value);
+}
+
+function signalQuietly(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(pid, signal);
+  } catch (error) {
+    if (!isCode(error, 'ESRCH')) throw error;
+  }
+}
+
+async function readText(file: string): Promise<string | undefined> {
+  try {
+    return await fs.readFile(file, 'utf8');
+  } catch (error) {
+    if (isCode(error, 'ENOENT')) return undefined;
+    throw error;
+  }
+}
+
+function readTextSync(file: string): string | undefined {
+  try {
+    return fsSync.readFileSync(file, 'utf8');
+  } catch {
+    return undefined;
+  }
+}
+
+function writable(dir: string): boolean {
+  try {
+    fsSync.accessSync(dir, fsSync.constants.W_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function isCode(error: unknown, code: string): boolean {
+  return error instanceof Error && (error as NodeJS.ErrnoException).code === code;
+}

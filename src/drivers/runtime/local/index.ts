@@ -1,0 +1,415 @@
+// The local runtime: applications as sandboxed processes on this machine (bubblewrap, a memory cgroup,
+// one OS user per application), served by Berth's edge proxy by Host. See docs/runtime.md.
+// State of what runs is in memory: Berth supervises its processes itself (no systemd here), the
+// sandboxes die with Berth (--die-with-parent), and at the next start the service calls
+// ensureRunning for every application that should run.
+import { createHash } from 'node:crypto';
+import fs from 'node:fs/promises';
+import {
+  type AppRuntimeDriver,
+  type AppSpec,
+  type ExecResult,
+  type LogLine,
+  type RuntimeCapabilities,
+  type RuntimeEvent,
+  type RuntimeStatus,
+  type SourceSpec,
+  type StepContext,
+} from '../driver.js';
+import type { AddressGuard } from '../../net/guard.js';
+import { buildRelease } from './build.js';
+import { detectCgroups, removeTree } from './cgroups.js';
+import { startEdgeProxy, type EdgeProxy, type Upstream } from './edge.js';
+import { appLayout } from './layout.js';
+import { AppLogs } from './logs.js';
+import { ensureNodeRuntime, NODE_MAJORS_OFFERED, parseNodeVersion } from './node-runtime.js';
+import { availablePhpExtensions, PHP_VERSIONS_OFFERED, renderPhpReplica } from './php.js';
+import { baseEnv, launch, RUN_MOUNT, type LaunchContext } from './processes.js';
+import { Replica, type ReplicaCommand } from './replicas.js';
+import { ensureAppAccount, removeAppAccount } from './sandbox.js';
+import { Scheduler } from './scheduler.js';
+
+export interface LocalRuntimeOptions {
+  dataDir: string;
+  /** Node.js runtimes, downloaded once (config.runtime.runtimesDir). */
+  runtimesDir: string;
+  edge: { host: string; port: number; tlsPort: number | undefined };
+  guard: AddressGuard;
+  allowFileUrls: boolean;
+  /** Bounds a fetch and every build command together with the deployment's own deadline. */
+  deploymentTimeoutMs: number;
+  drainMs: number;
+  onEvent(event: RuntimeEvent): void;
+  log: { warn(obj: object, msg: string): void };
+}
+
+/** Largest output a one-off command returns (and keeps in the command history). */
+const EXEC_OUTPUT_BYTES = 256 * 1024;
+const EXEC_TIMEOUT_MS = 10 * 60_000;
+
+interface RunningApp {
+  spec: AppSpec;
+  release: string | null;
+  replicas: Replica[];
+  /** Replicas of an older release still finishing their requests. */
+  draining: Set<Replica>;
+  routed: Set<string>;
+  scheduler: Scheduler | undefined;
+  logs: AppLogs;
+}
+
+export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRuntimeDriver {
+  const support = detectCgroups();
+  // Several Berth processes may share this machine (a server and the test suite): each names its
+  // groups after its data dir.
+  const cgroupTag = `b${createHash('sha256').update(options.dataDir).digest('hex').slice(0, 10)}`;
+  const apps = new Map<number, RunningApp>();
+  let edge: EdgeProxy | undefined;
+  let capabilities: RuntimeCapabilities | undefined;
+
+  async function launchContext(app: AppSpec): Promise<LaunchContext> {
+    const layout = appLayout(options.dataDir, app.id);
+    const account = ensureAppAccount(app.id, cgroupTag);
+    await fs.mkdir(layout.root, { recursive: true, mode: 0o711 });
+    await fs.chmod(`${options.dataDir}/apps`, 0o711).catch(() => undefined);
+    return { support, cgroupTag, account, layout, nodeDir: await nodeDir(app) };
+  }
+
+  /** The Node.js runtime of a nodejs application (laravel builds may use it too when named). */
+  async function nodeDir(app: AppSpec, log: (line: string) => void = () => undefined) {
+    if (app.type !== 'nodejs' && app.runtime.nodejsVersion === undefined) return undefined;
+    if (app.runtime.nodejsVersion === 'none') return undefined;
+    const parsed = parseNodeVersion(app.runtime.nodejsVersion);
+    if ('error' in parsed) throw new Error(parsed.error);
+    const runtime = await ensureNodeRuntime(parsed.major, options.runtimesDir, log);
+    return runtime.dir;
+  }
+
+  function running(app: AppSpec): RunningApp {
+    let entry = apps.get(app.id);
+    if (!entry) {
+      entry = {
+        spec: app,
+        release: null,
+        replicas: [],
+        draining: new Set(),
+        routed: new Set(),
+        scheduler: undefined,
+        logs: new AppLogs(appLayout(options.dataDir, app.id).logs),
+      };
+      apps.set(app.id, entry);
+    }
+    return entry;
+  }
+
+  function replicaCommand(app: AppSpec, port: number): ReplicaCommand {
+    const env = { ...baseEnv(app), ...app.env, PORT: String(port) };
+    if (app.type === 'nodejs') {
+      return {
+        command: ['/bin/sh', '-c', app.commands.start ?? 'npm start'],
+        env: { NODE_ENV: 'production', ...env, PORT: String(port) },
+        files: {},
+      };
+    }
+    const php = renderPhpReplica({
+      port,
+      documentRoot: app.type === 'laravel' ? '/app/public' : '/app',
+      runDir: RUN_MOUNT,
+      settings: app.php.settings,
+      env,
+    });
+    return { command: php.command, env: php.env, files: php.files };
+  }
+
+  /** Points the application's host names at its serving replicas (none: 503), and drops old names. */
+  function route(entry: RunningApp): void {
+    if (!edge) return;
+    const upstreams: Upstream[] = entry.replicas
+      .filter((r) => r.serving)
+      .map((r) => ({ host: '127.0.0.1', port: r.port as number }));
+    const hostnames = entry.spec.hostnames.map((h) => h.toLowerCase());
+    const gone = [...entry.routed].filter((h) => !hostnames.includes(h));
+    if (gone.length > 0) edge.removeRoute(gone);
+    edge.setRoute(hostnames, upstreams);
+    entry.routed = new Set(hostnames);
+  }
+
+  function newReplica(entry: RunningApp, context: LaunchContext, release: string, index: number): Replica {
+    return new Replica(`web-${release}-${index}`, release, entry.spec, {
+      context,
+      logs: entry.logs,
+      command: replicaCommand,
+      onEvent: (event) => options.onEvent(event),
+      onChange: () => route(entry),
+    });
+  }
+
+  /** Starts the replicas of `release` and resolves once all are ready; on failure none is left. */
+  async function startReplicas(
+    entry: RunningApp,
+    release: string,
+    signal: AbortSignal,
+    log?: (line: string) => void,
+  ): Promise<Replica[]> {
+    const context = await launchContext(entry.spec);
+    const fresh = Array.from({ length: Math.max(1, entry.spec.replicas) }, (_, i) =>
+      newReplica(entry, context, release, i),
+    );
+    try {
+      await Promise.all(fresh.map((replica) => replica.start()));
+      log?.(`Started ${fresh.length} replica${fresh.length > 1 ? 's' : ''} of ${release}`);
+      await Promise.all(fresh.map((replica) => replica.waitReady(signal, log)));
+      return fresh;
+    } catch (error) {
+      await Promise.all(fresh.map((replica) => replica.stop(0)));
+      throw error;
+    }
+  }
+
+  /** The switch: new replicas serve, the old ones drain and stop. */
+  function cutOver(entry: RunningApp, release: string, fresh: Replica[], context: LaunchContext): void {
+    const old = entry.replicas;
+    entry.replicas = fresh;
+    entry.release = release;
+    route(entry);
+    for (const replica of fresh) replica.watch();
+    entry.scheduler?.stop();
+    entry.scheduler =
+      entry.spec.type === 'laravel' && entry.spec.schedulerEnabled
+        ? new Scheduler(entry.spec, release, context, entry.logs)
+        : undefined;
+    entry.scheduler?.start();
+    for (const replica of old) {
+      entry.draining.add(replica);
+      void drain(replica).finally(() => entry.draining.delete(replica));
+    }
+  }
+
+  /** Lets requests the edge already sent finish, then stops the replica (SIGTERM, then SIGKILL). */
+  async function drain(replica: Replica): Promise<void> {
+    const port = replica.port;
+    if (port !== null && edge) await edge.drained({ host: '127.0.0.1', port }, options.drainMs);
+    await replica.stop(options.drainMs);
+  }
+
+  async function stopApp(entry: RunningApp): Promise<void> {
+    entry.scheduler?.stop();
+    entry.scheduler = undefined;
+    const all = [...entry.replicas, ...entry.draining];
+    entry.replicas = [];
+    entry.release = null;
+    route(entry);
+    await Promise.all(all.map((replica) => replica.stop(Math.min(options.drainMs, 5000))));
+  }
+
+  return {
+    name: 'local',
+    get endpoints() {
+      return { http: edge?.port, https: edge?.tlsPort };
+    },
+
+    capabilities() {
+      capabilities ??= {
+        nodejsVersions: NODE_MAJORS_OFFERED.map(String),
+        phpVersions: [...PHP_VERSIONS_OFFERED],
+        phpExtensions: availablePhpExtensions(),
+      };
+      return capabilities;
+    },
+
+    async start() {
+      // Whatever a Berth on this data dir left running (a crash): its sandboxes and their groups go.
+      if (support && !edge) await removeTree(support, [cgroupTag]).catch(() => undefined);
+      edge ??= await startEdgeProxy({
+        host: options.edge.host,
+        port: options.edge.port,
+        logger: options.log,
+        ...(options.edge.tlsPort !== undefined
+          ? { tls: await edgeCertificates(options.dataDir, options.edge.tlsPort) }
+          : {}),
+      });
+    },
+
+    async build(app, release, source: SourceSpec, step: StepContext) {
+      // First, with the log: a runtime downloaded now says so in the deployment's log.
+      await nodeDir(app, step.log);
+      const context = await launchContext(app);
+      return buildRelease(app, release, source, step, context, {
+        guard: options.guard,
+        allowFileUrls: options.allowFileUrls,
+        timeoutMs: options.deploymentTimeoutMs,
+      });
+    },
+
+    async hasRelease(appId, release) {
+      return fs.access(appLayout(options.dataDir, appId).release(release)).then(
+        () => true,
+        () => false,
+      );
+    },
+
+    async release(app, release, step) {
+      if (app.commands.init.length === 0) return;
+      const context = await launchContext(app);
+      for (const command of app.commands.init) {
+        step.log(`$ ${command}`);
+        const result = await runOnce(app, release, command, context, step.signal, step.log, 'init');
+        if (result.exitCode !== 0)
+          throw new Error(`init command '${command}' exited with ${result.exitCode}`);
+      }
+    },
+
+    async rollout(app, release, step) {
+      const entry = running(app);
+      entry.spec = app;
+      const context = await launchContext(app);
+      const fresh = await startReplicas(entry, release, step.signal, step.log);
+      if (step.signal.aborted) {
+        await Promise.all(fresh.map((replica) => replica.stop(0)));
+        throw step.signal.reason;
+      }
+      cutOver(entry, release, fresh, context);
+      step.log(`Routed ${app.hostnames.join(', ')} to ${release}`);
+    },
+
+    async ensureRunning(app, release) {
+      const entry = running(app);
+      if (entry.release === release && entry.replicas.length > 0) return;
+      entry.spec = app;
+      const context = await launchContext(app);
+      const fresh = await startReplicas(entry, release, AbortSignal.timeout(options.deploymentTimeoutMs));
+      cutOver(entry, release, fresh, context);
+    },
+
+    async stop(appId) {
+      const entry = apps.get(appId);
+      if (entry) await stopApp(entry);
+    },
+
+    async remove(appId) {
+      const entry = apps.get(appId);
+      if (entry) {
+        await stopApp(entry);
+        if (edge && entry.routed.size > 0) edge.removeRoute([...entry.routed]);
+        apps.delete(appId);
+      }
+      if (support) await removeTree(support, [cgroupTag, `app-${appId}`]).catch(() => undefined);
+      await fs.rm(appLayout(options.dataDir, appId).root, { recursive: true, force: true });
+      removeAppAccount(appId, cgroupTag);
+    },
+
+    async pruneReleases(appId, keep) {
+      const layout = appLayout(options.dataDir, appId);
+      const live = apps.get(appId)?.release;
+      const kept = new Set([...keep, ...(live ? [live] : [])]);
+      for (const name of await fs.readdir(layout.releases).catch(() => [] as string[])) {
+        if (kept.has(name) || name.endsWith('.building')) continue;
+        await fs.rm(layout.release(name), { recursive: true, force: true });
+        await fs.rm(layout.source(name), { force: true });
+      }
+    },
+
+    status(appId): RuntimeStatus {
+      const entry = apps.get(appId);
+      if (!entry) return { release: null, instances: [] };
+      const instances = [...entry.replicas, ...entry.draining].map((replica) => replica.status());
+      if (entry.scheduler) instances.push(entry.scheduler.status());
+      return { release: entry.release, instances };
+    },
+
+    logs(appId, { tail, since }): Promise<LogLine[]> {
+      const entry = apps.get(appId);
+      const logs = entry?.logs ?? new AppLogs(appLayout(options.dataDir, appId).logs);
+      return Promise.resolve(logs.tail(tail, since));
+    },
+
+    followLogs(appId, listener) {
+      const entry = apps.get(appId);
+      if (!entry) return () => undefined;
+      return entry.logs.follow(listener);
+    },
+
+    async exec(app, release, command, step): Promise<ExecResult> {
+      const context = await launchContext(app);
+      return runOnce(
+        app,
+        release,
+        command,
+        context,
+        AbortSignal.any([step.signal, AbortSignal.timeout(EXEC_TIMEOUT_MS)]),
+        step.log,
+        'exec',
+      );
+    },
+
+    async sourceArchive(appId, release) {
+      const file = appLayout(options.dataDir, appId).source(release);
+      return fs.access(file).then(
+        () => file,
+        () => undefined,
+      );
+    },
+
+    async close() {
+      for (const entry of apps.values()) await stopApp(entry);
+      apps.clear();
+      await edge?.close();
+      edge = undefined;
+    },
+  };
+}
+
+/**
+ * A command once, in a fresh sandbox of `release`, with the application's secrets and volumes (init
+ * commands and one-off commands); output goes to `log` and is returned, capped.
+ */
+async function runOnce(
+  app: AppSpec,
+  release: string,
+  command: string,
+  context: LaunchContext,
+  signal: AbortSignal,
+  log: (line: string) => void,
+  kind: 'init' | 'exec',
+): Promise<ExecResult> {
+  const launched = await launch(app, context, {
+    instance: `${kind}-${release}-${Date.now().toString(36)}`,
+    release,
+    command: ['/bin/sh', '-c', command],
+    env: { ...baseEnv(app), ...app.env },
+    memoryBytes: app.memoryBytes,
+    withVolumes: true,
+  });
+  const { process } = launched;
+  let output = '';
+  let truncated = false;
+  const lines = AppLogs.splitter(log);
+  const collect = (chunk: Buffer) => {
+    lines.write(chunk);
+    if (output.length < EXEC_OUTPUT_BYTES) output += chunk.toString();
+    else truncated = true;
+  };
+  process.stdout.on('data', collect);
+  process.stderr.on('data', collect);
+  const onAbort = () => process.kill('SIGKILL');
+  signal.addEventListener('abort', onAbort, { once: true });
+  try {
+    const exit = await process.exited;
+    lines.end();
+    if (signal.aborted) throw signal.reason;
+    return {
+      exitCode: exit.code ?? (exit.signal ? 128 : null),
+      output: output.slice(0, EXEC_OUTPUT_BYTES),
+      truncated,
+    };
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+    await launched.group?.remove().catch(() => undefined);
+  }
+}
+
+/** TLS for the edge: `<data dir>/certs/<host>.crt` and `.key`, chosen by SNI (docs/runtime.md). */
+async function edgeCertificates(dataDir: string, port: number) {
+  const { loadCertificateStore } = await import('./edge-tls.js');
+  return { port, certificate: await loadCertificateStore(`${dataDir}/certs`) };
+}

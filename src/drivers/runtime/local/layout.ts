@@ -1,0 +1,34 @@
+// Where the local runtime keeps an application's files, under <data dir>/apps/<id>/:
+//   releases/<release>/   one built release each (owned by the application's OS user), bound at /app
+//   sources/<release>.tar.gz  the source a release was built from (GET …/source/download)
+//   volumes/<name>/       the application's volumes, bound at their mount_path
+//   run/<instance>/       per-process files a replica needs (PHP-FPM and nginx configuration)
+//   logs/                 the processes' output, size-capped (root only)
+// and the Node.js runtimes under <data dir>/runtimes/. Every name below comes from Berth (ids,
+// `d<deployment>` releases, instance names) or was validated by the document's rules (volume names).
+import path from 'node:path';
+
+const SAFE_NAME = /^[a-z0-9][a-z0-9_.-]{0,99}$/i;
+
+function safe(name: string, what: string): string {
+  if (!SAFE_NAME.test(name) || name.includes('..')) throw new Error(`invalid ${what} name '${name}'`);
+  return name;
+}
+
+export function appLayout(dataDir: string, appId: number) {
+  const root = path.join(dataDir, 'apps', String(appId));
+  return {
+    root,
+    releases: path.join(root, 'releases'),
+    release: (release: string) => path.join(root, 'releases', safe(release, 'release')),
+    source: (release: string) => path.join(root, 'sources', `${safe(release, 'release')}.tar.gz`),
+    sources: path.join(root, 'sources'),
+    volumes: path.join(root, 'volumes'),
+    volume: (name: string) => path.join(root, 'volumes', safe(name, 'volume')),
+    run: (instance: string) => path.join(root, 'run', safe(instance, 'instance')),
+    runs: path.join(root, 'run'),
+    logs: path.join(root, 'logs'),
+  };
+}
+
+export type AppLayout = ReturnType<typeof appLayout>;

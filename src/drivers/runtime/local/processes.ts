@@ -1,0 +1,107 @@
+// Starting one process of an application — a build command, a replica, the scheduler, a one-off
+// command — in its sandbox: the application's OS user, its own memory group, its release at /app,
+// its volumes at their mount paths, the language runtime read-only, and only the environment given.
+import fs from 'node:fs/promises';
+import type { AppSpec } from '../driver.js';
+import { createMemoryGroup, type CgroupSupport, type MemoryGroup } from './cgroups.js';
+import type { AppLayout } from './layout.js';
+import { spawnSandboxed, type SandboxedProcess } from './sandbox.js';
+
+/** Where the Node.js runtime's directory is bound inside every sandbox. */
+export const NODE_MOUNT = '/opt/berth/node';
+/** Where a process's own files (PHP-FPM and nginx configuration, sockets) are bound. */
+export const RUN_MOUNT = '/run/berth';
+
+export const SANDBOX_PATH = `${NODE_MOUNT}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`;
+
+export interface LaunchContext {
+  support: CgroupSupport | undefined;
+  /** Segment naming this Berth's groups (several Berth processes may share one machine). */
+  cgroupTag: string;
+  account: { uid: number; gid: number } | undefined;
+  layout: AppLayout;
+  /** The Node.js runtime's directory on the host, bound at NODE_MOUNT; undefined: none. */
+  nodeDir: string | undefined;
+}
+
+export interface LaunchOptions {
+  /** `build-d12`, `web-d12-0-3`, `exec-5`…: names the memory group. */
+  instance: string;
+  release: string;
+  command: string[];
+  env: Record<string, string>;
+  memoryBytes: number;
+  /** Volumes are bound for replicas, init and one-off commands; builds see none. */
+  withVolumes: boolean;
+  /** A host directory bound writable at RUN_MOUNT. */
+  runDir?: string;
+}
+
+export interface Launched {
+  process: SandboxedProcess;
+  group: MemoryGroup | undefined;
+  /** OOM kills counted in the group when the process started. */
+  oomBefore: number;
+}
+
+/** The environment every process gets; secrets are added by the caller where they belong. */
+export function baseEnv(app: AppSpec): Record<string, string> {
+  return {
+    PATH: SANDBOX_PATH,
+    HOME: '/tmp',
+    LANG: 'C.UTF-8',
+    BERTH_APP_NAME: app.name,
+  };
+}
+
+export async function launch(
+  app: AppSpec,
+  context: LaunchContext,
+  options: LaunchOptions,
+): Promise<Launched> {
+  const group = context.support
+    ? await createMemoryGroup(
+        context.support,
+        [context.cgroupTag, `app-${app.id}`, options.instance.toLowerCase()],
+        options.memoryBytes,
+      )
+    : undefined;
+  const oomBefore = group ? await group.oomKills() : 0;
+  const binds: Array<{ source: string; target: string; writable: boolean }> = [
+    { source: context.layout.release(options.release), target: '/app', writable: true },
+  ];
+  if (context.nodeDir) binds.push({ source: context.nodeDir, target: NODE_MOUNT, writable: false });
+  if (options.runDir) binds.push({ source: options.runDir, target: RUN_MOUNT, writable: true });
+  if (options.withVolumes && app.volumes.length > 0) {
+    // Searchable, not listable, by the application's account (a bind source must be reachable).
+    await fs.mkdir(context.layout.volumes, { recursive: true, mode: 0o711 });
+    await fs.chmod(context.layout.volumes, 0o711);
+    for (const volume of app.volumes) {
+      const source = context.layout.volume(volume.name);
+      await fs.mkdir(source, { recursive: true, mode: 0o700 });
+      if (context.account) await fs.chown(source, context.account.uid, context.account.gid);
+      binds.push({ source, target: volume.mountPath, writable: true });
+    }
+  }
+  const process = spawnSandboxed({
+    command: options.command,
+    cwd: '/app',
+    env: options.env,
+    binds,
+    account: context.account,
+    memory: group,
+  });
+  return { process, group, oomBefore };
+}
+
+/** Why a process ended, in the words the status and events show. */
+export async function exitReason(
+  launched: Launched,
+  exit: { code: number | null; signal: NodeJS.Signals | null },
+  memoryBytes: number,
+): Promise<{ reason: string; oom: boolean }> {
+  const oom = launched.group ? (await launched.group.oomKills()) > launched.oomBefore : false;
+  if (oom) return { reason: `killed: out of memory (limit ${Math.round(memoryBytes / 1048576)} MiB)`, oom };
+  if (exit.signal) return { reason: `killed by ${exit.signal}`, oom };
+  return { reason: `exited with ${exit.code ?? 'no code'}`, oom };
+}

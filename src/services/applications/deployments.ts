@@ -1,0 +1,310 @@
+// Deployments: fetch → build → release (init commands, once) → roll out, each step logged, under one
+// hard deadline (BERTH_DEPLOYMENT_TIMEOUT). A deployment is a durable job (`deployment.run`), so a
+// request survives a restart; a deployment that was running when Berth stopped is failed at the next
+// start, never left `running`. A newer deployment cancels older ones: in the store at once, and the
+// one in flight is aborted. One application deploys one at a time.
+import type { Kysely, Transaction } from 'kysely';
+import type { Logger } from 'pino';
+import type { RuntimeSettings } from '../../config/index.js';
+import {
+  createDeploymentRepository,
+  DEPLOYMENT_LOG_LINES,
+  type NewDeployment,
+} from '../../db/repositories/deployments.js';
+import { createInfrastructureRepository } from '../../db/repositories/infrastructure.js';
+import type { Database } from '../../db/schema/index.js';
+import { iso, type Clock } from '../../domain/clock.js';
+import { RELEASES_KEPT, releaseName, type DeploymentStep } from '../../domain/deployments.js';
+import type { AppRuntimeDriver, StepContext } from '../../drivers/runtime/driver.js';
+import { enqueue, handles } from '../jobs.js';
+import type { SpecBuilder } from './spec.js';
+
+type Db = Kysely<Database> | Transaction<Database>;
+
+export interface DeploymentDeps {
+  db: Kysely<Database>;
+  clock: Clock;
+  logger: Logger;
+  runtime: Readonly<RuntimeSettings>;
+  driver: () => AppRuntimeDriver;
+  specs: SpecBuilder;
+  /** The uploaded source archive of an application, if any. */
+  uploadedSource: (appId: number, file: string | null) => string | undefined;
+  /** Polls the job runner at once (a deployment should not wait for the next poll). */
+  wakeJobs: () => void;
+}
+
+/** A deployment's live log: lines as they are written, for streaming before they reach the store. */
+export type LogListener = (line: { at: string; line: string }) => void;
+
+class DeploymentAborted extends Error {}
+
+export function createDeploymentService(deps: DeploymentDeps) {
+  const { db, clock } = deps;
+  const repo = createDeploymentRepository(db);
+  const infrastructure = createInfrastructureRepository(db);
+  /** In-flight deployment per application, so a newer one can abort it. */
+  const inFlight = new Map<number, { deploymentId: number; abort: AbortController }>();
+  /** Per application: the end of the deployment running now, so the next waits for it. */
+  const queues = new Map<number, Promise<void>>();
+  const listeners = new Map<number, Set<LogListener>>();
+
+  /** Buffers a deployment's lines and writes them in batches (a build can print thousands a second). */
+  function deploymentLog(deploymentId: number) {
+    let pending: Array<{ at: string; line: string }> = [];
+    let written = 0;
+    let dropped = 0;
+    let flushing: Promise<void> = Promise.resolve();
+    const flush = (): Promise<void> => {
+      const batch = pending;
+      pending = [];
+      flushing = flushing
+        .then(() => repo.appendLog(deploymentId, batch))
+        .catch((error: unknown) => {
+          deps.logger.warn({ err: error, deploymentId }, 'deployment log write failed');
+        });
+      return flushing;
+    };
+    const timer = setInterval(() => void flush(), 250);
+    timer.unref();
+    return {
+      write(text: string) {
+        for (const raw of text.split('\n')) {
+          const line = raw.replace(/\r$/, '').slice(0, 4000);
+          if (line === '') continue;
+          // The first lines and the newest: the cut is said once, where it happens.
+          if (written >= DEPLOYMENT_LOG_LINES) {
+            dropped += 1;
+            continue;
+          }
+          const entry = { at: iso(clock.now()), line };
+          written += 1;
+          pending.push(entry);
+          for (const listener of listeners.get(deploymentId) ?? []) listener(entry);
+        }
+      },
+      async close() {
+        clearInterval(timer);
+        if (dropped > 0) pending.push({ at: iso(clock.now()), line: `… ${dropped} more lines not kept` });
+        await flush();
+      },
+    };
+  }
+
+  async function setStep(id: number, step: DeploymentStep, log: (line: string) => void) {
+    await repo.setStep(id, step, iso(clock.now()));
+    log(`==> ${step}`);
+  }
+
+  /** The releases to keep: the live one and the newest successful ones. */
+  async function prune(appId: number, live: string) {
+    const keep = new Set([live, ...(await repo.recentReleases(appId, RELEASES_KEPT))]);
+    await deps.driver().pruneReleases(appId, [...keep]);
+  }
+
+  async function run(deploymentId: number): Promise<void> {
+    const deployment = await repo.find(deploymentId);
+    if (!deployment) return;
+    const at = () => iso(clock.now());
+    if (deployment.status === 'running') {
+      // Claimed again after its runner died: whatever it had started died with it.
+      await repo.finish(deploymentId, 'failed', 'Interrupted: Berth stopped during the deployment', at());
+      return;
+    }
+    if (deployment.status !== 'pending') return;
+    const appId = deployment.application_id;
+    const now = clock.now();
+    const deadline = new Date(now.getTime() + deps.runtime.deploymentTimeoutSeconds * 1000);
+    if (!(await repo.start(deploymentId, iso(now), iso(deadline)))) return;
+
+    const abort = new AbortController();
+    inFlight.set(appId, { deploymentId, abort });
+    const timeout = setTimeout(
+      () => abort.abort(new DeploymentAborted(`timed out after ${deps.runtime.deploymentTimeoutSeconds} s`)),
+      deadline.getTime() - now.getTime(),
+    );
+    const log = deploymentLog(deploymentId);
+    const step: StepContext = { log: (line) => log.write(line), signal: abort.signal };
+    let current = null as DeploymentStep | null;
+    const enter = async (name: DeploymentStep) => {
+      current = name;
+      await setStep(deploymentId, name, step.log);
+    };
+    const checkAborted = () => {
+      if (abort.signal.aborted) throw abort.signal.reason;
+    };
+
+    const app = await infrastructure.findApplication(appId);
+    try {
+      if (!app) throw new DeploymentAborted('the application no longer exists');
+      const live = app.live_deployment_id;
+      await repo.setApplicationStatus(appId, live === null ? 'starting' : 'deploying', null, at());
+      const spec = await deps.specs.build(app);
+      const driver = deps.driver();
+      let release = deployment.release;
+      if (release !== null) {
+        // A rollback or skip_build reuses a built release.
+        if (!(await driver.hasRelease(appId, release)))
+          throw new Error(`release ${release} is no longer kept; deploy with a build instead`);
+        step.log(`Reusing release ${release} (no build)`);
+      } else {
+        release = releaseName(deploymentId);
+        const source = deps.specs.source(
+          app,
+          deps.uploadedSource(appId, app.uploaded_source),
+          deployment.branch ?? undefined,
+        );
+        if (!source)
+          throw new Error(
+            'Nothing to build: the application names no repository and no source archive was uploaded (POST /api/v1/applications/{id}/source)',
+          );
+        await enter('fetch');
+        await repo.update(deploymentId, { source: source.kind, release }, at());
+        checkAborted();
+        let building: Promise<void> = Promise.resolve();
+        const built = await driver.build(spec, release, source, {
+          ...step,
+          building: () => {
+            building = enter('build');
+          },
+        });
+        await building;
+        await repo.update(deploymentId, { branch: built.branch, commit_sha: built.commit }, at());
+      }
+      checkAborted();
+      await enter('release');
+      await driver.release(spec, release, step);
+      checkAborted();
+      await enter('rollout');
+      await driver.rollout(spec, release, step);
+      // Past the switch, a cancel no longer undoes anything: the new release serves.
+      step.log(`Deployment ${deploymentId} is live`);
+      await repo.finish(deploymentId, 'success', null, at());
+      await repo.setApplicationStatus(appId, 'active', null, at(), { live_deployment_id: deploymentId });
+      await prune(appId, release).catch((error: unknown) =>
+        deps.logger.warn({ err: error, appId }, 'pruning releases failed'),
+      );
+    } catch (error) {
+      const reason: unknown = abort.signal.aborted ? abort.signal.reason : error;
+      const cancelled = reason instanceof DeploymentAborted && reason.message.startsWith('cancelled');
+      const message = `${current ? `${current}: ` : ''}${reason instanceof Error ? reason.message : String(reason)}`;
+      step.log(`Deployment ${cancelled ? 'cancelled' : 'failed'}: ${message}`);
+      if (cancelled) {
+        await repo.finish(deploymentId, 'cancelled', message, at());
+      } else {
+        await repo.finish(deploymentId, 'failed', message, at());
+      }
+      if (app) {
+        // The old release keeps serving; without one the application has failed (or waits for the next).
+        const fresh = await infrastructure.findApplication(appId);
+        if (fresh && fresh.status !== 'destroying') {
+          const serving = fresh.live_deployment_id !== null && fresh.suspended === 0;
+          await repo.setApplicationStatus(
+            appId,
+            serving ? 'active' : fresh.suspended ? 'stopped' : 'failed',
+            serving || cancelled ? null : message,
+            at(),
+          );
+        }
+      }
+    } finally {
+      clearTimeout(timeout);
+      if (inFlight.get(appId)?.deploymentId === deploymentId) inFlight.delete(appId);
+      await log.close();
+      listeners.delete(deploymentId);
+    }
+  }
+
+  return {
+    /**
+     * Records a deployment and its job in the caller's transaction; the older pending or running
+     * deployments of the application are cancelled. Call `started()` after the commit.
+     */
+    async request(trx: Db, values: NewDeployment): Promise<number> {
+      const now = clock.now();
+      const id = await createDeploymentRepository(trx).insert(values, iso(now));
+      await enqueue(trx, 'deployment.run', { id }, { now, maxAttempts: 1 });
+      return id;
+    },
+
+    /** After the request's commit: aborts the deployment in flight for the application, wakes the runner. */
+    started(appId: number, deploymentId: number): void {
+      const running = inFlight.get(appId);
+      if (running && running.deploymentId !== deploymentId)
+        running.abort.abort(new DeploymentAborted(`cancelled by deployment ${deploymentId}`));
+      deps.wakeJobs();
+    },
+
+    /** Cancels what is in flight for an application (suspend, delete). */
+    cancelInFlight(appId: number, why: string): void {
+      inFlight.get(appId)?.abort.abort(new DeploymentAborted(`cancelled: ${why}`));
+    },
+
+    /** One deployment at a time per application, in request order. */
+    run(deploymentId: number, appId: number): Promise<void> {
+      const previous = queues.get(appId) ?? Promise.resolve();
+      const next = previous.then(() => run(deploymentId));
+      const settled = next.catch(() => undefined);
+      queues.set(appId, settled);
+      void settled.then(() => {
+        if (queues.get(appId) === settled) queues.delete(appId);
+      });
+      return next;
+    },
+
+    /** Lines of a deployment in flight as they are written; returns the unsubscribe. */
+    follow(deploymentId: number, listener: LogListener): () => void {
+      let set = listeners.get(deploymentId);
+      if (!set) listeners.set(deploymentId, (set = new Set()));
+      set.add(listener);
+      return () => set.delete(listener);
+    },
+
+    /**
+     * At start: what was running when Berth stopped is failed (its processes died with Berth), pending
+     * deployments past their deadline too; then every application that should run is started again.
+     */
+    async reconcile(): Promise<void> {
+      const now = clock.now();
+      for (const deployment of await repo.unfinished()) {
+        if (deployment.status === 'running') {
+          await repo.finish(
+            deployment.id,
+            'failed',
+            'Interrupted: Berth stopped during the deployment',
+            iso(now),
+          );
+        } else if (
+          now.getTime() - new Date(deployment.created_at).getTime() >
+          deps.runtime.deploymentTimeoutSeconds * 1000
+        ) {
+          await repo.finish(deployment.id, 'failed', 'Never started within the deployment timeout', iso(now));
+        }
+      }
+      await repo.failInterruptedCommands(iso(now));
+      for (const { id, live_deployment_id } of await repo.runnable()) {
+        const app = await infrastructure.findApplication(id);
+        const live = live_deployment_id === null ? undefined : await repo.find(live_deployment_id);
+        if (!app || !live?.release) continue;
+        await repo.setApplicationStatus(id, 'starting', null, iso(clock.now()));
+        try {
+          await deps.driver().ensureRunning(await deps.specs.build(app), live.release);
+          await repo.setApplicationStatus(id, 'active', null, iso(clock.now()));
+        } catch (error) {
+          const message = error instanceof Error ? error.message : String(error);
+          deps.logger.warn({ err: error, appId: id }, 'application did not start again');
+          await repo.setApplicationStatus(id, 'failed', message, iso(clock.now()));
+        }
+      }
+    },
+
+    jobHandlers() {
+      return handles('deployment.run', async ({ id }) => {
+        const deployment = await repo.find(id);
+        if (deployment) await this.run(id, deployment.application_id);
+      });
+    },
+  };
+}
+
+export type DeploymentService = ReturnType<typeof createDeploymentService>;

@@ -1,0 +1,403 @@
+// The platform API's use cases on running applications, as Ploi Cloud has them: deploy, rollback,
+// suspend, resume, status, instances, deployments and their logs, application logs, one-off commands,
+// source upload and download, and deleting an application. Every call checks that the caller belongs
+// to the application's team (404 when it does not exist, 403 when it is not theirs) before anything.
+import fs from 'node:fs';
+import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import type { Readable } from 'node:stream';
+import type { Kysely } from 'kysely';
+import type { Logger } from 'pino';
+import { createDeploymentRepository, type DeploymentRecord } from '../../db/repositories/deployments.js';
+import type { ApplicationRow } from '../../db/repositories/infrastructure.js';
+import type { Database } from '../../db/schema/index.js';
+import { iso, type Clock } from '../../domain/clock.js';
+import type { DeploymentStatus } from '../../domain/deployments.js';
+import { AppError, validationError } from '../../domain/errors.js';
+import type { AppRuntimeDriver, LogLine } from '../../drivers/runtime/driver.js';
+import { recordAudit } from '../../db/repositories/audit.js';
+import type { InfrastructureQueries } from '../infrastructure/queries.js';
+import { enqueue } from '../jobs.js';
+import type { DeploymentService } from './deployments.js';
+import type { SpecBuilder } from './spec.js';
+import { deploymentView } from './views.js';
+
+export interface RuntimeServiceDeps {
+  db: Kysely<Database>;
+  clock: Clock;
+  logger: Logger;
+  dataDir: string;
+  queries: Pick<InfrastructureQueries, 'requireApplication'>;
+  deployments: DeploymentService;
+  specs: SpecBuilder;
+  driver: () => AppRuntimeDriver;
+  wakeJobs: () => void;
+}
+
+/** Largest uploaded source archive (Ploi: 100 MB). */
+export const SOURCE_UPLOAD_LIMIT_BYTES = 100 * 1024 * 1024;
+const COMMAND_LIMIT = 4096;
+
+/** Where uploaded source archives are kept (Berth's own, root only), one per application. */
+const uploadsDir = (dataDir: string) => path.join(dataDir, 'uploads');
+const uploadFile = (dataDir: string, appId: number, name: string) =>
+  path.join(uploadsDir(dataDir), `${appId}-${name}`);
+
+export function uploadedSourcePath(dataDir: string, appId: number, name: string | null): string | undefined {
+  return name === null ? undefined : uploadFile(dataDir, appId, name);
+}
+
+export function createRuntimeService(deps: RuntimeServiceDeps) {
+  const { db, clock } = deps;
+  const repo = createDeploymentRepository(db);
+  const now = () => iso(clock.now());
+
+  async function app(userId: number, appId: number): Promise<ApplicationRow> {
+    return (await deps.queries.requireApplication(userId, appId)).row;
+  }
+
+  async function requestDeployment(
+    row: ApplicationRow,
+    values: Omit<Parameters<DeploymentService['request']>[1], 'applicationId'>,
+  ) {
+    if (row.status === 'destroying') throw new AppError('conflict', `Application ${row.id} is being deleted`);
+    const id = await db.transaction().execute(async (trx) => {
+      if (row.suspended) {
+        await trx.updateTable('applications').set({ suspended: 0 }).where('id', '=', row.id).execute();
+      }
+      return deps.deployments.request(trx, { applicationId: row.id, ...values });
+    });
+    deps.deployments.started(row.id, id);
+    return deploymentView((await repo.find(id))!);
+  }
+
+  async function deploymentOf(row: ApplicationRow, deploymentId: number): Promise<DeploymentRecord> {
+    const deployment = await repo.find(deploymentId);
+    if (!deployment || deployment.application_id !== row.id)
+      throw new AppError('not_found', `Deployment ${deploymentId} not found`);
+    return deployment;
+  }
+
+  return {
+    async deploy(userId: number, appId: number, options: { branch?: string; skipBuild?: boolean }) {
+      const row = await app(userId, appId);
+      let release: string | null = null;
+      if (options.skipBuild) {
+        const last = await repo.lastSuccessfulBuild(row.id);
+        if (!last?.release || !(await deps.driver().hasRelease(row.id, last.release)))
+          throw validationError(
+            { skip_build: ['There is no successful build to reuse; deploy without skip_build first.'] },
+            'There is no successful build to reuse.',
+          );
+        release = last.release;
+      }
+      return requestDeployment(row, {
+        reason: 'deploy',
+        requestedBy: userId,
+        skipBuild: options.skipBuild === true,
+        release,
+        ...(options.branch ? { branch: options.branch } : {}),
+      });
+    },
+
+    async rollback(userId: number, appId: number, deploymentId: number | undefined) {
+      const row = await app(userId, appId);
+      let target: DeploymentRecord | undefined;
+      if (deploymentId !== undefined) {
+        target = await deploymentOf(row, deploymentId);
+      } else {
+        // The newest successful release before the live one.
+        const successes = await repo.list(row.id, { limit: 20, status: 'success' });
+        const live = successes.find((d) => d.id === row.live_deployment_id);
+        target = successes.find((d) => d.release !== live?.release && d.release !== null);
+      }
+      if (!target || target.status !== 'success' || !target.release)
+        throw validationError(
+          { deployment_id: ['Only a successful deployment can be rolled back to.'] },
+          'Only a successful deployment can be rolled back to.',
+        );
+      if (!(await deps.driver().hasRelease(row.id, target.release)))
+        throw validationError(
+          { deployment_id: [`The release of deployment ${target.id} is no longer kept (the last 3 are).`] },
+          `The release of deployment ${target.id} is no longer kept.`,
+        );
+      return requestDeployment(row, {
+        reason: 'rollback',
+        requestedBy: userId,
+        rollbackOf: target.id,
+        release: target.release,
+        branch: target.branch,
+        commit: target.commit_sha,
+      });
+    },
+
+    async suspend(userId: number, appId: number) {
+      const row = await app(userId, appId);
+      deps.deployments.cancelInFlight(row.id, 'the application was suspended');
+      await repo.setApplicationStatus(row.id, 'stopping', null, now(), { suspended: 1 });
+      await deps.driver().stop(row.id);
+      await repo.setApplicationStatus(row.id, 'stopped', 'suspended', now());
+      return this.status(userId, appId);
+    },
+
+    async resume(userId: number, appId: number) {
+      const row = await app(userId, appId);
+      const live = row.live_deployment_id === null ? undefined : await repo.find(row.live_deployment_id);
+      await repo.setApplicationStatus(row.id, 'starting', null, now(), { suspended: 0 });
+      if (!live?.release) {
+        await repo.setApplicationStatus(row.id, 'stopped', 'never deployed', now());
+        return this.status(userId, appId);
+      }
+      try {
+        await deps.driver().ensureRunning(await deps.specs.build(row), live.release);
+        await repo.setApplicationStatus(row.id, 'active', null, now());
+      } catch (error) {
+        await repo.setApplicationStatus(row.id, 'failed', (error as Error).message, now());
+      }
+      return this.status(userId, appId);
+    },
+
+    async status(userId: number, appId: number) {
+      const row = await app(userId, appId);
+      const fresh = (await deps.queries.requireApplication(userId, row.id)).row;
+      const runtime = deps.driver().status(row.id);
+      const enabled = fresh.health_check_enabled !== 0;
+      const serving = runtime.instances.filter((i) => i.name !== 'scheduler');
+      const healthy = serving.filter((i) => i.state === 'running').length;
+      const latest = (await repo.list(row.id, { limit: 1 }))[0];
+      return {
+        id: row.id,
+        name: row.name,
+        status: fresh.status,
+        status_reason: fresh.status_reason,
+        suspended: fresh.suspended === 1,
+        live_deployment_id: fresh.live_deployment_id,
+        release: runtime.release,
+        replicas: { desired: fresh.replicas ?? 1, running: healthy, total: serving.length },
+        health_check: {
+          enabled,
+          // With checks disabled the application cannot be monitored (spec, States rule 3).
+          status: !enabled
+            ? 'not monitored'
+            : serving.length === 0
+              ? 'unknown'
+              : serving.every((i) => i.healthy === true)
+                ? 'healthy'
+                : 'unhealthy',
+        },
+        hostnames: [deps.specs.defaultHostname(fresh)],
+        latest_deployment: latest ? deploymentView(latest) : null,
+        recent_events: await repo.events(row.id, 10),
+      };
+    },
+
+    async instances(userId: number, appId: number) {
+      const row = await app(userId, appId);
+      return deps
+        .driver()
+        .status(row.id)
+        .instances.map((i) => ({
+          name: i.name,
+          release: i.release,
+          state: i.state,
+          pid: i.pid,
+          port: i.port,
+          started_at: i.startedAt,
+          restarts: i.restarts,
+          last_restart_reason: i.lastRestartReason,
+          healthy: i.healthy,
+          memory_limit_bytes: i.memoryLimitBytes,
+        }));
+    },
+
+    async deployments(
+      userId: number,
+      appId: number,
+      options: { perPage: number; page: number; status?: DeploymentStatus },
+    ) {
+      const row = await app(userId, appId);
+      const [rows, total] = await Promise.all([
+        repo.list(row.id, {
+          limit: options.perPage,
+          offset: (options.page - 1) * options.perPage,
+          ...(options.status ? { status: options.status } : {}),
+        }),
+        repo.count(row.id, options.status),
+      ]);
+      return {
+        data: rows.map(deploymentView),
+        meta: {
+          current_page: options.page,
+          per_page: options.perPage,
+          total,
+          last_page: Math.max(1, Math.ceil(total / options.perPage)),
+        },
+      };
+    },
+
+    async deployment(userId: number, appId: number, deploymentId: number) {
+      return deploymentView(await deploymentOf(await app(userId, appId), deploymentId));
+    },
+
+    async deploymentLogs(userId: number, appId: number, deploymentId: number, options: { tail?: number }) {
+      const deployment = await deploymentOf(await app(userId, appId), deploymentId);
+      const lines = await repo.logs(deployment.id);
+      return (options.tail ? lines.slice(-options.tail) : lines).map((l) => ({ at: l.at, line: l.line }));
+    },
+
+    /** For a live stream: the lines so far, whether more can come, and a subscription to them. */
+    async followDeployment(userId: number, appId: number, deploymentId: number) {
+      const deployment = await deploymentOf(await app(userId, appId), deploymentId);
+      return {
+        finished: deployment.status !== 'pending' && deployment.status !== 'running',
+        subscribe: (listener: (line: { at: string; line: string }) => void) =>
+          deps.deployments.follow(deployment.id, listener),
+        reload: () => repo.find(deployment.id),
+        lines: (afterId: number) => repo.logs(deployment.id, afterId),
+      };
+    },
+
+    async logs(userId: number, appId: number, options: { tail: number; since?: Date }): Promise<LogLine[]> {
+      const row = await app(userId, appId);
+      return deps.driver().logs(row.id, options);
+    },
+
+    async followLogs(userId: number, appId: number, listener: (line: LogLine) => void) {
+      const row = await app(userId, appId);
+      return deps.driver().followLogs(row.id, listener);
+    },
+
+    async exec(userId: number, appId: number, command: string) {
+      const row = await app(userId, appId);
+      if (command.trim() === '' || command.length > COMMAND_LIMIT)
+        throw validationError(
+          { command: [`The command must be 1 to ${COMMAND_LIMIT} characters.`] },
+          'The command is invalid.',
+        );
+      const live = row.live_deployment_id === null ? undefined : await repo.find(row.live_deployment_id);
+      if (!live?.release)
+        throw new AppError(
+          'conflict',
+          `Application ${row.id} has no live release to run a command in; deploy it first`,
+        );
+      const id = await repo.startCommand(row.id, userId, command, now());
+      try {
+        const result = await deps.driver().exec(await deps.specs.build(row), live.release, command, {
+          log: () => undefined,
+          signal: AbortSignal.timeout(10 * 60_000),
+        });
+        await repo.finishCommand(
+          id,
+          { status: 'finished', exitCode: result.exitCode, output: result.output },
+          now(),
+        );
+        return {
+          id,
+          command,
+          exit_code: result.exitCode,
+          output: result.output,
+          truncated: result.truncated,
+        };
+      } catch (error) {
+        await repo.finishCommand(
+          id,
+          { status: 'failed', exitCode: null, output: (error as Error).message },
+          now(),
+        );
+        throw error;
+      }
+    },
+
+    async commandHistory(userId: number, appId: number, perPage: number) {
+      const row = await app(userId, appId);
+      return (await repo.commands(row.id, perPage)).map((c) => ({
+        id: c.id,
+        command: c.command,
+        status: c.status,
+        exit_code: c.exit_code,
+        output: c.output,
+        user_id: c.user_id,
+        started_at: c.started_at,
+        finished_at: c.finished_at,
+      }));
+    },
+
+    /** Stores an uploaded archive (checked when the build unpacks it) and deploys it unless asked not to. */
+    async uploadSource(userId: number, appId: number, body: Readable, options: { deploy: boolean }) {
+      const row = await app(userId, appId);
+      fs.mkdirSync(uploadsDir(deps.dataDir), { recursive: true, mode: 0o700 });
+      const name = `${Date.now().toString(36)}.archive`;
+      const file = uploadFile(deps.dataDir, row.id, name);
+      let size = 0;
+      body.on('data', (chunk: Buffer) => {
+        size += chunk.length;
+        if (size > SOURCE_UPLOAD_LIMIT_BYTES)
+          body.destroy(
+            new AppError(
+              'payload_too_large',
+              `The source archive is larger than ${SOURCE_UPLOAD_LIMIT_BYTES} bytes`,
+            ),
+          );
+      });
+      try {
+        await pipeline(body, fs.createWriteStream(file, { mode: 0o600 }));
+      } catch (error) {
+        fs.rmSync(file, { force: true });
+        throw error;
+      }
+      const previous = row.uploaded_source;
+      await repo.setUploadedSource(row.id, name, now());
+      if (previous) fs.rmSync(uploadFile(deps.dataDir, row.id, previous), { force: true });
+      const deployment = options.deploy
+        ? await requestDeployment(
+            { ...row, uploaded_source: name },
+            { reason: 'source upload', requestedBy: userId },
+          )
+        : null;
+      return { size, uploaded_at: now(), deployment };
+    },
+
+    async sourceDownload(userId: number, appId: number): Promise<string> {
+      const row = await app(userId, appId);
+      const live = row.live_deployment_id === null ? undefined : await repo.find(row.live_deployment_id);
+      const file = live?.release ? await deps.driver().sourceArchive(row.id, live.release) : undefined;
+      if (!file) throw new AppError('not_found', `Application ${row.id} has no deployed source`);
+      return file;
+    },
+
+    /**
+     * Deletes the application now, through scheduled deletion's own job (the same cascade, tombstone,
+     * audit and notice): the schedule is set to this moment and the job is queued at once.
+     */
+    async deleteApplication(userId: number, appId: number) {
+      const row = await app(userId, appId);
+      const at = now();
+      deps.deployments.cancelInFlight(row.id, 'the application is being deleted');
+      await db.transaction().execute(async (trx) => {
+        await trx
+          .updateTable('applications')
+          .set({ scheduled_deletion_at: at, status: 'destroying', status_reason: null, updated_at: at })
+          .where('id', '=', row.id)
+          .execute();
+        await recordAudit(trx, {
+          at,
+          userId,
+          teamId: row.team_id,
+          action: 'application.delete_requested',
+          target: `application:${row.id}`,
+          details: { name: row.name },
+        });
+        await enqueue(
+          trx,
+          'scheduled_deletion.delete',
+          { applicationId: row.id, scheduledFor: at },
+          { now: clock.now() },
+        );
+      });
+      deps.wakeJobs();
+      return { id: row.id, name: row.name, status: 'destroying' as const };
+    },
+  };
+}
+
+export type RuntimeService = ReturnType<typeof createRuntimeService>;

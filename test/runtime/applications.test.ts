@@ -1,0 +1,283 @@
+// Applications that run (issue 14): a nodejs application from a git repository on loopback is built,
+// initialised, served through the edge by its domain with its secrets and its volume; redeployed under
+// load without losing a request; a release whose health check never passes fails and the old one
+// keeps serving; rollback, skip_build, suspend and resume; the API's answers and another team's 403s.
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import http from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DIALECTS } from '../helpers/store.js';
+import {
+  applyYaml,
+  edgeRequest,
+  eventually,
+  nodeDocument,
+  startRuntime,
+  waitForDeployment,
+  type RuntimeHarness,
+} from './helpers.js';
+import { nodeAppFiles } from './node-app.js';
+
+interface StatusView {
+  status: string;
+  health_check: { status: string };
+  hostnames: string[];
+}
+
+/** The `data` of an API answer, typed as the test reads it. */
+const data = <T>(response: { json<U>(): U }): T => response.json<{ data: T }>().data;
+
+/** The version the application answers with through the edge. */
+const versionAt = async (edgePort: number, host = 'shop.test'): Promise<string> =>
+  (JSON.parse((await edgeRequest(edgePort, host, '/')).body) as { version: string }).version;
+
+describe.each(DIALECTS)('running applications (%s)', (dialect) => {
+  let h: RuntimeHarness;
+  let appId: number;
+  let firstDeployment: number;
+  let firstCommit: string;
+  const repo = () => h.repository('shop');
+  let repository: ReturnType<typeof repo>;
+
+  const api = (method: string, url: string, payload?: unknown) =>
+    h.t.app.inject({
+      method: method as 'GET',
+      url,
+      headers: h.t.auth.platform,
+      ...(payload !== undefined ? { payload: payload as Record<string, unknown> } : {}),
+    });
+
+  beforeAll(async () => {
+    h = await startRuntime(dialect);
+    repository = repo();
+    firstCommit = repository.commit(nodeAppFiles('v1'));
+  }, 180_000);
+  afterAll(() => h.close());
+
+  it('builds, initialises and serves a nodejs application on its domain, with its secrets and volume', async () => {
+    const applied = await applyYaml(
+      h.t,
+      nodeDocument('acme', 'shop', h.git.url('shop'), {
+        application: {
+          commands: {
+            build: ['node build.js'],
+            init: ['echo init-ran > /data/init.txt'],
+            start: 'npm start',
+          },
+        },
+      }),
+    );
+    expect(applied.deployment_id).not.toBeNull();
+    appId = applied.application_id;
+    firstDeployment = applied.deployment_id!;
+    const deployment = await waitForDeployment(h.t, appId, firstDeployment);
+    expect(deployment.error).toBeNull();
+    expect(deployment.status).toBe('success');
+    expect(deployment.commit_sha).toBe(firstCommit);
+
+    const answer = await edgeRequest(h.edgePort, 'shop.test', '/');
+    expect(answer.status).toBe(200);
+    const body = JSON.parse(answer.body) as Record<string, string>;
+    expect(body.version).toBe('v1');
+    // The build ran without secrets; the replica has them.
+    expect(body.built).toBe('built v1 secret=none');
+    expect(body.secret).toBe('secret-of-shop');
+    expect(body.forwarded).toBe('127.0.0.1');
+
+    // The volume is the application's directory on the host, written by the application's own user.
+    expect((await edgeRequest(h.edgePort, 'shop.test', '/write')).body).toBe('written');
+    const volume = `${h.t.ctx.config.dataDir}/apps/${appId}/volumes/data`;
+    expect(fs.readFileSync(`${volume}/note.txt`, 'utf8')).toBe('written by v1');
+    expect(fs.readFileSync(`${volume}/init.txt`, 'utf8').trim()).toBe('init-ran');
+    const whoami = JSON.parse((await edgeRequest(h.edgePort, 'shop.test', '/whoami')).body) as {
+      uid: number;
+    };
+    expect(whoami.uid).not.toBe(0);
+    expect(fs.statSync(`${volume}/note.txt`).uid).toBe(whoami.uid);
+
+    // The default host answers too, and an unknown host is 404.
+    const status = data<StatusView>(await api('GET', `/api/v1/applications/${appId}/status`));
+    expect(status.status).toBe('active');
+    expect(status.health_check.status).toBe('healthy');
+    expect((await edgeRequest(h.edgePort, status.hostnames[0]!, '/')).status).toBe(200);
+    expect((await edgeRequest(h.edgePort, 'nobody.test', '/')).status).toBe(404);
+
+    // The deployment's steps are in its log; secrets are not.
+    const logs = data<Array<{ line: string }>>(
+      await api('GET', `/api/v1/applications/${appId}/deployments/${firstDeployment}/logs`),
+    );
+    const text = logs.map((l) => l.line).join('\n');
+    expect(text).toContain('==> fetch');
+    expect(text).toContain('==> build');
+    expect(text).toContain('==> release');
+    expect(text).toContain('==> rollout');
+    expect(text).not.toContain('secret-of-shop');
+  });
+
+  it('deploys a new commit under load without losing a request', async () => {
+    repository.commit(nodeAppFiles('v2'));
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
+    let stop = false;
+    const failures: string[] = [];
+    const versions = new Set<string>();
+    let requests = 0;
+    const load = Array.from({ length: 8 }, async () => {
+      while (!stop) {
+        try {
+          const answer = await edgeRequest(h.edgePort, 'shop.test', '/', { agent });
+          requests += 1;
+          if (answer.status !== 200) failures.push(`status ${answer.status}: ${answer.body}`);
+          else versions.add((JSON.parse(answer.body) as { version: string }).version);
+        } catch (error) {
+          failures.push((error as Error).message);
+        }
+      }
+    });
+    const deploy = await api('POST', `/api/v1/applications/${appId}/deploy`, {});
+    expect(deploy.statusCode).toBe(202);
+    const deployment = await waitForDeployment(h.t, appId, data<{ id: number }>(deploy).id);
+    expect(deployment.status).toBe('success');
+    // Keep the load on while the old replica drains and stops.
+    await new Promise((resolve) => setTimeout(resolve, 2500));
+    stop = true;
+    await Promise.all(load);
+    agent.destroy();
+    expect(failures).toEqual([]);
+    expect(requests).toBeGreaterThan(50);
+    expect([...versions].sort()).toEqual(['v1', 'v2']);
+    expect(await versionAt(h.edgePort)).toBe('v2');
+  });
+
+  it('fails a release whose health check never passes within the timeout, and the old one keeps serving', async () => {
+    repository.commit(nodeAppFiles('v3', 'unhealthy'));
+    const started = Date.now();
+    const deploy = await api('POST', `/api/v1/applications/${appId}/deploy`, {});
+    const deployment = await waitForDeployment(h.t, appId, data<{ id: number }>(deploy).id);
+    expect(deployment.status).toBe('failed');
+    expect(deployment.error).toMatch(/rollout: timed out after 15 s/);
+    expect(Date.now() - started).toBeLessThan(25_000);
+    expect(await versionAt(h.edgePort)).toBe('v2');
+    const status = data<StatusView>(await api('GET', `/api/v1/applications/${appId}/status`));
+    expect(status.status).toBe('active');
+    // No replica of the failed release is left.
+    const instances = data<Array<{ release: string }>>(
+      await api('GET', `/api/v1/applications/${appId}/instances`),
+    );
+    expect(instances.map((i) => i.release)).not.toContain(deployment.release);
+  }, 40_000);
+
+  it('rolls back to a kept release, and redeploys the last good build with skip_build', async () => {
+    const rollback = await api('POST', `/api/v1/applications/${appId}/rollback`, {
+      deployment_id: firstDeployment,
+    });
+    expect(rollback.statusCode).toBe(202);
+    const rolled = await waitForDeployment(h.t, appId, data<{ id: number }>(rollback).id);
+    expect(rolled.status).toBe('success');
+    expect(await versionAt(h.edgePort)).toBe('v1');
+
+    const skip = await api('POST', `/api/v1/applications/${appId}/deploy`, { skip_build: true });
+    expect(skip.statusCode).toBe(202);
+    const skipped = await waitForDeployment(h.t, appId, data<{ id: number }>(skip).id);
+    expect(skipped.status).toBe('success');
+    const logs = data<Array<{ line: string }>>(
+      await api('GET', `/api/v1/applications/${appId}/deployments/${skipped.id}/logs`),
+    );
+    expect(logs.map((l) => l.line).join('\n')).not.toContain('==> build');
+
+    const list = (
+      await api('GET', `/api/v1/applications/${appId}/deployments?per_page=2&status=success`)
+    ).json<{
+      data: unknown[];
+      meta: { total: number };
+    }>();
+    expect(list.data).toHaveLength(2);
+    expect(list.meta.total).toBeGreaterThanOrEqual(4);
+  });
+
+  it('suspends (503 with Retry-After) and resumes', async () => {
+    const suspended = await api('POST', `/api/v1/applications/${appId}/suspend`);
+    expect(data<StatusView>(suspended).status).toBe('stopped');
+    const answer = await edgeRequest(h.edgePort, 'shop.test', '/');
+    expect(answer.status).toBe(503);
+    expect(answer.headers['retry-after']).toBeDefined();
+    const resumed = await api('POST', `/api/v1/applications/${appId}/resume`);
+    expect(data<StatusView>(resumed).status).toBe('active');
+    expect((await edgeRequest(h.edgePort, 'shop.test', '/')).status).toBe(200);
+  });
+
+  it('runs one-off commands in a fresh sandbox and keeps them in the history; logs are readable', async () => {
+    const exec = await api('POST', `/api/v1/applications/${appId}/exec`, {
+      command: 'cat version.txt; echo; echo $APP_SECRET',
+    });
+    expect(exec.statusCode).toBe(200);
+    expect(data<{ output: string }>(exec).output).toBe('v1\nsecret-of-shop\n');
+    expect(data<{ exit_code: number }>(exec).exit_code).toBe(0);
+    const history = data<Array<{ command: string }>>(
+      await api('GET', `/api/v1/applications/${appId}/command-history`),
+    );
+    expect(history[0]!.command).toBe('cat version.txt; echo; echo $APP_SECRET');
+
+    const logs = await api('GET', `/api/v1/applications/${appId}/logs?tail=5`);
+    expect(logs.statusCode).toBe(200);
+    expect(Array.isArray(data<unknown>(logs))).toBe(true);
+    expect((await api('GET', `/api/v1/applications/${appId}/logs?since=yesterday`)).statusCode).toBe(422);
+
+    const source = await api('GET', `/api/v1/applications/${appId}/source/download`);
+    expect(source.statusCode).toBe(200);
+    expect(source.headers['content-type']).toBe('application/gzip');
+    expect(source.rawPayload.subarray(0, 2)).toEqual(Buffer.from([0x1f, 0x8b]));
+  });
+
+  it('refuses another team everything about the application', async () => {
+    const other = await h.t.ctx.identity.createUser({ email: `other-${dialect}@example.com`, team: 'other' });
+    const headers = { authorization: `Bearer ${other.api_token}` };
+    for (const [method, url] of [
+      ['GET', `/api/v1/applications/${appId}/status`],
+      ['GET', `/api/v1/applications/${appId}/instances`],
+      ['GET', `/api/v1/applications/${appId}/logs`],
+      ['GET', `/api/v1/applications/${appId}/deployments`],
+      ['GET', `/api/v1/applications/${appId}/deployments/${firstDeployment}/logs`],
+      ['POST', `/api/v1/applications/${appId}/deploy`],
+      ['POST', `/api/v1/applications/${appId}/suspend`],
+      ['POST', `/api/v1/applications/${appId}/exec`],
+      ['GET', `/api/v1/applications/${appId}/source/download`],
+      ['DELETE', `/api/v1/applications/${appId}`],
+    ] as const) {
+      const response = await h.t.app.inject({
+        method,
+        url,
+        headers,
+        payload: method === 'POST' ? { command: 'id' } : undefined,
+      });
+      expect(response.statusCode, `${method} ${url}`).toBe(403);
+    }
+    expect((await edgeRequest(h.edgePort, 'shop.test', '/')).status).toBe(200);
+  });
+
+  it('deletes an application: processes, releases, volumes, routes and its cgroup go', async () => {
+    const instances = data<Array<{ pid: number | null }>>(
+      await api('GET', `/api/v1/applications/${appId}/instances`),
+    );
+    const pids = instances.map((i) => i.pid).filter((p): p is number => p !== null);
+    expect(pids.length).toBeGreaterThan(0);
+    const deleted = await api('DELETE', `/api/v1/applications/${appId}`);
+    expect(deleted.statusCode).toBe(202);
+    await eventually(
+      async () => (await api('GET', `/api/v1/applications/${appId}`)).statusCode === 404,
+      30_000,
+      'the application to be deleted',
+    );
+    expect((await edgeRequest(h.edgePort, 'shop.test', '/')).status).toBe(404);
+    for (const pid of pids) expect(() => process.kill(pid, 0)).toThrow();
+    expect(fs.existsSync(`${h.t.ctx.config.dataDir}/apps/${appId}`)).toBe(false);
+    const groups = fs.existsSync('/sys/fs/cgroup/memory/berth')
+      ? fs.readdirSync('/sys/fs/cgroup/memory/berth', { recursive: true }).map(String)
+      : [];
+    expect(groups.filter((g) => g.endsWith(`app-${appId}`) && g.includes(cgroupTagOf(h)))).toEqual([]);
+  });
+});
+
+/** The segment naming this Berth's memory groups (see createLocalRuntimeDriver). */
+function cgroupTagOf(h: RuntimeHarness): string {
+  return `b${createHash('sha256').update(h.t.ctx.config.dataDir).digest('hex').slice(0, 10)}`;
+}

@@ -1,0 +1,54 @@
+// The Node.js application the runtime tests deploy: what it answers shows what it got (its build's
+// output, its secrets, its volume, its port), and a few paths misbehave on request.
+export const SERVER_JS = `
+const http = require('node:http');
+const fs = require('node:fs');
+const version = fs.readFileSync('version.txt', 'utf8').trim();
+const built = fs.existsSync('built.txt') ? fs.readFileSync('built.txt', 'utf8').trim() : null;
+const mode = fs.existsSync('mode.txt') ? fs.readFileSync('mode.txt', 'utf8').trim() : 'ok';
+let hung = false;
+const hold = [];
+http.createServer((req, res) => {
+  if (req.url === '/health') {
+    if (mode === 'unhealthy') { res.statusCode = 500; return res.end('no'); }
+    if (hung) return; // never answers
+    return res.end('ok');
+  }
+  if (req.url === '/hang') { hung = true; return res.end('hanging'); }
+  if (req.url === '/eat') {
+    const timer = setInterval(() => hold.push(Buffer.alloc(16 * 1024 * 1024, 1)), 5);
+    return res.end('eating');
+  }
+  if (req.url === '/write') {
+    fs.writeFileSync('/data/note.txt', 'written by ' + version);
+    return res.end('written');
+  }
+  if (req.url === '/whoami') {
+    return res.end(JSON.stringify({ uid: process.getuid(), pid: process.pid, cwd: process.cwd() }));
+  }
+  res.setHeader('content-type', 'application/json');
+  res.end(JSON.stringify({
+    version, built, secret: process.env.APP_SECRET ?? null, port: process.env.PORT,
+    host: req.headers.host, forwarded: req.headers['x-forwarded-for'] ?? null,
+  }));
+}).listen(Number(process.env.PORT), '127.0.0.1');
+process.on('SIGTERM', () => process.exit(0));
+`;
+
+export const PACKAGE_JSON = JSON.stringify({
+  name: 'fixture',
+  version: '1.0.0',
+  scripts: { start: 'node server.js' },
+});
+
+/** The files of one version of the application. */
+export function nodeAppFiles(version: string, mode: 'ok' | 'unhealthy' = 'ok'): Record<string, string> {
+  return {
+    'server.js': SERVER_JS,
+    'package.json': PACKAGE_JSON,
+    'version.txt': version,
+    'mode.txt': mode,
+    'build.js':
+      "require('node:fs').writeFileSync('built.txt', 'built ' + require('node:fs').readFileSync('version.txt', 'utf8').trim() + ' secret=' + (process.env.APP_SECRET ?? 'none'));",
+  };
+}

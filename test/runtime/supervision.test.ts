@@ -1,0 +1,125 @@
+// Replicas kept alive (issue 14, health checks): a replica that stops answering its health path is
+// restarted with the reason; with checks disabled the same hang is left alone and reported as not
+// monitored; one that outgrows its memory limit is killed by the kernel and restarted, the reason
+// shown; one killed by pid comes back. Four applications on one Berth, deployed side by side.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  applyYaml,
+  edgeRequest,
+  eventually,
+  nodeDocument,
+  startRuntime,
+  waitForDeployment,
+  type RuntimeHarness,
+} from './helpers.js';
+import { nodeAppFiles } from './node-app.js';
+
+interface InstanceView {
+  name: string;
+  state: string;
+  pid: number | null;
+  restarts: number;
+  last_restart_reason: string | null;
+  healthy: boolean | null;
+}
+
+describe('supervised replicas', () => {
+  let h: RuntimeHarness;
+  const ids = new Map<string, number>();
+
+  const get = async <T>(url: string): Promise<T> =>
+    (await h.t.app.inject({ url, headers: h.t.auth.platform })).json<{ data: T }>().data;
+  const instances = (name: string) => get<InstanceView[]>(`/api/v1/applications/${ids.get(name)}/instances`);
+  const web = async (name: string) => (await instances(name)).find((i) => i.name.startsWith('web-'))!;
+
+  beforeAll(async () => {
+    h = await startRuntime('sqlite');
+    const settings: Record<string, Record<string, unknown>> = {
+      hang: {},
+      unchecked: { health_check_enabled: false, health_check_path: undefined },
+      hungry: { memory: '96Mi' },
+      killed: {},
+    };
+    await Promise.all(
+      Object.entries(settings).map(async ([name, extra]) => {
+        h.repository(name).commit(nodeAppFiles(name));
+        const applied = await applyYaml(
+          h.t,
+          nodeDocument('acme', name, h.git.url(name), { settings: extra }),
+        );
+        ids.set(name, applied.application_id);
+        const deployment = await waitForDeployment(h.t, applied.application_id, applied.deployment_id!);
+        expect(deployment.error).toBeNull();
+      }),
+    );
+  }, 120_000);
+  afterAll(() => h.close());
+
+  it('restarts a replica whose health path stops answering, and says why', async () => {
+    const before = await web('hang');
+    expect((await edgeRequest(h.edgePort, 'hang.test', '/hang')).body).toBe('hanging');
+    // Interval 1 s, timeout 1 s, threshold 2 (RUNTIME_TEST_ENV): caught within a few seconds.
+    const after = await eventually(
+      async () => {
+        const now = await web('hang');
+        return now.restarts >= 1 && now.state === 'running' ? now : undefined;
+      },
+      15_000,
+      'the hung replica to be restarted',
+    );
+    expect(after.pid).not.toBe(before.pid);
+    expect(after.last_restart_reason).toBe('health check on /health failed 2 times in a row');
+    expect((await edgeRequest(h.edgePort, 'hang.test', '/')).status).toBe(200);
+  });
+
+  it('leaves a hung replica alone when health checks are disabled, and reports it as not monitored', async () => {
+    const before = await web('unchecked');
+    expect(before.healthy).toBeNull();
+    expect((await edgeRequest(h.edgePort, 'unchecked.test', '/hang')).body).toBe('hanging');
+    // Three times as long as the checked application took to be restarted at the latest.
+    await new Promise((resolve) => setTimeout(resolve, 5000));
+    const after = await web('unchecked');
+    expect(after.restarts).toBe(0);
+    expect(after.pid).toBe(before.pid);
+    const status = await get<{ health_check: { enabled: boolean; status: string } }>(
+      `/api/v1/applications/${ids.get('unchecked')}/status`,
+    );
+    expect(status.health_check).toEqual({ enabled: false, status: 'not monitored' });
+  });
+
+  it('restarts a replica the kernel killed for memory, with the reason shown', async () => {
+    const before = await web('hungry');
+    await edgeRequest(h.edgePort, 'hungry.test', '/eat');
+    const after = await eventually(
+      async () => {
+        const now = await web('hungry');
+        return now.restarts >= 1 && now.state === 'running' ? now : undefined;
+      },
+      20_000,
+      'the replica killed for memory to be restarted',
+    );
+    expect(after.pid).not.toBe(before.pid);
+    expect(after.last_restart_reason).toBe('killed: out of memory (limit 96 MiB)');
+    const status = await get<{ recent_events: Array<{ kind: string; message: string }> }>(
+      `/api/v1/applications/${ids.get('hungry')}/status`,
+    );
+    expect(status.recent_events.map((e) => e.kind)).toContain('oom_killed');
+    expect((await edgeRequest(h.edgePort, 'hungry.test', '/')).status).toBe(200);
+  });
+
+  it('brings back a replica killed by pid', async () => {
+    const before = await web('killed');
+    process.kill(before.pid!, 'SIGKILL');
+    const after = await eventually(
+      async () => {
+        const now = await web('killed');
+        return now.restarts >= 1 && now.state === 'running' ? now : undefined;
+      },
+      15_000,
+      'the killed replica to come back',
+    );
+    expect(after.pid).not.toBe(before.pid);
+    expect(after.last_restart_reason).toBe('killed by SIGKILL');
+    expect((await edgeRequest(h.edgePort, 'killed.test', '/')).status).toBe(200);
+  });
+});
