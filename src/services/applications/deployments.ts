@@ -290,6 +290,8 @@ export function createDeploymentService(deps: DeploymentDeps) {
         try {
           await deps.driver().ensureRunning(await deps.specs.build(app), live.release);
           await repo.setApplicationStatus(id, 'active', null, iso(clock.now()));
+          // A release an interrupted deployment built (or half built) is not kept.
+          await prune(id, live.release);
         } catch (error) {
           const message = error instanceof Error ? error.message : String(error);
           deps.logger.warn({ err: error, appId: id }, 'application did not start again');

@@ -77,9 +77,10 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
 
   /** The Node.js runtime of a nodejs application (laravel builds may use it too when named). */
   async function nodeDir(app: AppSpec, log: (line: string) => void = () => undefined) {
-    if (app.type !== 'nodejs' && app.runtime.nodejsVersion === undefined) return undefined;
-    if (app.runtime.nodejsVersion === 'none') return undefined;
-    const parsed = parseNodeVersion(app.runtime.nodejsVersion);
+    const named = app.runtime.nodejsVersion === 'none' ? undefined : app.runtime.nodejsVersion;
+    // `none` (or nothing) leaves PHP applications without Node.js; a nodejs one gets the default.
+    if (app.type !== 'nodejs' && named === undefined) return undefined;
+    const parsed = parseNodeVersion(named);
     if ('error' in parsed) throw new Error(parsed.error);
     const runtime = await ensureNodeRuntime(parsed.major, options.runtimesDir, log);
     return runtime.dir;
@@ -220,6 +221,8 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
     async start() {
       // Whatever a Berth on this data dir left running (a crash): its sandboxes and their groups go.
       if (support && !edge) await removeTree(support, [cgroupTag]).catch(() => undefined);
+      // Nothing builds yet: a release dir still `.building` is what a crash cut short.
+      if (!edge) await removeUnfinishedBuilds(options.dataDir);
       edge ??= await startEdgeProxy({
         host: options.edge.host,
         port: options.edge.port,
@@ -353,6 +356,8 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
     async close() {
       for (const entry of apps.values()) await stopApp(entry);
       apps.clear();
+      // Every process is stopped: the groups of this Berth go too (they are made again at start).
+      if (support) await removeTree(support, [cgroupTag]).catch(() => undefined);
       await edge?.close();
       edge = undefined;
     },
@@ -405,6 +410,17 @@ async function runOnce(
   } finally {
     signal.removeEventListener('abort', onAbort);
     await launched.group?.remove().catch(() => undefined);
+  }
+}
+
+/** Removes every `<release>.building` directory under the applications' release dirs. */
+async function removeUnfinishedBuilds(dataDir: string): Promise<void> {
+  for (const id of await fs.readdir(`${dataDir}/apps`).catch(() => [] as string[])) {
+    if (!/^\d+$/.test(id)) continue;
+    const { releases } = appLayout(dataDir, Number(id));
+    for (const name of await fs.readdir(releases).catch(() => [] as string[])) {
+      if (name.endsWith('.building')) await fs.rm(`${releases}/${name}`, { recursive: true, force: true });
+    }
   }
 }
 

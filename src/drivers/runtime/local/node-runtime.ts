@@ -23,12 +23,12 @@ const execFileAsync = promisify(execFile);
 
 /** The major of the Node.js Berth itself runs on: used in place, never downloaded. */
 export const HOST_NODE_MAJOR = Number(process.versions.node.split('.')[0]);
-/** Majors a document may name in runtime.nodejs_version (the LTS lines, and the host's). */
-export const NODE_MAJORS_OFFERED: readonly number[] = [
-  ...new Set([18, 20, 22, 24, 26, HOST_NODE_MAJOR]),
-].sort((a, b) => a - b);
-/** A nodejs application that names no version gets the host's (the rule). */
-export const DEFAULT_NODE_MAJOR = HOST_NODE_MAJOR;
+/** Majors a document may name in runtime.nodejs_version: Ploi Cloud's (document.ts, NODEJS_VERSIONS). */
+export const NODE_MAJORS_OFFERED: readonly number[] = [20, 22, 24];
+/** A nodejs application that names no version gets the host's (the newest offered when the host's is not). */
+export const DEFAULT_NODE_MAJOR = NODE_MAJORS_OFFERED.includes(HOST_NODE_MAJOR)
+  ? HOST_NODE_MAJOR
+  : NODE_MAJORS_OFFERED[NODE_MAJORS_OFFERED.length - 1]!;
 /** Where sandboxes see the host's system: a host runtime under it is linked, not copied. */
 const SANDBOX_VISIBLE_PREFIX = '/usr/';
 const NPM_PACKAGE = 'npm@10';
