@@ -1,9 +1,6 @@
 // What Berth asks of an object-storage backend. The local driver serves buckets itself (S3 endpoint
 // over files in the data directory); a cloud driver would map the same calls onto a provider's admin
 // API (create buckets, create access keys, attach policies).
-import type { Transaction } from 'kysely';
-import type { Database } from '../../db/schema/index.js';
-
 export interface ObjectStorageUserSpec {
   username?: string | undefined;
   policies: unknown[];
@@ -40,10 +37,10 @@ export interface ObjectStorageDriver {
   endpoint(): string;
   /**
    * Makes the storage match its spec: creates missing buckets (never deletes one), creates an access
-   * key for each new user, updates policies, revokes keys of users no longer listed. Idempotent.
-   * Runs inside the caller's transaction so the state change that follows commits with it.
+   * key for each new user, updates policies, revokes keys of users no longer listed. Idempotent and
+   * all or nothing: the caller records the storage as running after it, and a retry is always safe.
    */
-  provision(trx: Transaction<Database>, spec: ObjectStorageSpec): Promise<void>;
+  provision(spec: ObjectStorageSpec): Promise<void>;
   credentials(storageId: number): Promise<ObjectStorageCredential[]>;
   buckets(storageId: number): Promise<string[]>;
   /** Removes every bucket, object, upload and access key of the storage: rows and files. */

@@ -76,7 +76,7 @@ interface StoredUser {
 }
 
 /**
- * Handler of `object_storage.provision` ({uuid}): buckets and keys, then `running`, in one transaction.
+ * Handler of `object_storage.provision` ({uuid}): the driver makes buckets and keys, then `running`.
  * A problem a retry cannot fix sets `error` with the reason; anything else throws and is retried.
  */
 export function provisionObjectStorageHandler(
@@ -92,21 +92,20 @@ export function provisionObjectStorageHandler(
       .executeTakeFirst();
     if (!row) return; // deleted since the job was queued
     try {
-      await ctx.db.transaction().execute(async (trx) => {
-        const users = JSON.parse(row.users) as StoredUser[];
-        await driver.provision(trx, {
-          id: row.id,
-          uuid: row.uuid,
-          name: row.name,
-          buckets: JSON.parse(row.buckets) as string[],
-          users: users.map((u) => ({ username: u.username, policies: u.policies ?? [] })),
-        });
-        await trx
-          .updateTable('object_storages')
-          .set({ state: 'running', state_reason: null, updated_at: iso(ctx.clock.now()) })
-          .where('id', '=', row.id)
-          .execute();
+      const users = JSON.parse(row.users) as StoredUser[];
+      await driver.provision({
+        id: row.id,
+        uuid: row.uuid,
+        name: row.name,
+        buckets: JSON.parse(row.buckets) as string[],
+        users: users.map((u) => ({ username: u.username, policies: u.policies ?? [] })),
       });
+      // After the driver: a crash between the two leaves the job to run again, and provision is idempotent.
+      await ctx.db
+        .updateTable('object_storages')
+        .set({ state: 'running', state_reason: null, updated_at: iso(ctx.clock.now()) })
+        .where('id', '=', row.id)
+        .execute();
     } catch (error) {
       if (!(error instanceof ProvisionError)) throw error;
       await ctx.db

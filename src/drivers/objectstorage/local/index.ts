@@ -47,84 +47,90 @@ export function createLocalObjectStorageDriver(deps: {
   dataDir: string;
 }): ObjectStorageDriver {
   const { db, clock, secretBox } = deps;
+
+  async function provisionIn(trx: Transaction<Database>, spec: ObjectStorageSpec): Promise<void> {
+    const now = iso(clock.now());
+    for (const name of spec.buckets) {
+      if (!isValidBucketName(name))
+        throw new ProvisionError(`bucket name '${name}' is not a valid S3 bucket name`);
+    }
+    const usernames = spec.users.map((u, i) => usernameOf(u.username, i));
+    if (new Set(usernames).size !== usernames.length) throw new ProvisionError('usernames must be unique');
+    spec.users.forEach((user, i) => {
+      try {
+        compilePolicies(user.policies);
+      } catch (error) {
+        if (error instanceof PolicyError)
+          throw new ProvisionError(`user '${usernames[i]}': ${error.message}`);
+        throw error;
+      }
+    });
+
+    for (const name of spec.buckets) {
+      // ON CONFLICT waits for a concurrent insert of the same name to commit, so two storages
+      // provisioned at once cannot both believe they own a bucket.
+      const inserted = await trx
+        .insertInto('s3_buckets')
+        .values({ object_storage_id: spec.id, name, created_at: now })
+        .onConflict((oc) => oc.column('name').doNothing())
+        .returning('id')
+        .executeTakeFirst();
+      if (inserted) continue;
+      const holder = await trx
+        .selectFrom('s3_buckets')
+        .select('object_storage_id')
+        .where('name', '=', name)
+        .executeTakeFirst();
+      if (holder && holder.object_storage_id !== spec.id) {
+        throw new ProvisionError(
+          `BucketAlreadyExists: bucket name '${name}' is taken by another object storage`,
+        );
+      }
+    }
+
+    const existing = await trx
+      .selectFrom('s3_access_keys')
+      .select(['id', 'username'])
+      .where('object_storage_id', '=', spec.id)
+      .execute();
+    const byName = new Map(existing.map((k) => [k.username, k.id]));
+    for (const [i, user] of spec.users.entries()) {
+      const username = usernames[i]!;
+      const policies = JSON.stringify(user.policies);
+      const id = byName.get(username);
+      if (id !== undefined) {
+        await trx
+          .updateTable('s3_access_keys')
+          .set({ policies, updated_at: now })
+          .where('id', '=', id)
+          .execute();
+        continue;
+      }
+      await trx
+        .insertInto('s3_access_keys')
+        .values({
+          object_storage_id: spec.id,
+          username,
+          access_key_id: accessKeyId(),
+          secret_encrypted: secretBox.encrypt(secretKey()),
+          policies,
+          created_at: now,
+          updated_at: now,
+        })
+        .execute();
+    }
+    // A user removed from the document loses access; buckets stay (they may hold data).
+    const gone = existing.filter((k) => !usernames.includes(k.username)).map((k) => k.id);
+    if (gone.length > 0) await trx.deleteFrom('s3_access_keys').where('id', 'in', gone).execute();
+  }
+
   return {
     name: 'local',
     endpoint: deps.endpoint,
 
-    async provision(trx: Transaction<Database>, spec: ObjectStorageSpec): Promise<void> {
-      const now = iso(clock.now());
-      for (const name of spec.buckets) {
-        if (!isValidBucketName(name))
-          throw new ProvisionError(`bucket name '${name}' is not a valid S3 bucket name`);
-      }
-      const usernames = spec.users.map((u, i) => usernameOf(u.username, i));
-      if (new Set(usernames).size !== usernames.length) throw new ProvisionError('usernames must be unique');
-      spec.users.forEach((user, i) => {
-        try {
-          compilePolicies(user.policies);
-        } catch (error) {
-          if (error instanceof PolicyError)
-            throw new ProvisionError(`user '${usernames[i]}': ${error.message}`);
-          throw error;
-        }
-      });
-
-      for (const name of spec.buckets) {
-        // ON CONFLICT waits for a concurrent insert of the same name to commit, so two storages
-        // provisioned at once cannot both believe they own a bucket.
-        const inserted = await trx
-          .insertInto('s3_buckets')
-          .values({ object_storage_id: spec.id, name, created_at: now })
-          .onConflict((oc) => oc.column('name').doNothing())
-          .returning('id')
-          .executeTakeFirst();
-        if (inserted) continue;
-        const holder = await trx
-          .selectFrom('s3_buckets')
-          .select('object_storage_id')
-          .where('name', '=', name)
-          .executeTakeFirst();
-        if (holder && holder.object_storage_id !== spec.id) {
-          throw new ProvisionError(
-            `BucketAlreadyExists: bucket name '${name}' is taken by another object storage`,
-          );
-        }
-      }
-
-      const existing = await trx
-        .selectFrom('s3_access_keys')
-        .select(['id', 'username'])
-        .where('object_storage_id', '=', spec.id)
-        .execute();
-      const byName = new Map(existing.map((k) => [k.username, k.id]));
-      for (const [i, user] of spec.users.entries()) {
-        const username = usernames[i]!;
-        const policies = JSON.stringify(user.policies);
-        const id = byName.get(username);
-        if (id !== undefined) {
-          await trx
-            .updateTable('s3_access_keys')
-            .set({ policies, updated_at: now })
-            .where('id', '=', id)
-            .execute();
-          continue;
-        }
-        await trx
-          .insertInto('s3_access_keys')
-          .values({
-            object_storage_id: spec.id,
-            username,
-            access_key_id: accessKeyId(),
-            secret_encrypted: secretBox.encrypt(secretKey()),
-            policies,
-            created_at: now,
-            updated_at: now,
-          })
-          .execute();
-      }
-      // A user removed from the document loses access; buckets stay (they may hold data).
-      const gone = existing.filter((k) => !usernames.includes(k.username)).map((k) => k.id);
-      if (gone.length > 0) await trx.deleteFrom('s3_access_keys').where('id', 'in', gone).execute();
+    provision(spec: ObjectStorageSpec): Promise<void> {
+      // Buckets and keys live in Berth's store: one transaction makes them all or nothing.
+      return db.transaction().execute((trx) => provisionIn(trx, spec));
     },
 
     async credentials(storageId) {

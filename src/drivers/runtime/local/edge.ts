@@ -130,6 +130,12 @@ export async function startEdgeProxy(options: EdgeOptions): Promise<EdgeProxy> {
     scheduling: 'lifo',
     noDelay: true,
   });
+  // The agent pools a socket only after its request's 'close', where finishOn retires an upstream that
+  // left every route: the socket of that last request would stay open to it, so it is closed here.
+  agent.on('free', (socket: Socket, freed: { host?: string | null; port?: number | string | null }) => {
+    const key = upstreamKey({ host: freed.host ?? '', port: Number(freed.port) });
+    if (!routedKeys.has(key) && !loads.has(key)) socket.destroy();
+  });
 
   // ---- accounting: what is in flight to each upstream, and to the clients ----
 
@@ -646,11 +652,13 @@ function relayResponse(upstreamRes: http.IncomingMessage, res: http.ServerRespon
     const trailers = upstreamRes.trailers;
     if (Object.keys(trailers).length > 0) res.addTrailers(trailers);
   });
-  upstreamRes.pipe(res);
   // Headers go out with the first body chunk when it came in the same read; a slow body (a stream of
-  // events) must not hold them back.
+  // events) must not hold them back. (headersSent is true from writeHead on, before anything is sent.)
+  let bodyStarted = false;
+  upstreamRes.once('data', () => (bodyStarted = true));
+  upstreamRes.pipe(res);
   setImmediate(() => {
-    if (!res.headersSent && !res.destroyed) res.flushHeaders();
+    if (!bodyStarted && !res.writableEnded && !res.destroyed) res.flushHeaders();
   });
 }
 
