@@ -24,6 +24,8 @@ export interface TestRepository {
   dir: string;
   /** Writes the files and commits them; returns the commit SHA. */
   commit(files: Record<string, string>, message?: string): string;
+  /** The same on `branch` (made from the current one when new); the working copy returns to `main`'s branch after. */
+  commitOn(branch: string, files: Record<string, string>): string;
 }
 
 export function createRepository(root: string, name: string, branch = 'main'): TestRepository {
@@ -40,6 +42,14 @@ export function createRepository(root: string, name: string, branch = 'main'): T
       git(dir, 'add', '--all');
       git(dir, 'commit', '--quiet', '-m', message);
       return git(dir, 'rev-parse', 'HEAD');
+    },
+    commitOn(other, files) {
+      git(dir, 'checkout', '--quiet', '-B', other);
+      try {
+        return this.commit(files, `change on ${other}`);
+      } finally {
+        git(dir, 'checkout', '--quiet', branch);
+      }
     },
   };
 }

@@ -15,6 +15,7 @@ http.createServer((req, res) => {
     return res.end('ok');
   }
   if (req.url === '/hang') { hung = true; return res.end('hanging'); }
+  if (req.url === '/say') { console.log('said by ' + version); return res.end('said'); }
   if (req.url === '/eat') {
     const timer = setInterval(() => hold.push(Buffer.alloc(16 * 1024 * 1024, 1)), 5);
     return res.end('eating');

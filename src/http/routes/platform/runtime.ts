@@ -81,7 +81,8 @@ function parseSince(value: string | undefined, now: Date): Date | undefined {
 }
 
 /** Opens a server-sent-events stream; `send` writes one event, the returned promise ends with the client. */
-function eventStream(request: FastifyRequest, reply: FastifyReply) {
+/** `open` holds the streams open now: the server ends them when it closes (it would wait for ever). */
+function eventStream(request: FastifyRequest, reply: FastifyReply, openStreams: Set<{ end(): void }>) {
   reply.hijack();
   const raw = reply.raw;
   raw.writeHead(200, {
@@ -93,22 +94,33 @@ function eventStream(request: FastifyRequest, reply: FastifyReply) {
   const heartbeat = setInterval(() => raw.write(': keep-alive\n\n'), 15_000);
   heartbeat.unref();
   const closed = new Promise<void>((resolve) => request.raw.socket.once('close', () => resolve()));
-  void closed.then(() => clearInterval(heartbeat));
-  return {
+  const stream = {
     send(event: string, data: unknown) {
       raw.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
     },
     end() {
       clearInterval(heartbeat);
+      openStreams.delete(stream);
       raw.end();
     },
     closed,
   };
+  openStreams.add(stream);
+  void closed.then(() => {
+    clearInterval(heartbeat);
+    openStreams.delete(stream);
+  });
+  return stream;
 }
 
 export function registerRuntimeRoutes(app: FastifyInstance, ctx: AppContext): void {
   const service = () => ctx.services.applications;
   const user = (request: FastifyRequest) => principalOf(request).userId;
+  const openStreams = new Set<{ end(): void }>();
+  app.addHook('preClose', (done) => {
+    for (const stream of openStreams) stream.end();
+    done();
+  });
 
   app.delete<{ Params: Static<typeof IdParam> }>(
     '/api/v1/applications/:id',
@@ -268,7 +280,7 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: AppContext): vo
         return { data: await service().deploymentLogs(user(request), id, deployment, tail ? { tail } : {}) };
       }
       const follow = await service().followDeployment(user(request), id, deployment);
-      const stream = eventStream(request, reply);
+      const stream = eventStream(request, reply, openStreams);
       let lastId = 0;
       // Lines reach the store in batches; the store is read until the deployment has ended and its
       // last lines are written, so nothing is missed or sent twice.
@@ -311,7 +323,7 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: AppContext): vo
         ...(since ? { since } : {}),
       });
       if (!request.query.follow) return { data: lines };
-      const stream = eventStream(request, reply);
+      const stream = eventStream(request, reply, openStreams);
       for (const line of lines) stream.send('line', line);
       const unsubscribe = await service().followLogs(user(request), request.params.id, (line) =>
         stream.send('line', line),
