@@ -72,7 +72,7 @@ export const LAYER_RULES = [
   },
   {
     // The local object storage is an S3 server inside Berth whose metadata lives in Berth's store (its SQL
-    // in metadata.ts only); issue 12 item 3 moves its provisioning off Berth's transactions.
+    // in metadata.ts and its own transactions); its interface (driver.ts) carries none of Berth's schema.
     files: ['src/drivers/objectstorage/**/*.ts'],
     rules: {
       '@typescript-eslint/no-restricted-imports': [
@@ -126,7 +126,11 @@ export const LAYER_RULES = [
             layer('Services do not depend on HTTP.', ['**/http/**']),
             layer(
               'Services use a driver through its interface; src/composition.ts picks the implementation.',
-              ['**/drivers/databases/local/**'],
+              [
+                '**/drivers/databases/local/**',
+                '**/drivers/objectstorage/local/**',
+                '**/drivers/runtime/local/**',
+              ],
             ),
           ],
         },

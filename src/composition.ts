@@ -8,7 +8,8 @@ import { createLocalDatabaseDriver } from './drivers/databases/local/index.js';
 import type { ManagedDatabaseDriver } from './drivers/databases/types.js';
 import { createSmtpMailer, defaultSender, type Mailer } from './drivers/mail/index.js';
 import type { ObjectStorageDriver } from './drivers/objectstorage/driver.js';
-import { createLocalObjectStorageDriver, s3EndpointUrl } from './drivers/objectstorage/local/index.js';
+import { createLocalObjectStorageDriver } from './drivers/objectstorage/local/index.js';
+import { createApplyService, type ApplyService } from './services/infrastructure/apply.js';
 import { createDbOperationRequests, type DbOperationRequests } from './services/db-operations/requests.js';
 import {
   createManagedDatabaseService,
@@ -42,8 +43,8 @@ export interface Services {
   /** The SMTP mailer; undefined without BERTH_SMTP_URL (mail stays in the outbox). */
   readonly mailer: Mailer | undefined;
   readonly objectStorage: ObjectStorageDriver;
-  /** Where the S3 endpoint of this process really listens (BERTH_S3_PORT may be 0). */
-  readonly s3Endpoint: { port: number | undefined };
+  /** Apply and dry run of the Infrastructure document. */
+  readonly apply: ApplyService;
   /** Work to do before any application of this context is deleted (a runtime's processes…). */
   readonly applicationCleanups: ApplicationCleanup[];
   /** Applications' deletion schedules over the platform API. */
@@ -75,7 +76,6 @@ function once<T>(make: () => T): () => T {
 
 export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}): Services {
   const { config } = ctx;
-  const s3Endpoint: { port: number | undefined } = { port: undefined };
 
   const managedDatabaseDriver = (): ManagedDatabaseDriver => {
     if (overrides.managedDatabaseDriver) return overrides.managedDatabaseDriver;
@@ -89,10 +89,11 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
       case 'local':
         return createLocalObjectStorageDriver({
           db: ctx.db,
+          dialect: ctx.store.dialect,
           clock: ctx.clock,
           secretBox: ctx.secretBox,
-          endpoint: () => s3EndpointUrl(config, s3Endpoint.port),
-          dataDir: config.dataDir,
+          logger: ctx.logger,
+          config,
         });
     }
   };
@@ -183,6 +184,21 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
     },
   ];
   const dbOperations = once(() => createDbOperationRequests(ctx));
+  const apply = once(() =>
+    createApplyService({
+      db: ctx.db,
+      dialect: ctx.store.dialect,
+      clock: ctx.clock,
+      ids: ctx.ids,
+      secretBox: ctx.secretBox,
+      identity: ctx.identity,
+      quotas: config.quotas,
+      deployments: deployments(),
+      runtimeCapabilities: () => runtimeDriver().capabilities(),
+      // What the object-storage driver would refuse is refused by apply, in the same 422.
+      validationHooks: { objectStorageEntry: (entry) => objectStorage().problems(entry) },
+    }),
+  );
   const schedules = once(() =>
     createScheduleService({ db: ctx.db, clock: ctx.clock, identity: ctx.identity }),
   );
@@ -203,6 +219,9 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
     get schedules() {
       return schedules();
     },
+    get apply() {
+      return apply();
+    },
     get dbOperations() {
       return dbOperations();
     },
@@ -216,7 +235,6 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
       return applications();
     },
     jobs,
-    s3Endpoint,
     applicationCleanups,
   };
 }

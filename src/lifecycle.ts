@@ -2,7 +2,7 @@
 import { CONFIG_VARIABLES } from './config/index.js';
 import type { AppContext } from './context.js';
 import { createBackgroundWork } from './jobs/index.js';
-import { startObjectStorageEndpoint } from './services/object-storage/index.js';
+import { serveObjectStorage } from './services/object-storage/index.js';
 import { startScheduledDeletion } from './services/scheduled-deletion/index.js';
 import { startManagedDatabases } from './services/managed-databases/index.js';
 
@@ -36,10 +36,10 @@ export async function startBackground(
   const work = createBackgroundWork(ctx, options);
   const stops: Array<() => Promise<void>> = [];
   // Feature starters go here (servers, reconcilers), each pushing its stop onto `stops`.
-  const s3 = await startObjectStorageEndpoint(ctx).catch((error: unknown) => {
+  const s3 = await serveObjectStorage(ctx).catch((error: unknown) => {
     throw explainListenError(error, 'the S3 endpoint', 's3Port', ctx.config.s3Port);
   });
-  stops.push(() => s3.close());
+  if (s3) stops.push(() => s3.close());
   await startScheduledDeletion(ctx);
   const databases = startManagedDatabases(ctx);
   stops.push(() => databases.stop());
@@ -59,7 +59,7 @@ export async function startBackground(
   const host = ctx.config.host.includes(':') ? `[${ctx.config.host}]` : ctx.config.host;
   return {
     endpoints: {
-      s3: s3.url,
+      s3: s3?.url ?? ctx.services.objectStorage.endpoint(),
       apps: `http://${host}:${runtime.endpoints.http}`,
       appsTls:
         runtime.endpoints.https === undefined ? undefined : `https://${host}:${runtime.endpoints.https}`,

@@ -59,4 +59,16 @@ describe('layer rules', () => {
       "import { createServices } from '../../composition.js';\nexport const f = createServices;\n";
     expect(await layerProblems('src/http/routes/tools.ts', service)).toEqual([]);
   });
+
+  it('keep services on driver interfaces: no local implementation of any family', async () => {
+    for (const family of ['databases', 'objectstorage', 'runtime']) {
+      const local = `import * as local from '../drivers/${family}/local/index.js';\nexport const f = local;\n`;
+      expect(await layerProblems('src/services/identity.ts', local), family).toEqual([
+        expect.stringContaining('through its interface'),
+      ]);
+    }
+    const contract =
+      "import type { ObjectStorageDriver } from '../drivers/objectstorage/driver.js';\nexport type D = ObjectStorageDriver;\n";
+    expect(await layerProblems('src/services/identity.ts', contract)).toEqual([]);
+  });
 });

@@ -5,7 +5,7 @@ import { pipeline } from 'node:stream/promises';
 import { describe, expect, it } from 'vitest';
 import { AwsChunkedDecoder } from '../../src/drivers/objectstorage/local/chunked.js';
 import { compilePolicies, isAllowed, PolicyError } from '../../src/drivers/objectstorage/local/policy.js';
-import { objectStorageEntryErrors } from '../../src/services/object-storage/index.js';
+import { localStorageProblems } from '../../src/drivers/objectstorage/local/index.js';
 import {
   parseSignature,
   signingKey,
@@ -221,7 +221,7 @@ describe('policies', () => {
       compilePolicies([{ Effect: 'Allow', Action: 's3:*', Condition: { StringLike: {} } }]),
     ).toThrow(/Condition/);
     expect(
-      objectStorageEntryErrors({
+      localStorageProblems({
         buckets: ['ok-bucket', 'Bad_Bucket'],
         users: [{ policies: ['read'] }, { username: 'x', policies: ['root'] }],
       }),

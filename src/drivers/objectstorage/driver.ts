@@ -31,10 +31,35 @@ export class ProvisionError extends Error {
   }
 }
 
+/** A storage entry of the document, as apply validates it. */
+export interface ObjectStorageEntry {
+  buckets: readonly string[];
+  users: ReadonlyArray<{ username?: string | undefined; policies: unknown }>;
+}
+
+/** What a driver serves on this machine (the local driver's S3 endpoint). */
+export interface ServedEndpoint {
+  port: number;
+  url: string;
+  close(): Promise<void>;
+}
+
 export interface ObjectStorageDriver {
   readonly name: string;
   /** The URL S3 clients use. */
   endpoint(): string;
+  /**
+   * Starts what this machine must serve for the storage (the local driver's S3 endpoint on `listen`);
+   * undefined for a driver whose provider serves it.
+   */
+  serve(listen: { host: string; port: number }): Promise<ServedEndpoint | undefined>;
+  /**
+   * What provisioning would refuse (bucket names, policies in a form the driver does not accept), for
+   * apply to report as 422 field errors before anything is created. Paths are relative to the entry
+   * (`buckets[0]`, `users[1].policies`). A bucket name taken by another storage is found only at
+   * provisioning.
+   */
+  problems(entry: ObjectStorageEntry): Array<{ path: string; message: string }>;
   /**
    * Makes the storage match its spec: creates missing buckets (never deletes one), creates an access
    * key for each new user, updates policies, revokes keys of users no longer listed. Idempotent and

@@ -30,7 +30,6 @@ import {
   validateDocument,
   type ValidationHooks,
 } from '../../domain/infrastructure/validate.js';
-import { objectStorageEntryErrors } from '../object-storage/index.js';
 import { enqueue } from '../jobs.js';
 import type { DeploymentService } from '../applications/deployments.js';
 import type { IdentityService } from '../identity.js';
@@ -48,6 +47,8 @@ export interface InfrastructureDeps {
   deployments: Pick<DeploymentService, 'request' | 'started'>;
   /** What the application runtime can provide (runtime versions, PHP extensions); undefined: not checked. */
   runtimeCapabilities?: () => RuntimeCapabilities;
+  /** Drivers' checks run with the document's (what provisioning would refuse is refused at apply). */
+  validationHooks: ValidationHooks;
 }
 
 export interface ApplyOptions {
@@ -112,14 +113,11 @@ function deepFreeze<T>(value: T): T {
   return value;
 }
 
-/** What provisioning would refuse is refused by apply, in the same 422 (policy forms of storage users). */
-export const VALIDATION_HOOKS: ValidationHooks = { objectStorageEntry: objectStorageEntryErrors };
-
-export function createDocumentReader(): (body: unknown) => DesiredDocument {
+export function createDocumentReader(hooks: ValidationHooks): (body: unknown) => DesiredDocument {
   const cache = new Map<string, DesiredDocument>();
   return (body) => {
     if (typeof body !== 'string' || body.length > CACHEABLE_BYTES) {
-      return validateDocument(readBody(body), VALIDATION_HOOKS);
+      return validateDocument(readBody(body), hooks);
     }
     const hit = cache.get(body);
     if (hit) {
@@ -129,7 +127,7 @@ export function createDocumentReader(): (body: unknown) => DesiredDocument {
       return hit;
     }
     // Frozen: the cached document is shared by every later apply of the same text.
-    const doc = deepFreeze(validateDocument(readBody(body), VALIDATION_HOOKS));
+    const doc = deepFreeze(validateDocument(readBody(body), hooks));
     cache.set(body, doc);
     if (cache.size > DOCUMENT_CACHE_SIZE) cache.delete(cache.keys().next().value ?? '');
     return doc;
@@ -354,7 +352,7 @@ function checkRuntime(doc: DesiredDocument, capabilities: RuntimeCapabilities): 
 
 export function createApplyService(deps: InfrastructureDeps) {
   const { db, dialect, clock, ids, secretBox } = deps;
-  const readDocument = createDocumentReader();
+  const readDocument = createDocumentReader(deps.validationHooks);
   // Plans of cached (frozen) documents, keyed by the document: they go when the document cache drops it.
   // Every write to the tables the plan reads raises the team's revision (triggers, migration 009), so a
   // plan is reused only while the revision read with the team in this request is the one it was made at.

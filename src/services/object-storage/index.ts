@@ -6,68 +6,20 @@ import { iso } from '../../domain/clock.js';
 import { recordAudit } from '../../db/repositories/audit.js';
 import { AppError } from '../../domain/errors.js';
 import type { Role } from '../../db/schema/foundation.js';
-import { ProvisionError } from '../../drivers/objectstorage/driver.js';
-import { virtualHostSuffixes } from '../../drivers/objectstorage/local/index.js';
-import { compilePolicies, PolicyError } from '../../drivers/objectstorage/local/policy.js';
-import { isValidBucketName, startS3Server, type S3Server } from '../../drivers/objectstorage/local/server.js';
+import { ProvisionError, type ServedEndpoint } from '../../drivers/objectstorage/driver.js';
 import type { JobHandler } from '../../jobs/runner.js';
 
-/** Starts the S3 endpoint on BERTH_S3_PORT (0: any free port). */
-export async function startObjectStorageEndpoint(ctx: AppContext): Promise<S3Server> {
-  const server = await startS3Server(
-    {
-      db: ctx.db,
-      dialect: ctx.store.dialect,
-      clock: ctx.clock,
-      secretBox: ctx.secretBox,
-      logger: ctx.logger,
-      dataDir: ctx.config.dataDir,
-      virtualHostSuffixes: virtualHostSuffixes(ctx.config),
-    },
-    { host: ctx.config.host, port: ctx.config.s3Port },
-  );
-  // Where provisioning tells users the endpoint is, while this one runs.
-  const listening = ctx.services.s3Endpoint;
-  const previous = listening.port;
-  listening.port = server.port;
-  return {
-    port: server.port,
-    url: server.url,
-    async close() {
-      await server.close();
-      if (listening.port === server.port) listening.port = previous;
-    },
-  };
+/** Starts what the object-storage driver serves here (the local S3 endpoint on BERTH_S3_PORT, 0: any free port). */
+export function serveObjectStorage(ctx: AppContext): Promise<ServedEndpoint | undefined> {
+  return ctx.services.objectStorage.serve({ host: ctx.config.host, port: ctx.config.s3Port });
 }
 
-/**
- * What provisioning would refuse, for apply to report as 422 field errors before anything is created:
- * invalid bucket names and policies in a form the endpoint does not accept. Paths are relative to
- * the entry (`buckets[0]`, `users[1].policies`). A bucket name taken by another storage is found
- * only at provisioning.
- */
-export function objectStorageEntryErrors(entry: {
-  buckets: readonly string[];
-  users: ReadonlyArray<{ username?: string | undefined; policies: unknown }>;
-}): Array<{ path: string; message: string }> {
-  const problems: Array<{ path: string; message: string }> = [];
-  entry.buckets.forEach((name, i) => {
-    if (!isValidBucketName(name)) {
-      problems.push({
-        path: `buckets[${i}]`,
-        message: `'${name}' is not a valid bucket name (3-63 lower-case letters, digits, '.' and '-')`,
-      });
-    }
-  });
-  entry.users.forEach((user, i) => {
-    try {
-      compilePolicies(user.policies);
-    } catch (error) {
-      if (!(error instanceof PolicyError)) throw error;
-      problems.push({ path: `users[${i}].policies`, message: error.message });
-    }
-  });
-  return problems;
+/** The same where an endpoint must be served (tests, benchmarks, the S3 compatibility run). */
+export async function startObjectStorageEndpoint(ctx: AppContext): Promise<ServedEndpoint> {
+  const served = await serveObjectStorage(ctx);
+  if (!served)
+    throw new Error(`the ${ctx.services.objectStorage.name} object-storage driver serves no endpoint here`);
+  return served;
 }
 
 interface StoredUser {

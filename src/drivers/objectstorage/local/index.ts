@@ -2,14 +2,21 @@
 // S3 endpoint (server.ts).
 import { randomBytes } from 'node:crypto';
 import type { Kysely, Transaction } from 'kysely';
+import type { Logger } from 'pino';
 import type { Config } from '../../../config/index.js';
+import type { Dialect } from '../../../db/dialect.js';
 import type { Database } from '../../../db/schema/index.js';
 import { iso, type Clock } from '../../../domain/clock.js';
 import type { SecretBox } from '../../../crypto/secret-box.js';
-import { ProvisionError, type ObjectStorageDriver, type ObjectStorageSpec } from '../driver.js';
+import {
+  ProvisionError,
+  type ObjectStorageDriver,
+  type ObjectStorageEntry,
+  type ObjectStorageSpec,
+} from '../driver.js';
 import { createObjectFiles } from './files.js';
 import { compilePolicies, PolicyError } from './policy.js';
-import { isValidBucketName } from './server.js';
+import { isValidBucketName, startS3Server } from './server.js';
 
 const KEY_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
 
@@ -39,14 +46,39 @@ export function virtualHostSuffixes(config: Pick<Config, 'publicUrl'>): string[]
 export const usernameOf = (username: string | undefined, index: number): string =>
   username ?? `user-${index + 1}`;
 
+/** What the local driver refuses before provisioning: invalid bucket names and policies it cannot enforce. */
+export function localStorageProblems(entry: ObjectStorageEntry): Array<{ path: string; message: string }> {
+  const problems: Array<{ path: string; message: string }> = [];
+  entry.buckets.forEach((name, i) => {
+    if (!isValidBucketName(name)) {
+      problems.push({
+        path: `buckets[${i}]`,
+        message: `'${name}' is not a valid bucket name (3-63 lower-case letters, digits, '.' and '-')`,
+      });
+    }
+  });
+  entry.users.forEach((user, i) => {
+    try {
+      compilePolicies(user.policies);
+    } catch (error) {
+      if (!(error instanceof PolicyError)) throw error;
+      problems.push({ path: `users[${i}].policies`, message: error.message });
+    }
+  });
+  return problems;
+}
+
 export function createLocalObjectStorageDriver(deps: {
   db: Kysely<Database>;
+  dialect: Dialect;
   clock: Clock;
   secretBox: SecretBox;
-  endpoint: () => string;
-  dataDir: string;
+  logger: Logger;
+  config: Pick<Config, 'publicUrl' | 's3Port' | 'dataDir'>;
 }): ObjectStorageDriver {
   const { db, clock, secretBox } = deps;
+  // Where the endpoint of this process really listens (BERTH_S3_PORT may be 0), for the URL users get.
+  let listeningPort: number | undefined;
 
   async function provisionIn(trx: Transaction<Database>, spec: ObjectStorageSpec): Promise<void> {
     const now = iso(clock.now());
@@ -126,7 +158,34 @@ export function createLocalObjectStorageDriver(deps: {
 
   return {
     name: 'local',
-    endpoint: deps.endpoint,
+    endpoint: () => s3EndpointUrl(deps.config, listeningPort),
+
+    async serve(listen) {
+      const server = await startS3Server(
+        {
+          db,
+          dialect: deps.dialect,
+          clock,
+          secretBox,
+          logger: deps.logger,
+          dataDir: deps.config.dataDir,
+          virtualHostSuffixes: virtualHostSuffixes(deps.config),
+        },
+        listen,
+      );
+      const previous = listeningPort;
+      listeningPort = server.port;
+      return {
+        port: server.port,
+        url: server.url,
+        async close() {
+          await server.close();
+          if (listeningPort === server.port) listeningPort = previous;
+        },
+      };
+    },
+
+    problems: localStorageProblems,
 
     provision(spec: ObjectStorageSpec): Promise<void> {
       // Buckets and keys live in Berth's store: one transaction makes them all or nothing.
@@ -169,7 +228,7 @@ export function createLocalObjectStorageDriver(deps: {
         await trx.deleteFrom('s3_access_keys').where('object_storage_id', '=', storageId).execute();
       });
       // After the commit: a crash before this leaves files no row names, which the sweep removes.
-      const files = createObjectFiles(deps.dataDir);
+      const files = createObjectFiles(deps.config.dataDir);
       for (const id of buckets) await files.removeTree('data', id);
       for (const id of uploads) await files.removeTree('parts', id);
     },

@@ -5,7 +5,6 @@ import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from 'typebox';
 import type { AppContext } from '../../../context.js';
 import { infrastructureJsonSchema } from '../../../domain/infrastructure/json-schema.js';
-import { createApplyService } from '../../../services/infrastructure/apply.js';
 import { createInfrastructureQueries } from '../../../services/infrastructure/queries.js';
 import { principalOf } from '../../types.js';
 
@@ -55,17 +54,7 @@ const tags = ['infrastructure'];
 const security = [{ bearer: [] }];
 
 export function registerInfrastructureRoutes(app: FastifyInstance, ctx: AppContext): void {
-  const applyService = createApplyService({
-    db: ctx.db,
-    dialect: ctx.store.dialect,
-    clock: ctx.clock,
-    ids: ctx.ids,
-    secretBox: ctx.secretBox,
-    identity: ctx.identity,
-    quotas: ctx.config.quotas,
-    deployments: ctx.services.deployments,
-    runtimeCapabilities: () => ctx.services.runtime.capabilities(),
-  });
+  const applyService = ctx.services.apply;
   const queries = createInfrastructureQueries({ db: ctx.db, identity: ctx.identity });
   const schemaDocument = JSON.stringify(infrastructureJsonSchema(), null, 2);
 
