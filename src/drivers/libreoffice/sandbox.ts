@@ -11,7 +11,7 @@
 // Settings in the profile also tell LibreOffice not to follow links at all (defence in depth).
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { readOnlySystemArgs } from '../os/bwrap.js';
+import { PRIVATE_KERNEL_MOUNTS, readOnlySystemArgs } from '../os/bwrap.js';
 import { ensureSystemAccount, isRoot, type SystemAccount } from '../os/users.js';
 
 export { BWRAP_PATH } from '../os/bwrap.js';
@@ -45,12 +45,7 @@ export function sandboxArgs(writable: readonly string[], command: readonly strin
     'C.UTF-8',
     ...readOnlySystemArgs(),
     ...ETC_ENTRIES.flatMap((entry) => ['--ro-bind-try', entry, entry]),
-    '--proc',
-    '/proc',
-    '--dev',
-    '/dev',
-    '--tmpfs',
-    '/tmp',
+    ...PRIVATE_KERNEL_MOUNTS,
     ...writable.flatMap((dir) => ['--bind', dir, dir]),
     '--',
     ...command,

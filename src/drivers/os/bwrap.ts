@@ -13,3 +13,13 @@ export function readOnlySystemArgs(): string[] {
     ...['bin', 'lib', 'lib64', 'sbin'].flatMap((dir) => ['--symlink', `usr/${dir}`, `/${dir}`]),
   ];
 }
+
+/** A fresh /proc and /dev, and a private /tmp: the jail sees none of the host's. */
+export const PRIVATE_KERNEL_MOUNTS: readonly string[] = [
+  '--proc',
+  '/proc',
+  '--dev',
+  '/dev',
+  '--tmpfs',
+  '/tmp',
+];

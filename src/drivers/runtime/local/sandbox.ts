@@ -33,7 +33,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Writable, type Readable } from 'node:stream';
-import { BWRAP_PATH, readOnlySystemArgs } from '../../os/bwrap.js';
+import { BWRAP_PATH, PRIVATE_KERNEL_MOUNTS, readOnlySystemArgs } from '../../os/bwrap.js';
 import {
   ensureSystemAccount,
   forgetSystemAccount,
@@ -211,12 +211,7 @@ export function sandboxCommandLine(spec: SandboxSpec): string[] {
     '--ro-bind-data',
     String(GROUP_FD),
     '/etc/group',
-    '--proc',
-    '/proc',
-    '--dev',
-    '/dev',
-    '--tmpfs',
-    '/tmp',
+    ...PRIVATE_KERNEL_MOUNTS,
     ...bindArgs(spec.binds),
     // Last of the mounts: the root tmpfs (the mount points bwrap made) turns read-only.
     '--remount-ro',
