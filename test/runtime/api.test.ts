@@ -1,9 +1,11 @@
 // The runtime API beyond one repository's deploy (issue 14): an application with no repository is
 // deployed from an uploaded archive; a change applied with auto_deploy=false waits for POST …/deploy;
 // a deployment's log and the application's output stream as server-sent events over real HTTP; a
-// deploy of another branch records it; skip_build without a build is 422.
+// deploy of another branch records it; skip_build without a build is 422; the edge's TLS listener
+// serves an application with the operator's certificate for its domain.
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -71,6 +73,7 @@ async function readEvents(
 describe('the runtime API', () => {
   let h: RuntimeHarness;
   let base: string;
+  let certificate: Buffer;
 
   const call = (method: string, url: string, payload?: unknown) =>
     h.t.app.inject({
@@ -81,7 +84,35 @@ describe('the runtime API', () => {
     });
 
   beforeAll(async () => {
-    h = await startRuntime('sqlite');
+    h = await startRuntime('sqlite', { BERTH_EDGE_TLS_PORT: '0' }, (dataDir) => {
+      // The operator's certificate for one application's domain, where the edge reads certificates.
+      const certs = path.join(dataDir, 'certs');
+      fs.mkdirSync(certs, { recursive: true });
+      execFileSync(
+        'openssl',
+        [
+          'req',
+          '-x509',
+          '-newkey',
+          'ec',
+          '-pkeyopt',
+          'ec_paramgen_curve:P-256',
+          '-nodes',
+          '-days',
+          '2',
+          '-subj',
+          '/CN=later.test',
+          '-addext',
+          'subjectAltName=DNS:later.test',
+          '-keyout',
+          path.join(certs, 'later.key'),
+          '-out',
+          path.join(certs, 'later.crt'),
+        ],
+        { stdio: 'ignore' },
+      );
+      certificate = fs.readFileSync(path.join(certs, 'later.crt'));
+    });
     await h.t.app.listen({ port: 0, host: '127.0.0.1' });
     base = `http://127.0.0.1:${(h.t.app.server.address() as AddressInfo).port}`;
   }, 120_000);
@@ -161,6 +192,47 @@ describe('the runtime API', () => {
     expect(lines).toContain('==> rollout');
     expect(JSON.parse(events.find((e) => e.event === 'end')!.data)).toEqual({ status: 'success' });
     expect(await version()).toBe('v2');
+  });
+
+  it('serves an application over TLS with the certificate of its domain', async () => {
+    const tlsPort = h.t.ctx.services.runtime.endpoints.https!;
+    const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const request = https.get(
+        {
+          host: '127.0.0.1',
+          port: tlsPort,
+          servername: 'later.test',
+          headers: { host: 'later.test' },
+          ca: certificate,
+          agent: false,
+        },
+        (response) => {
+          let body = '';
+          response.on('data', (chunk: Buffer) => (body += chunk.toString()));
+          response.on('end', () => resolve({ status: response.statusCode ?? 0, body }));
+        },
+      );
+      request.on('error', reject);
+    });
+    expect(answer.status).toBe(200);
+    expect((JSON.parse(answer.body) as { version: string }).version).toBe('v2');
+    // A name without a certificate gets no handshake.
+    await expect(
+      new Promise((resolve, reject) =>
+        https
+          .get(
+            {
+              host: '127.0.0.1',
+              port: tlsPort,
+              servername: 'upload.test',
+              rejectUnauthorized: false,
+              agent: false,
+            },
+            resolve,
+          )
+          .on('error', reject),
+      ),
+    ).rejects.toThrow();
   });
 
   it("streams the application's output as it is written", async () => {

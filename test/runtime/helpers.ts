@@ -49,11 +49,14 @@ export async function warmNodeRuntime(): Promise<void> {
 export async function startRuntime(
   dialect: Dialect,
   env: Record<string, string> = {},
+  /** Runs on the data dir before the background work (and the edge) starts: certificates, say. */
+  beforeStart: (dataDir: string) => void = () => undefined,
 ): Promise<RuntimeHarness> {
   await warmNodeRuntime();
   const t = await createTestApp(dialect, {
     env: { ...RUNTIME_TEST_ENV, BERTH_RUNTIMES_DIR: inject('runtimesDir'), ...env },
   });
+  beforeStart(t.ctx.config.dataDir);
   const background = await startBackground(t.ctx, { pollMs: 100 });
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-git-'));
   const git = await serveRepositories(root);
