@@ -22,6 +22,7 @@ interface StatusView {
   status: string;
   health_check: { status: string };
   hostnames: string[];
+  default_hostname: string;
 }
 
 /** The `data` of an API answer, typed as the test reads it. */
@@ -99,7 +100,9 @@ describe.each(DIALECTS)('running applications (%s)', (dialect) => {
     const status = data<StatusView>(await api('GET', `/api/v1/applications/${appId}/status`));
     expect(status.status).toBe('active');
     expect(status.health_check.status).toBe('healthy');
-    expect((await edgeRequest(h.edgePort, status.hostnames[0]!, '/')).status).toBe(200);
+    expect(status.hostnames).toEqual(['shop.test', status.default_hostname]);
+    expect(status.default_hostname).toBe(`shop-${appId}.localhost`);
+    expect((await edgeRequest(h.edgePort, status.default_hostname, '/')).status).toBe(200);
     expect((await edgeRequest(h.edgePort, 'nobody.test', '/')).status).toBe(404);
 
     // The deployment's steps are in its log; secrets are not.

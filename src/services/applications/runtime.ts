@@ -185,7 +185,8 @@ export function createRuntimeService(deps: RuntimeServiceDeps) {
                 ? 'healthy'
                 : 'unhealthy',
         },
-        hostnames: [deps.specs.defaultHostname(fresh)],
+        hostnames: await deps.specs.hostnames(fresh),
+        default_hostname: deps.specs.defaultHostname(fresh),
         latest_deployment: latest ? deploymentView(latest) : null,
         recent_events: await repo.events(row.id, 10),
       };

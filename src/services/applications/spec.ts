@@ -41,6 +41,12 @@ export function createSpecBuilder(deps: SpecDeps) {
     defaultHostname: (row: Pick<ApplicationRow, 'name' | 'id'>) =>
       defaultHostname(row.name, row.id, deps.runtime.appsDomain),
 
+    /** The names the edge routes to the application: its domains, then its default host. */
+    async hostnames(row: ApplicationRow): Promise<string[]> {
+      const children = await infrastructure.applicationChildren(row.id);
+      return [...children.domains, this.defaultHostname(row)];
+    },
+
     async build(row: ApplicationRow): Promise<AppSpec> {
       const app = applicationState(row);
       const [children, secrets] = await Promise.all([
