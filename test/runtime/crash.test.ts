@@ -3,13 +3,20 @@
 // application serves, and leaves no process, cgroup or unfinished release behind. A real `berth serve`
 // process, killed for real.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { runtimeTag } from '../../src/drivers/runtime/local/index.js';
 import { createRepository, serveRepositories, type GitServer } from '../helpers/git-server.js';
-import { edgeRequest, eventually, nodeDocument, RUNTIME_TEST_ENV, warmNodeRuntime } from './helpers.js';
+import {
+  edgeRequest,
+  eventually,
+  nodeDocument,
+  removeRuntimeAccounts,
+  RUNTIME_TEST_ENV,
+  warmNodeRuntime,
+} from './helpers.js';
 import { nodeAppFiles } from './node-app.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -79,7 +86,7 @@ function processesWith(text: string): number[] {
 
 /** The memory groups of this data dir's applications (cgroup v1 here; none when there is no v1). */
 function memoryGroups(dataDir: string): string[] {
-  const tag = `b${createHash('sha256').update(dataDir).digest('hex').slice(0, 10)}`;
+  const tag = runtimeTag(dataDir);
   const top = `/sys/fs/cgroup/memory/berth/${tag}`;
   const found: string[] = [];
   const walk = (dir: string) => {
@@ -117,6 +124,7 @@ describe('a deployment whose Berth is killed', () => {
       await new Promise((resolve) => berth!.process.once('exit', resolve));
     }
     await git.close();
+    removeRuntimeAccounts(dataDir);
     fs.rmSync(dataDir, { recursive: true, force: true });
     fs.rmSync(gitRoot, { recursive: true, force: true });
   });

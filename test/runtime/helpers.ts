@@ -1,5 +1,6 @@
 // A Berth with its background work running (jobs, the edge proxy, the runtime), git repositories on
 // loopback, and the calls the runtime tests make: apply, deploy, wait for a deployment, ask the edge.
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
@@ -8,6 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { inject } from 'vitest';
 import { stringify } from 'yaml';
 import type { Dialect } from '../../src/db/connect.js';
+import { runtimeTag } from '../../src/drivers/runtime/local/index.js';
 import { DEFAULT_NODE_MAJOR, ensureNodeRuntime } from '../../src/drivers/runtime/local/node-runtime.js';
 import { startBackground, type Background } from '../../src/lifecycle.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
@@ -72,10 +74,24 @@ export async function startRuntime(
     async close() {
       await background.stop();
       await git.close();
+      const dataDir = t.ctx.config.dataDir;
       await t.close();
+      removeRuntimeAccounts(dataDir);
       fs.rmSync(root, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * Removes the OS accounts the runtime made for the applications of `dataDir` (`berth-<tag>-<id>`):
+ * Berth keeps them while the applications exist, and a test's applications end with its data dir.
+ */
+export function removeRuntimeAccounts(dataDir: string): void {
+  const prefix = `berth-${runtimeTag(dataDir)}-`;
+  for (const line of fs.readFileSync('/etc/passwd', 'utf8').split('\n')) {
+    const name = line.split(':')[0] ?? '';
+    if (name.startsWith(prefix)) execFileSync('userdel', ['--', name], { stdio: 'ignore' });
+  }
 }
 
 export interface EdgeAnswer {

@@ -111,6 +111,8 @@ export interface RuntimeCapabilities {
   nodejsVersions: string[];
   phpVersions: string[];
   phpExtensions: string[];
+  /** Why `php.settings` cannot be applied (unknown directive, a value it refuses), or undefined. */
+  checkPhpSettings(settings: string[]): string | undefined;
 }
 
 export interface ExecResult {

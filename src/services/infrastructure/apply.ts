@@ -347,6 +347,9 @@ function checkRuntime(doc: DesiredDocument, capabilities: RuntimeCapabilities): 
       `${label}: PHP extension${missing.length > 1 ? 's' : ''} ${missing.join(', ')} not available here; available: ${capabilities.phpExtensions.join(', ')}.`,
     ];
   }
+  const settings = app.php?.settings ?? [];
+  const refused = settings.length > 0 ? capabilities.checkPhpSettings(settings) : undefined;
+  if (refused) errors['spec.application.php.settings'] = [`${label}: ${refused}.`];
   if (Object.keys(errors).length > 0) throw validationError(errors, VALIDATION_MESSAGE);
 }
 

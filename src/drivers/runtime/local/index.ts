@@ -23,7 +23,7 @@ import { startEdgeProxy, type EdgeProxy, type Upstream } from './edge.js';
 import { appLayout } from './layout.js';
 import { AppLogs } from './logs.js';
 import { ensureNodeRuntime, NODE_MAJORS_OFFERED, parseNodeVersion } from './node-runtime.js';
-import { availablePhpExtensions, PHP_VERSIONS_OFFERED, renderPhpReplica } from './php.js';
+import { availablePhpExtensions, checkPhpSettings, PHP_VERSIONS_OFFERED, renderPhpReplica } from './php.js';
 import { baseEnv, launch, RUN_MOUNT, type LaunchContext } from './processes.js';
 import { Replica, type ReplicaCommand } from './replicas.js';
 import { ensureAppAccount, removeAppAccount } from './sandbox.js';
@@ -58,11 +58,16 @@ interface RunningApp {
   logs: AppLogs;
 }
 
+/** Names this Berth's memory groups and OS accounts: several Berths may share one machine. */
+export function runtimeTag(dataDir: string): string {
+  return `b${createHash('sha256').update(dataDir).digest('hex').slice(0, 10)}`;
+}
+
 export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRuntimeDriver {
   const support = detectCgroups();
   // Several Berth processes may share this machine (a server and the test suite): each names its
   // groups after its data dir.
-  const cgroupTag = `b${createHash('sha256').update(options.dataDir).digest('hex').slice(0, 10)}`;
+  const cgroupTag = runtimeTag(options.dataDir);
   const apps = new Map<number, RunningApp>();
   let edge: EdgeProxy | undefined;
   let capabilities: RuntimeCapabilities | undefined;
@@ -194,13 +199,15 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
   }
 
   async function stopApp(entry: RunningApp): Promise<void> {
-    entry.scheduler?.stop();
+    const scheduler = entry.scheduler;
     entry.scheduler = undefined;
     const all = [...entry.replicas, ...entry.draining];
     entry.replicas = [];
     entry.release = null;
     route(entry);
-    await Promise.all(all.map((replica) => replica.stop(Math.min(options.drainMs, 5000))));
+    // A schedule:run in progress ends too: nothing of the application may outlive a stop or a delete.
+    const drainMs = Math.min(options.drainMs, 5000);
+    await Promise.all([scheduler?.terminate(drainMs), ...all.map((replica) => replica.stop(drainMs))]);
   }
 
   return {
@@ -214,6 +221,7 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
         nodejsVersions: NODE_MAJORS_OFFERED.map(String),
         phpVersions: [...PHP_VERSIONS_OFFERED],
         phpExtensions: availablePhpExtensions(),
+        checkPhpSettings,
       };
       return capabilities;
     },

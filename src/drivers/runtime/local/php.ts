@@ -257,7 +257,10 @@ function renderFpmConfig(options: PhpReplicaOptions, settings: PhpSetting[]): st
     '; Rendered by Berth: one pool for one replica.',
     '[global]',
     `pid = ${runDir}/php-fpm.pid`,
-    'error_log = /proc/self/fd/2',
+    // php-fpm opens this file even in the foreground, and /proc/self/fd/2 cannot be opened when stderr
+    // is a socket (Node's pipes are socketpairs: ENXIO). Its own messages reach stderr through
+    // --force-stderr instead.
+    'error_log = /dev/null',
     'daemonize = no',
     // Bounds a graceful stop (SIGQUIT) before php-fpm terminates its workers.
     'process_control_timeout = 10s',
@@ -373,7 +376,7 @@ if [ "$EUID" -eq 0 ]; then
 fi
 mkdir -p "$run/sessions"
 rm -f "$run/php-fpm.sock"
-${PHP_FPM} --nodaemonize --fpm-config "$run/php-fpm.conf" "\${fpm_flags[@]}" &
+${PHP_FPM} --nodaemonize --force-stderr --fpm-config "$run/php-fpm.conf" "\${fpm_flags[@]}" &
 fpm=$!
 # nginx opens the port only once PHP can answer, so "port open" means ready.
 for ((i = 0; i < 400; i++)); do

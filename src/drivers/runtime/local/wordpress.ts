@@ -50,6 +50,13 @@ if (!defined('ABSPATH')) {
 require_once ABSPATH . 'wp-settings.php';
 `;
 
+/**
+ * Debian's files the release does without: its wp-config.php reads /etc/wordpress per host (Berth's
+ * replaces it), and .htaccess is Apache's, a link to /etc/wordpress/htaccess that `cp -L` would fail
+ * on when the admin removed that file.
+ */
+const LEFT_OUT = new Set(['.htaccess', 'wp-config.php', 'wp-config-sample.php']);
+
 /** Fills `dest` (absent) with WordPress ready to serve from /app. */
 export async function prepareWordPressRelease(dest: string): Promise<void> {
   await fs.access(path.join(WORDPRESS_SOURCE, 'wp-settings.php')).catch(() => {
@@ -57,11 +64,15 @@ export async function prepareWordPressRelease(dest: string): Promise<void> {
       `WordPress is not installed on this host (${WORDPRESS_SOURCE}); run scripts/install-system.sh`,
     );
   });
-  // -L: the links into other Debian packages become files of the release.
-  await execFileAsync('cp', ['-RL', '--', WORDPRESS_SOURCE, dest], { maxBuffer: 1024 * 1024 });
-  // Debian's configuration reads /etc/wordpress per host, and its .htaccess is Apache's.
-  await fs.rm(path.join(dest, '.htaccess'), { force: true });
-  await fs.rm(path.join(dest, 'wp-config-sample.php'), { force: true });
+  const entries = (await fs.readdir(WORDPRESS_SOURCE)).filter((name) => !LEFT_OUT.has(name));
+  await fs.mkdir(dest);
+  // -L: the links into other Debian packages become files of the release (56 MB, 2,500 files: one
+  // to two seconds on a small machine, the second longest part of such a deployment after packing it).
+  await execFileAsync(
+    'cp',
+    ['-RL', '--', ...entries.map((name) => path.join(WORDPRESS_SOURCE, name)), `${dest}/`],
+    { maxBuffer: 1024 * 1024 },
+  );
   await fs.writeFile(path.join(dest, 'wp-config.php'), WORDPRESS_CONFIG, { mode: 0o644 });
   await fs.mkdir(path.join(dest, 'wp-content', 'uploads'), { recursive: true });
 }
