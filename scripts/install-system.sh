@@ -4,7 +4,8 @@
 # (managed databases, and the test store), lz4 and tar (base backups and clones), qpdf and poppler-utils
 # (test oracles for PDFs).
 # Application runtime: git (sources), bubblewrap (sandbox), nginx-light and PHP 8.2 FPM with common
-# extensions (laravel and wordpress), Debian's wordpress (a wordpress application without a repository).
+# extensions (laravel and wordpress), Debian's wordpress with a default theme (a wordpress application
+# without a repository).
 set -euo pipefail
 
 PACKAGES=(
@@ -15,7 +16,8 @@ PACKAGES=(
   lz4 tar
   util-linux
   git nginx-light php8.2-fpm php8.2-cli php8.2-mysql php8.2-pgsql php8.2-sqlite3 php8.2-mbstring
-  php8.2-xml php8.2-curl php8.2-intl php8.2-gd php8.2-zip php8.2-bcmath php8.2-redis wordpress
+  php8.2-xml php8.2-curl php8.2-intl php8.2-gd php8.2-zip php8.2-bcmath php8.2-redis
+  wordpress wordpress-theme-twentytwentythree
 )
 
 missing=()
