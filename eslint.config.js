@@ -135,7 +135,8 @@ export const LAYER_RULES = [
 ];
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'data/**', 'coverage/**'] },
+  // scripts/*.mjs run where only production dependencies exist (no TypeScript): plain JavaScript, unlinted.
+  { ignores: ['dist/**', 'node_modules/**', 'data/**', 'coverage/**', 'scripts/**/*.mjs'] },
   ...tseslint.configs.recommendedTypeChecked,
   {
     languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
