@@ -8,6 +8,7 @@ import { registerErrorHandler } from './http/plugins/errors.js';
 import { registerProtocol } from './http/plugins/protocol.js';
 import { registerInputGuard } from './http/plugins/input.js';
 import { registerOwnershipCheck } from './http/plugins/ownership.js';
+import { registerResponseCheck } from './http/plugins/response-check.js';
 import { registerIdentityRoutes } from './http/routes/platform/identity.js';
 import { registerApplicationRoutes } from './http/routes/platform/applications.js';
 import { registerRuntimeRoutes } from './http/routes/platform/runtime.js';
@@ -24,7 +25,15 @@ import './http/types.js';
 
 const YAML_TYPES = ['application/yaml', 'application/x-yaml', 'text/yaml', 'text/x-yaml'];
 
-export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
+export interface BuildOptions {
+  /**
+   * Validate every JSON answer against the route's documented response schema and answer 500 on a
+   * mismatch (src/http/plugins/response-check.ts). For the test suite; off in production.
+   */
+  checkResponses?: boolean;
+}
+
+export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Promise<FastifyInstance> {
   const logger: FastifyBaseLogger = ctx.logger;
   const app = Fastify({
     loggerInstance: logger,
@@ -41,10 +50,22 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
     routerOptions: { ignoreTrailingSlash: true },
   });
 
+  // Response schemas document the answers (OpenAPI); they must never change what is sent. Fastify would
+  // compile them with fast-json-stringify, which silently drops every property a schema does not list
+  // and coerces values to the listed types. So answers are serialised as they are, schema or not; the
+  // test suite checks them against the schemas instead (checkResponses).
+  app.setSerializerCompiler(() => (data) => JSON.stringify(data));
+
   // YAML documents arrive as text; the route that takes them parses and validates them itself.
   app.addContentTypeParser(YAML_TYPES, { parseAs: 'string' }, (_request, body, done) => done(null, body));
 
   await app.register(swagger, {
+    // A body a route reads itself (multipart uploads) is documented through config.documentedBody:
+    // as schema.body Fastify would validate it, and multipart bodies are not parsed into request.body.
+    transform: ({ schema, url, route }) => {
+      const documentedBody = route.config?.documentedBody;
+      return documentedBody ? { schema: { ...schema, body: documentedBody }, url } : { schema, url };
+    },
     openapi: {
       openapi: '3.1.0',
       info: {
@@ -65,6 +86,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   await app.register(swaggerUi, { routePrefix: '/docs' });
 
   registerErrorHandler(app);
+  if (options.checkResponses) registerResponseCheck(app);
   registerProtocol(app, ctx);
   registerAuth(app, ctx);
   registerInputGuard(app);

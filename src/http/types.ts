@@ -4,12 +4,22 @@ import type { Principal } from '../services/identity.js';
 
 export type RouteAuth = CredentialKind | 'none';
 
+export interface DocumentedBody {
+  description?: string;
+  content: Record<string, { schema: unknown }>;
+}
+
 declare module 'fastify' {
   interface FastifyContextConfig {
     /** Which credential the route accepts; every route must say, 'none' only for probes and docs. */
     auth?: RouteAuth;
     /** Media types the route can answer with (406 when Accept allows none). Default: application/json. */
     produces?: string[];
+    /**
+     * A request body shown in the OpenAPI document only, never validated: for a body the route reads
+     * itself (multipart uploads), which as `schema.body` Fastify would validate. `{content: {<type>: {schema}}}`.
+     */
+    documentedBody?: DocumentedBody;
   }
   interface FastifyRequest {
     principal: Principal | undefined;

@@ -59,7 +59,8 @@ export async function createTestApp(
     ...(options.clock ? { clock: options.clock } : {}),
     ...(options.services ? { services: options.services } : {}),
   });
-  const app = await buildApp(ctx);
+  // Every JSON answer is checked against its route's documented response schema (a mismatch is a 500).
+  const app = await buildApp(ctx, { checkResponses: true });
   await app.ready();
   const user = await ctx.identity.createUser({ email: 'owner@example.com', team: options.team ?? 'acme' });
   return {

@@ -145,7 +145,7 @@ describe.each(DIALECTS)('plan cache with another replica on the same store (%s)'
       logger: pino({ level: 'silent' }),
       masterKey: randomBytes(32),
     });
-    const app = await buildApp(ctx);
+    const app = await buildApp(ctx, { checkResponses: true });
     await app.ready();
     const user = await ctx.identity.createUser({ email: 'owner@example.com', team: 'acme' });
     t = { ctx, app, user, auth: authHeaders(user), close: () => Promise.resolve() };

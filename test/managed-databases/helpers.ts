@@ -53,7 +53,7 @@ export async function openManagedEnv(dialect: Dialect, templateDir?: string): Pr
             }
           : {}),
       });
-      const app = await buildApp(ctx);
+      const app = await buildApp(ctx, { checkResponses: true });
       await app.ready();
       return {
         ctx,

@@ -3,14 +3,51 @@ import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.js';
 import { pingStore } from '../../db/connect.js';
 import { AppError } from '../../domain/errors.js';
+import { platformErrors } from '../schemas/errors.js';
+import { Health, OpenApiDocument, Ready } from '../schemas/platform.js';
+
+const tags = ['system'];
 
 export function registerSystemRoutes(app: FastifyInstance, ctx: AppContext): void {
-  app.get('/healthz', { config: { auth: 'none' }, schema: { hide: true } }, () => ({ status: 'ok' }));
+  app.get(
+    '/healthz',
+    {
+      config: { auth: 'none' },
+      schema: {
+        tags,
+        summary: 'Liveness: the process is up (open, also in maintenance)',
+        response: { 200: Health, ...platformErrors() },
+      },
+    },
+    () => ({ status: 'ok' }),
+  );
 
-  app.get('/readyz', { config: { auth: 'none' }, schema: { hide: true } }, async () => {
-    if (!(await pingStore(ctx.store))) throw new AppError('internal', 'Store is not reachable');
-    return { status: 'ready' };
-  });
+  app.get(
+    '/readyz',
+    {
+      config: { auth: 'none' },
+      schema: {
+        tags,
+        summary: 'Readiness: the store answers (open, also in maintenance); 500 when it does not',
+        response: { 200: Ready, ...platformErrors() },
+      },
+    },
+    async () => {
+      if (!(await pingStore(ctx.store))) throw new AppError('internal', 'Store is not reachable');
+      return { status: 'ready' };
+    },
+  );
 
-  app.get('/openapi.json', { config: { auth: 'none' }, schema: { hide: true } }, () => app.swagger());
+  app.get(
+    '/openapi.json',
+    {
+      config: { auth: 'none' },
+      schema: {
+        tags,
+        summary: 'This OpenAPI 3.1 document (/docs renders it)',
+        response: { 200: OpenApiDocument, ...platformErrors() },
+      },
+    },
+    () => app.swagger(),
+  );
 }

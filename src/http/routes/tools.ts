@@ -15,6 +15,16 @@ import {
 } from '../../domain/tools.js';
 import { type PageSource, type ToolsService } from '../../services/tools/index.js';
 import { principalOf } from '../types.js';
+import { platformErrors } from '../schemas/errors.js';
+import {
+  BalanceResponse,
+  HealthResponse,
+  ImageFile,
+  MergeUpload,
+  OfficeUpload,
+  PdfFile,
+  UsageResponse,
+} from '../schemas/tools.js';
 
 const LengthField = Type.Optional(Type.String({ maxLength: 20 }));
 const pdfFields = {
@@ -65,6 +75,10 @@ const tags = ['tools'];
 const security = [{ toolsKey: [] }];
 const PDF_TYPES = ['application/pdf', 'application/json'];
 const IMAGE_TYPES = ['image/png', 'image/jpeg', 'application/json'];
+
+/** A charged conversion: the file, or why not (no credits, a field, the size, the engine). */
+const pdfResponses = { 200: PdfFile, ...platformErrors(401, 402, 413, 422, 502) };
+const imageResponses = { 200: ImageFile, ...platformErrors(401, 402, 413, 422, 502) };
 
 function contentDisposition(filename: string): string {
   const ascii = filename.replace(/[^\x20-\x7e]/g, '_').replace(/["\\]/g, '_');
@@ -144,27 +158,58 @@ export function registerToolsRoutes(app: FastifyInstance, ctx: AppContext): void
       limits: { fileSize: TOOLS_LIMITS.fileBytes, files: TOOLS_LIMITS.mergeMax + 1, fields: 50, parts: 100 },
     });
 
-    scope.get('/api/v1/tools/health', { config, schema: { tags, security } }, () =>
-      Promise.resolve({ data: tools().health() }),
+    scope.get(
+      '/api/v1/tools/health',
+      {
+        config,
+        schema: {
+          tags,
+          security,
+          summary: 'Engines (Chromium, LibreOffice, PDF) and their queues',
+          response: { 200: HealthResponse, ...platformErrors(401) },
+        },
+      },
+      () => Promise.resolve({ data: tools().health() }),
     );
 
-    scope.get('/api/v1/tools/balance', { config, schema: { tags, security } }, async (request) => {
-      const balance = await tools().credits.balance(principalOf(request).userId);
-      return {
-        data: {
-          allowance: balance.allowance,
-          used: balance.used,
-          remaining: balance.remaining,
-          period: balance.period,
-          period_start: balance.periodStart,
-          resets_at: balance.resetsAt,
+    scope.get(
+      '/api/v1/tools/balance',
+      {
+        config,
+        schema: {
+          tags,
+          security,
+          summary: "This month's credits: allowance, used, remaining, reset",
+          response: { 200: BalanceResponse, ...platformErrors(401) },
         },
-      };
-    });
+      },
+      async (request) => {
+        const balance = await tools().credits.balance(principalOf(request).userId);
+        return {
+          data: {
+            allowance: balance.allowance,
+            used: balance.used,
+            remaining: balance.remaining,
+            period: balance.period,
+            period_start: balance.periodStart,
+            resets_at: balance.resetsAt,
+          },
+        };
+      },
+    );
 
     scope.get<{ Querystring: Static<typeof UsageQuery> }>(
       '/api/v1/tools/usage',
-      { config, schema: { tags, security, querystring: UsageQuery } },
+      {
+        config,
+        schema: {
+          tags,
+          security,
+          summary: 'Charges and refunds, newest first (limit, before)',
+          querystring: UsageQuery,
+          response: { 200: UsageResponse, ...platformErrors(401, 422) },
+        },
+      },
       async (request) => {
         const entries = await tools().credits.usage(principalOf(request).userId, {
           limit: request.query.limit,
@@ -215,7 +260,16 @@ export function registerToolsRoutes(app: FastifyInstance, ctx: AppContext): void
 
     scope.post<{ Body: Static<typeof UrlBody> }>(
       '/api/v1/tools/pdf/convert/url',
-      { config: { ...config, produces: PDF_TYPES }, schema: { tags, security, body: UrlBody } },
+      {
+        config: { ...config, produces: PDF_TYPES },
+        schema: {
+          tags,
+          security,
+          summary: 'PDF of a public web page (one credit)',
+          body: UrlBody,
+          response: pdfResponses,
+        },
+      },
       async (request, reply) => {
         const settings = pdfLayout(request.body);
         const url = await publicUrl(request.body.url);
@@ -232,7 +286,16 @@ export function registerToolsRoutes(app: FastifyInstance, ctx: AppContext): void
 
     scope.post<{ Body: Static<typeof HtmlBody> }>(
       '/api/v1/tools/pdf/convert/html',
-      { config: { ...config, produces: PDF_TYPES }, schema: { tags, security, body: HtmlBody } },
+      {
+        config: { ...config, produces: PDF_TYPES },
+        schema: {
+          tags,
+          security,
+          summary: 'PDF of an HTML document (one credit)',
+          body: HtmlBody,
+          response: pdfResponses,
+        },
+      },
       async (request, reply) => {
         const settings = pdfLayout(request.body);
         const source: PageSource = { kind: 'html', html: request.body.html };
@@ -248,7 +311,16 @@ export function registerToolsRoutes(app: FastifyInstance, ctx: AppContext): void
 
     scope.post<{ Body: Static<typeof MarkdownBody> }>(
       '/api/v1/tools/pdf/convert/markdown',
-      { config: { ...config, produces: PDF_TYPES }, schema: { tags, security, body: MarkdownBody } },
+      {
+        config: { ...config, produces: PDF_TYPES },
+        schema: {
+          tags,
+          security,
+          summary: 'PDF of a Markdown document, optionally in an HTML template (one credit)',
+          body: MarkdownBody,
+          response: pdfResponses,
+        },
+      },
       async (request, reply) => {
         const settings = pdfLayout(request.body);
         const html = tools().markdownToHtml(request.body.markdown, request.body.html);
@@ -264,7 +336,17 @@ export function registerToolsRoutes(app: FastifyInstance, ctx: AppContext): void
 
     scope.post(
       '/api/v1/tools/pdf/convert/office',
-      { config: { ...config, produces: PDF_TYPES }, schema: { tags, security } },
+      {
+        // The upload is read part by part (readUploads): documented here, never validated by Fastify.
+        config: { ...config, produces: PDF_TYPES, documentedBody: OfficeUpload },
+        schema: {
+          tags,
+          security,
+          summary:
+            'PDF of an office document (Word, Excel, PowerPoint, OpenDocument, RTF, text, CSV; one credit)',
+          response: pdfResponses,
+        },
+      },
       async (request, reply) => {
         const files = await readUploads(request, 1, 'file', ['file']);
         const file = files[0];
@@ -283,7 +365,15 @@ export function registerToolsRoutes(app: FastifyInstance, ctx: AppContext): void
 
     scope.post(
       '/api/v1/tools/pdf/merge',
-      { config: { ...config, produces: PDF_TYPES }, schema: { tags, security } },
+      {
+        config: { ...config, produces: PDF_TYPES, documentedBody: MergeUpload },
+        schema: {
+          tags,
+          security,
+          summary: 'Merge 2 to 20 PDFs into one, in the order sent (one credit)',
+          response: pdfResponses,
+        },
+      },
       async (request, reply) => {
         const files = await readUploads(request, TOOLS_LIMITS.mergeMax, 'files', ['files[]', 'files']);
         checkMergeCount(files.length);
@@ -324,7 +414,16 @@ export function registerToolsRoutes(app: FastifyInstance, ctx: AppContext): void
 
     scope.post<{ Body: Static<typeof ShotUrlBody> }>(
       '/api/v1/tools/screenshot/url',
-      { config: { ...config, produces: IMAGE_TYPES }, schema: { tags, security, body: ShotUrlBody } },
+      {
+        config: { ...config, produces: IMAGE_TYPES },
+        schema: {
+          tags,
+          security,
+          summary: 'Screenshot of a public web page, PNG or JPEG (one credit)',
+          body: ShotUrlBody,
+          response: imageResponses,
+        },
+      },
       async (request, reply) => {
         const url = await publicUrl(request.body.url);
         return screenshot(request, reply, 'screenshot.url', { kind: 'url', url: url.href }, request.body);
@@ -333,7 +432,16 @@ export function registerToolsRoutes(app: FastifyInstance, ctx: AppContext): void
 
     scope.post<{ Body: Static<typeof ShotHtmlBody> }>(
       '/api/v1/tools/screenshot/html',
-      { config: { ...config, produces: IMAGE_TYPES }, schema: { tags, security, body: ShotHtmlBody } },
+      {
+        config: { ...config, produces: IMAGE_TYPES },
+        schema: {
+          tags,
+          security,
+          summary: 'Screenshot of an HTML document, PNG or JPEG (one credit)',
+          body: ShotHtmlBody,
+          response: imageResponses,
+        },
+      },
       async (request, reply) => {
         return screenshot(
           request,

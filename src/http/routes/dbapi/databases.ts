@@ -8,6 +8,9 @@ import { AppError } from '../../../domain/errors.js';
 import { createManagedDatabaseRepository } from '../../../services/managed-databases/repository.js';
 import { serviceObject } from '../../../services/managed-databases/view.js';
 import { principalOf } from '../../types.js';
+import { NoContent } from '../../schemas/common.js';
+import { ServiceListResponse, ServiceResponse } from '../../schemas/dbapi.js';
+import { dbApiErrors } from '../../schemas/errors.js';
 
 const UuidParam = Type.Object({ uuid: Type.String({ minLength: 1, maxLength: 64 }) });
 const ListQuery = Type.Object({
@@ -34,7 +37,16 @@ export function registerManagedDatabaseApiRoutes(app: FastifyInstance, ctx: AppC
 
   app.get<{ Querystring: Static<typeof ListQuery> }>(
     '/1.3/database',
-    { config, schema: { tags, security, querystring: ListQuery } },
+    {
+      config,
+      schema: {
+        tags,
+        security,
+        summary: "Your teams' managed databases as UpCloud service objects (limit, offset)",
+        querystring: ListQuery,
+        response: { 200: ServiceListResponse, ...dbApiErrors(400, 401) },
+      },
+    },
     async (request) => {
       const teams = await teamsOf(principalOf(request).userId);
       const rows = await repo.databasesOfTeams([...teams.keys()]);
@@ -54,7 +66,16 @@ export function registerManagedDatabaseApiRoutes(app: FastifyInstance, ctx: AppC
 
   app.get<{ Params: Static<typeof UuidParam> }>(
     '/1.3/database/:uuid',
-    { config, schema: { tags, security, params: UuidParam } },
+    {
+      config,
+      schema: {
+        tags,
+        security,
+        summary: 'One managed database, with the updates its next maintenance applies',
+        params: UuidParam,
+        response: { 200: ServiceResponse, ...dbApiErrors(400, 401, 403, 404) },
+      },
+    },
     async (request) => {
       const { row, role } = await ctx.services.managedDatabases.databaseFor(
         principalOf(request).userId,
@@ -80,6 +101,7 @@ export function registerManagedDatabaseApiRoutes(app: FastifyInstance, ctx: AppC
         security,
         params: UuidParam,
         summary: 'Delete the database: 204, then state `delete-service` until it is gone (404)',
+        response: { 204: NoContent, ...dbApiErrors(400, 401, 403, 404) },
       },
     },
     async (request, reply) => {
@@ -101,6 +123,7 @@ export function registerManagedDatabaseApiRoutes(app: FastifyInstance, ctx: AppC
         params: UuidParam,
         body: PatchBody,
         summary: 'Power the database off or on: `pending`, then `stopped` or `running`',
+        response: { 200: ServiceResponse, ...dbApiErrors(400, 401, 403, 404, 409) },
       },
     },
     async (request) => {

@@ -5,6 +5,13 @@ import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from 'typebox';
 import type { AppContext } from '../../../context.js';
 import { principalOf } from '../../types.js';
+import {
+  MaintenanceResponse,
+  MigrationStatusResponse,
+  ServiceResponse,
+  TaskResponse,
+} from '../../schemas/dbapi.js';
+import { dbApiErrors } from '../../schemas/errors.js';
 
 const UuidParam = Type.Object({ uuid: Type.String({ minLength: 1, maxLength: 64 }) });
 const TaskParams = Type.Object({
@@ -75,7 +82,17 @@ export function registerDbOperationRoutes(app: FastifyInstance, ctx: AppContext)
 
   app.post<{ Params: Static<typeof UuidParam>; Body: Static<typeof TaskBody> }>(
     '/1.3/database/:uuid/tasks',
-    { config, schema: { tags, security, params: UuidParam, body: TaskBody } },
+    {
+      config,
+      schema: {
+        tags,
+        security,
+        summary: 'Start a check task: migration_check (a source server) or upgrade_check (PostgreSQL)',
+        params: UuidParam,
+        body: TaskBody,
+        response: { 201: TaskResponse, ...dbApiErrors(400, 401, 403, 404, 409) },
+      },
+    },
     async (request, reply) =>
       reply
         .code(201)
@@ -84,32 +101,79 @@ export function registerDbOperationRoutes(app: FastifyInstance, ctx: AppContext)
 
   app.get<{ Params: Static<typeof TaskParams> }>(
     '/1.3/database/:uuid/tasks/:id',
-    { config, schema: { tags, security, params: TaskParams } },
+    {
+      config,
+      schema: {
+        tags,
+        security,
+        summary: 'One task: its result once it has run',
+        params: TaskParams,
+        response: { 200: TaskResponse, ...dbApiErrors(400, 401, 403, 404) },
+      },
+    },
     async (request) => requests().task(principalOf(request).userId, request.params.uuid, request.params.id),
   );
 
   app.post<{ Params: Static<typeof UuidParam>; Body: Static<typeof MigrationBody> }>(
     '/1.3/database/:uuid/migration',
-    { config, schema: { tags, security, params: UuidParam, body: MigrationBody } },
+    {
+      config,
+      schema: {
+        tags,
+        security,
+        summary: 'Start a migration from a source server (dump or replication); a null source stops it',
+        params: UuidParam,
+        body: MigrationBody,
+        response: { 200: ServiceResponse, ...dbApiErrors(400, 401, 403, 404, 409) },
+      },
+    },
     async (request) => requests().migrate(principalOf(request).userId, request.params.uuid, request.body),
   );
 
   // Berth's spelling of stopping; POST …/migration with a null source does the same.
   app.delete<{ Params: Static<typeof UuidParam> }>(
     '/1.3/database/:uuid/migration',
-    { config, schema: { tags, security, params: UuidParam } },
+    {
+      config,
+      schema: {
+        tags,
+        security,
+        summary: 'Stop the migration (409 NO_MIGRATION when none is left to stop)',
+        params: UuidParam,
+        response: { 200: ServiceResponse, ...dbApiErrors(400, 401, 403, 404, 409) },
+      },
+    },
     async (request) => requests().stopMigration(principalOf(request).userId, request.params.uuid),
   );
 
   app.get<{ Params: Static<typeof UuidParam> }>(
     '/1.3/database/:uuid/migration-status',
-    { config, schema: { tags, security, params: UuidParam } },
+    {
+      config,
+      schema: {
+        tags,
+        security,
+        summary: "The migration's status, per database",
+        params: UuidParam,
+        response: { 200: MigrationStatusResponse, ...dbApiErrors(400, 401, 403, 404) },
+      },
+    },
     async (request) => requests().migrationStatus(principalOf(request).userId, request.params.uuid),
   );
 
   app.post<{ Params: Static<typeof UuidParam>; Body: Static<typeof UpgradeBody> }>(
     '/1.3/database/:uuid/upgrade',
-    { config, schema: { tags, security, params: UuidParam, body: UpgradeBody } },
+    {
+      config,
+      schema: {
+        tags,
+        security,
+        summary: 'Upgrade PostgreSQL to a newer major (after an upgrade_check task for it)',
+        params: UuidParam,
+        body: UpgradeBody,
+        response: { 201: ServiceResponse, ...dbApiErrors(400, 401, 403, 404, 409) },
+      },
+    },
     async (request, reply) =>
       reply
         .code(201)
@@ -125,13 +189,32 @@ export function registerDbOperationRoutes(app: FastifyInstance, ctx: AppContext)
   // UpCloud's start-maintenance answers 200 with DatabaseUpCloudApiResponse {message}.
   app.post<{ Params: Static<typeof UuidParam> }>(
     '/1.3/database/:uuid/maintenance',
-    { config, schema: { tags, security, params: UuidParam } },
+    {
+      config,
+      schema: {
+        tags,
+        security,
+        summary: 'Start maintenance: apply what waits for a restart (settings, a newer minor version)',
+        params: UuidParam,
+        response: { 200: MaintenanceResponse, ...dbApiErrors(400, 401, 403, 404, 409) },
+      },
+    },
     async (request) => requests().maintenance(principalOf(request).userId, request.params.uuid),
   );
 
   app.post<{ Params: Static<typeof UuidParam>; Body: Static<typeof CloneBody> }>(
     '/1.3/database/:uuid/clone',
-    { config, schema: { tags, security, params: UuidParam, body: CloneBody } },
+    {
+      config,
+      schema: {
+        tags,
+        security,
+        summary: 'Clone the database (now, or to a point in time for PostgreSQL) into a new one',
+        params: UuidParam,
+        body: CloneBody,
+        response: { 201: ServiceResponse, ...dbApiErrors(400, 401, 403, 404, 409) },
+      },
+    },
     async (request, reply) =>
       reply
         .code(201)

@@ -9,6 +9,9 @@ import { createInfrastructureQueries } from '../../../services/infrastructure/qu
 import { createRemovals, type RemovableKind } from '../../../services/infrastructure/removals.js';
 import { principalOf } from '../../types.js';
 import { YAML_PRODUCES } from './infrastructure.js';
+import { textResponse } from '../../schemas/common.js';
+import { platformErrors } from '../../schemas/errors.js';
+import { ApplicationResponse, ApplicationsResponse, RemovedResponse } from '../../schemas/infrastructure.js';
 
 const IdParam = Type.Object({ id: Type.Integer({ minimum: 1 }) });
 const ItemParam = Type.Object({
@@ -39,6 +42,7 @@ export function registerApplicationRoutes(app: FastifyInstance, ctx: AppContext)
           security,
           summary: `Remove ${what}; apply never removes what a document leaves out`,
           params: ItemParam,
+          response: { 200: RemovedResponse, ...platformErrors(401, 403, 404, 422) },
         },
       },
       async (request) => {
@@ -62,6 +66,7 @@ export function registerApplicationRoutes(app: FastifyInstance, ctx: AppContext)
         security,
         summary: 'Applications of your teams (filter: ?team=<id or name>)',
         querystring: ListQuery,
+        response: { 200: ApplicationsResponse, ...platformErrors(401, 403, 404, 422) },
       },
     },
     async (request) => ({
@@ -73,7 +78,13 @@ export function registerApplicationRoutes(app: FastifyInstance, ctx: AppContext)
     '/api/v1/applications/:id',
     {
       config,
-      schema: { tags, security, summary: 'One application with everything attached', params: IdParam },
+      schema: {
+        tags,
+        security,
+        summary: 'One application with everything attached',
+        params: IdParam,
+        response: { 200: ApplicationResponse, ...platformErrors(401, 403, 404, 422) },
+      },
     },
     async (request) => ({
       data: await queries.getApplication(principalOf(request).userId, request.params.id),
@@ -89,6 +100,10 @@ export function registerApplicationRoutes(app: FastifyInstance, ctx: AppContext)
         security,
         summary: 'Export one application as an Infrastructure document',
         params: IdParam,
+        response: {
+          200: textResponse(YAML_PRODUCES, 'The Infrastructure document'),
+          ...platformErrors(401, 403, 404, 422),
+        },
       },
     },
     async (request, reply) => {

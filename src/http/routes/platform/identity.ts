@@ -5,6 +5,16 @@ import type { AppContext } from '../../../context.js';
 import type { CredentialKind } from '../../../db/schema/foundation.js';
 import type { CredentialRow } from '../../../db/repositories/identity.js';
 import { principalOf } from '../../types.js';
+import { NoContent } from '../../schemas/common.js';
+import { platformErrors } from '../../schemas/errors.js';
+import {
+  CredentialsResponse,
+  IssuedCredentialResponse,
+  Pong,
+  TeamResponse,
+  TeamsResponse,
+  UserResponse,
+} from '../../schemas/platform.js';
 
 const TeamRef = Type.Object({ team: Type.String({ minLength: 1, maxLength: 100 }) });
 const IdParam = Type.Object({ id: Type.Integer({ minimum: 1 }) });
@@ -28,32 +38,81 @@ function credentialView(row: CredentialRow) {
 }
 
 /** Credential collections a user manages over the platform API; each kind has its own path. */
-const CREDENTIAL_PATHS: Array<{ path: string; kind: CredentialKind }> = [
-  { path: '/api/v1/user/tokens', kind: 'api_token' },
-  { path: '/api/v1/user/tools-keys', kind: 'tools_key' },
-  { path: '/api/v1/user/database-credentials', kind: 'db_api' },
+const CREDENTIAL_PATHS: Array<{ path: string; kind: CredentialKind; what: string }> = [
+  { path: '/api/v1/user/tokens', kind: 'api_token', what: 'platform API tokens' },
+  { path: '/api/v1/user/tools-keys', kind: 'tools_key', what: 'tools API keys' },
+  {
+    path: '/api/v1/user/database-credentials',
+    kind: 'db_api',
+    what: 'managed-database API credentials',
+  },
 ];
 
 export function registerIdentityRoutes(app: FastifyInstance, ctx: AppContext): void {
   const config = { auth: 'api_token' as const };
 
   // The cheapest authenticated call: lets a client check its token (and is the benchmark's no-op route).
-  app.get('/api/v1/ping', { config, schema: { tags, security } }, () => ({ pong: true }));
+  app.get(
+    '/api/v1/ping',
+    {
+      config,
+      schema: {
+        tags,
+        security,
+        summary: 'Check a token: {pong: true}',
+        response: { 200: Pong, ...platformErrors(401) },
+      },
+    },
+    () => ({ pong: true }),
+  );
 
-  app.get('/api/v1/user', { config, schema: { tags, security } }, async (request) => {
-    const { userId } = principalOf(request);
-    const user = await ctx.identity.findUser(userId);
-    const teams = await ctx.identity.teamsOfUser(userId);
-    return { data: { id: userId, email: user?.email, created_at: user?.created_at, teams } };
-  });
+  app.get(
+    '/api/v1/user',
+    {
+      config,
+      schema: {
+        tags,
+        security,
+        summary: 'The caller and their teams (with role)',
+        response: { 200: UserResponse, ...platformErrors(401) },
+      },
+    },
+    async (request) => {
+      const { userId } = principalOf(request);
+      const user = await ctx.identity.findUser(userId);
+      const teams = await ctx.identity.teamsOfUser(userId);
+      return { data: { id: userId, email: user?.email, created_at: user?.created_at, teams } };
+    },
+  );
 
-  app.get('/api/v1/teams', { config, schema: { tags, security } }, async (request) => {
-    return { data: await ctx.identity.teamsOfUser(principalOf(request).userId) };
-  });
+  app.get(
+    '/api/v1/teams',
+    {
+      config,
+      schema: {
+        tags,
+        security,
+        summary: "The caller's teams",
+        response: { 200: TeamsResponse, ...platformErrors(401) },
+      },
+    },
+    async (request) => {
+      return { data: await ctx.identity.teamsOfUser(principalOf(request).userId) };
+    },
+  );
 
   app.get<{ Params: Static<typeof TeamRef> }>(
     '/api/v1/teams/:team',
-    { config, schema: { tags, security, params: TeamRef } },
+    {
+      config,
+      schema: {
+        tags,
+        security,
+        summary: 'One team (by id or name) with its members',
+        params: TeamRef,
+        response: { 200: TeamResponse, ...platformErrors(401, 403, 404, 422) },
+      },
+    },
     async (request) => {
       const team = await ctx.identity.requireTeam(principalOf(request).userId, request.params.team);
       const members = await ctx.identity.teamMembers(team.id);
@@ -61,17 +120,35 @@ export function registerIdentityRoutes(app: FastifyInstance, ctx: AppContext): v
     },
   );
 
-  for (const { path, kind } of CREDENTIAL_PATHS) {
-    app.get(path, { config, schema: { tags, security } }, async (request) => {
-      const rows = await ctx.identity.listCredentials(principalOf(request).userId, kind);
-      return { data: rows.map(credentialView) };
-    });
+  for (const { path, kind, what } of CREDENTIAL_PATHS) {
+    app.get(
+      path,
+      {
+        config,
+        schema: {
+          tags,
+          security,
+          summary: `List your ${what} (never the secrets)`,
+          response: { 200: CredentialsResponse, ...platformErrors(401) },
+        },
+      },
+      async (request) => {
+        const rows = await ctx.identity.listCredentials(principalOf(request).userId, kind);
+        return { data: rows.map(credentialView) };
+      },
+    );
 
     app.post<{ Body: Static<typeof NewCredential> }>(
       path,
       {
         config,
-        schema: { tags, security, body: NewCredential },
+        schema: {
+          tags,
+          security,
+          summary: `Create one of your ${what} ({name?}); the secret is shown this once`,
+          body: NewCredential,
+          response: { 201: IssuedCredentialResponse, ...platformErrors(400, 401, 404, 413, 422) },
+        },
         // A POST without a body asks for a credential with the default name.
         preValidation: (request, _reply, done) => {
           request.body ??= {};
@@ -91,7 +168,16 @@ export function registerIdentityRoutes(app: FastifyInstance, ctx: AppContext): v
 
     app.delete<{ Params: Static<typeof IdParam> }>(
       `${path}/:id`,
-      { config, schema: { tags, security, params: IdParam } },
+      {
+        config,
+        schema: {
+          tags,
+          security,
+          summary: `Revoke one of your ${what} (404 when not yours or already revoked)`,
+          params: IdParam,
+          response: { 204: NoContent, ...platformErrors(401, 404, 422) },
+        },
+      },
       async (request, reply) => {
         await ctx.identity.revokeCredential(principalOf(request).userId, request.params.id, kind);
         return reply.code(204).send();

@@ -7,45 +7,33 @@ import type { AppContext } from '../../../context.js';
 import { infrastructureJsonSchema } from '../../../domain/infrastructure/json-schema.js';
 import { createInfrastructureQueries } from '../../../services/infrastructure/queries.js';
 import { principalOf } from '../../types.js';
+import { textResponse } from '../../schemas/common.js';
+import { platformErrors } from '../../schemas/errors.js';
+import { ApplyResponse, JsonDocument, YamlDocument } from '../../schemas/infrastructure.js';
 
 /** docs/api/apply.md, "Limits". */
 export const APPLY_BODY_LIMIT_BYTES = 2 * 1024 * 1024;
 
 export const YAML_PRODUCES = ['application/yaml', 'application/x-yaml', 'text/yaml', 'text/plain'];
 
+/** Body types apply reads as YAML text (app.ts's parser; text/plain is Fastify's own). */
+const YAML_BODY_TYPES = ['application/yaml', 'application/x-yaml', 'text/yaml', 'text/x-yaml', 'text/plain'];
+
+/**
+ * The body as OpenAPI shows it (and /docs sends it): a string for each YAML type, anything for JSON.
+ * Fastify validates a body by its content type against these; a string and an untyped schema accept
+ * whatever the parsers give, so the route's own parsing and 400/422 answers are unchanged.
+ */
+const ApplyBody = {
+  content: {
+    ...Object.fromEntries(YAML_BODY_TYPES.map((type) => [type, { schema: YamlDocument }])),
+    'application/json': { schema: JsonDocument },
+  },
+};
+
 const Flag = Type.Union([Type.Literal('true'), Type.Literal('false'), Type.Literal('1'), Type.Literal('0')]);
 const ApplyQuery = Type.Object({ dry_run: Type.Optional(Flag), auto_deploy: Type.Optional(Flag) });
 const TeamRef = Type.Object({ team: Type.String({ minLength: 1, maxLength: 100 }) });
-
-const Action = Type.Union(
-  [Type.Literal('created'), Type.Literal('updated'), Type.Literal('unchanged'), Type.Literal('needs_action')],
-  { description: '`needs_action`: a plan or zone change that is not applied and waits for the panel' },
-);
-const Named = Type.Object({ action: Action, name: Type.String() });
-const Typed = Type.Object({ action: Action, name: Type.String(), type: Type.String() });
-/** The spec's "Apply response body" (structured_changes also lists volumes and container services). */
-const ApplyResponse = Type.Object({
-  success: Type.Boolean(),
-  application_id: Type.Union([Type.Integer(), Type.Null()]),
-  application_name: Type.String(),
-  team: Type.String(),
-  dry_run: Type.Boolean(),
-  changes: Type.Array(Type.String()),
-  structured_changes: Type.Object({
-    application: Type.Union([Named, Type.Null()]),
-    domains: Type.Array(Type.Object({ action: Action, domain: Type.String() })),
-    secrets: Type.Array(Type.Object({ action: Action, key: Type.String() })),
-    volumes: Type.Array(Named),
-    services: Type.Array(Typed),
-    container_services: Type.Array(Typed),
-    managed_databases: Type.Array(Typed),
-    object_storage: Type.Array(Named),
-  }),
-  errors: Type.Array(Type.String()),
-  needs_deployment: Type.Boolean(),
-  auto_deploy_enabled: Type.Boolean(),
-  deployment_id: Type.Union([Type.Integer(), Type.Null()]),
-});
 
 const flag = (value: string | undefined, fallback: boolean): boolean =>
   value === undefined ? fallback : value === 'true' || value === '1';
@@ -71,7 +59,8 @@ export function registerInfrastructureRoutes(app: FastifyInstance, ctx: AppConte
         description:
           'Body: the YAML document (Content-Type application/yaml; JSON is accepted too). See docs/api/apply.md.',
         querystring: ApplyQuery,
-        response: { 200: ApplyResponse },
+        body: ApplyBody,
+        response: { 200: ApplyResponse, ...platformErrors(400, 401, 403, 404, 409, 413, 422) },
       },
     },
     async (request) => {
@@ -92,6 +81,10 @@ export function registerInfrastructureRoutes(app: FastifyInstance, ctx: AppConte
         security,
         summary: "Export the team's managed databases and object storage as one YAML document",
         params: TeamRef,
+        response: {
+          200: textResponse(YAML_PRODUCES, 'The Infrastructure document'),
+          ...platformErrors(401, 403, 404, 422),
+        },
       },
     },
     async (request, reply) => {
@@ -105,7 +98,17 @@ export function registerInfrastructureRoutes(app: FastifyInstance, ctx: AppConte
     '/schemas/infrastructure.json',
     {
       config: { auth: 'none', produces: ['application/schema+json', 'application/json'] },
-      schema: { hide: true },
+      schema: {
+        tags,
+        summary: 'JSON Schema of the Infrastructure document, for editors (open)',
+        response: {
+          200: {
+            description: 'The JSON Schema',
+            content: { 'application/schema+json': { schema: Type.Object({}) } },
+          },
+          ...platformErrors(),
+        },
+      },
     },
     (_request, reply) => reply.type('application/schema+json; charset=utf-8').send(schemaDocument),
   );

@@ -8,6 +8,12 @@ import type { AppContext } from '../../../context.js';
 import { createManagedDatabaseRepository } from '../../../services/managed-databases/repository.js';
 import { serviceObject } from '../../../services/managed-databases/view.js';
 import { principalOf } from '../../types.js';
+import { platformErrors } from '../../schemas/errors.js';
+import {
+  ManagedDatabaseAcceptedResponse,
+  ManagedDatabaseDeletingResponse,
+  ManagedDatabaseResponse,
+} from '../../schemas/infrastructure.js';
 
 const UuidParam = Type.Object({ uuid: Type.String({ minLength: 1, maxLength: 64 }) });
 const tags = ['managed databases'];
@@ -23,6 +29,7 @@ export function registerManagedDatabasePanelRoutes(app: FastifyInstance, ctx: Ap
         security,
         params: UuidParam,
         summary: 'A managed database with its connection details (passwords for the team’s owners)',
+        response: { 200: ManagedDatabaseResponse, ...platformErrors(401, 403, 404, 422) },
       },
     },
     async (request) => {
@@ -61,7 +68,17 @@ export function registerManagedDatabasePanelRoutes(app: FastifyInstance, ctx: Ap
 
   app.post<{ Params: Static<typeof UuidParam> }>(
     '/api/v1/managed-databases/:uuid/apply-pending-change',
-    { config: { auth: 'api_token' }, schema: { tags, security, params: UuidParam } },
+    {
+      config: { auth: 'api_token' },
+      schema: {
+        tags,
+        security,
+        params: UuidParam,
+        summary:
+          'Carry out the plan or zone change that apply reported as needing action in the panel (409 without one)',
+        response: { 202: ManagedDatabaseAcceptedResponse, ...platformErrors(401, 403, 404, 409, 422) },
+      },
+    },
     async (request, reply) => {
       const row = await ctx.services.managedDatabases.applyPendingChange(
         principalOf(request).userId,
@@ -90,6 +107,7 @@ export function registerManagedDatabasePanelRoutes(app: FastifyInstance, ctx: Ap
         security,
         params: UuidParam,
         summary: 'Delete a managed database (owners): 202, state `delete-service` until it is gone',
+        response: { 202: ManagedDatabaseDeletingResponse, ...platformErrors(401, 403, 404, 422) },
       },
     },
     async (request, reply) => {

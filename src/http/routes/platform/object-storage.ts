@@ -11,6 +11,8 @@ import {
   viewObjectStorages,
 } from '../../../services/object-storage/index.js';
 import { principalOf } from '../../types.js';
+import { platformErrors } from '../../schemas/errors.js';
+import { DeletedObjectStorageResponse, ObjectStorageResponse } from '../../schemas/infrastructure.js';
 
 const StorageRef = Type.Object({
   team: Type.String({ minLength: 1, maxLength: 100 }),
@@ -25,7 +27,17 @@ export function registerObjectStorageRoutes(app: FastifyInstance, ctx: AppContex
 
   app.get<{ Params: Static<typeof StorageRef> }>(
     '/api/v1/teams/:team/object-storage/:storage',
-    { config, schema: { tags, security, params: StorageRef } },
+    {
+      config,
+      schema: {
+        tags,
+        security,
+        summary:
+          'One object storage (by uuid or name): endpoint, buckets, access keys (secret keys for owners only)',
+        params: StorageRef,
+        response: { 200: ObjectStorageResponse, ...platformErrors(401, 403, 404, 422) },
+      },
+    },
     async (request) => {
       const team = await ctx.identity.requireTeam(principalOf(request).userId, request.params.team);
       const [storage] = await viewObjectStorages(ctx, team, request.params.storage);
@@ -42,6 +54,7 @@ export function registerObjectStorageRoutes(app: FastifyInstance, ctx: AppContex
         security,
         params: StorageRef,
         summary: 'Delete an object storage (owners): its buckets, objects and keys go; apply never deletes',
+        response: { 200: DeletedObjectStorageResponse, ...platformErrors(401, 403, 404, 422) },
       },
     },
     async (request) => {
@@ -62,6 +75,7 @@ export function registerObjectStorageRoutes(app: FastifyInstance, ctx: AppContex
         params: StorageRef,
         summary:
           'Carry out the zone change that apply reported as needing action in the panel (409 without one)',
+        response: { 200: ObjectStorageResponse, ...platformErrors(401, 403, 404, 409, 422) },
       },
     },
     async (request) => {

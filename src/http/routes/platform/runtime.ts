@@ -4,12 +4,28 @@
 // Each route parses, calls one use case of services/applications/runtime.ts and shapes the answer.
 import fs from 'node:fs';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { Type, type Static } from 'typebox';
+import { Type, type Static, type TSchema } from 'typebox';
 import type { AppContext } from '../../../context.js';
 import { DEPLOYMENT_STATUSES, type DeploymentStatus } from '../../../domain/deployments.js';
 import { validationError } from '../../../domain/errors.js';
 import { SOURCE_UPLOAD_LIMIT_BYTES } from '../../../services/applications/runtime.js';
 import { principalOf } from '../../types.js';
+import { fileResponse } from '../../schemas/common.js';
+import { platformErrors } from '../../schemas/errors.js';
+import {
+  CommandHistoryResponse,
+  DeletedApplicationResponse,
+  DeploymentLogResponse,
+  DeploymentResponse,
+  DeploymentsResponse,
+  EventStream,
+  ExecResponse,
+  InstancesResponse,
+  LogsResponse,
+  StatusResponse,
+  UploadDeployingResponse,
+  UploadStoredResponse,
+} from '../../schemas/runtime.js';
 
 const IdParam = Type.Object({ id: Type.Integer({ minimum: 1 }) });
 const DeploymentParam = Type.Object({
@@ -58,6 +74,18 @@ const ARCHIVE_TYPES = [
   'application/zip',
   'application/octet-stream',
 ];
+
+/** What the log routes answer with: JSON, or with follow=true server-sent events (EventSource asks for those). */
+const EVENT_TYPES = ['application/json', 'text/event-stream'];
+
+/** A JSON answer, or with follow=true a server-sent-events stream (not checked as JSON). */
+const jsonOrEvents = (schema: TSchema & { description?: string }) => ({
+  description: `${schema.description ?? 'The answer'}; with follow=true, server-sent events`,
+  content: {
+    'application/json': { schema },
+    'text/event-stream': { schema: EventStream },
+  },
+});
 
 const tags = ['applications'];
 const security = [{ bearer: [] }];
@@ -132,6 +160,7 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: AppContext): vo
         summary:
           'Delete an application now: processes, releases, volumes, domains, secrets and deployments (the cascade of scheduled deletion)',
         params: IdParam,
+        response: { 202: DeletedApplicationResponse, ...platformErrors(401, 403, 404, 422) },
       },
     },
     async (request, reply) =>
@@ -149,6 +178,7 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: AppContext): vo
           'Deploy: fetch, build, init, roll out with zero downtime (skip_build reuses the last good build)',
         params: IdParam,
         body: DeployBody,
+        response: { 202: DeploymentResponse, ...platformErrors(401, 403, 404, 409, 422) },
       },
     },
     async (request, reply) => {
@@ -171,6 +201,7 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: AppContext): vo
         summary: 'Roll back to a kept release (deployment_id, or the one before the live one)',
         params: IdParam,
         body: RollbackBody,
+        response: { 202: DeploymentResponse, ...platformErrors(401, 403, 404, 409, 422) },
       },
     },
     async (request, reply) => {
@@ -185,7 +216,16 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: AppContext): vo
   ] as const) {
     app.post<{ Params: Static<typeof IdParam> }>(
       `/api/v1/applications/:id/${action}`,
-      { config, schema: { tags, security, summary, params: IdParam } },
+      {
+        config,
+        schema: {
+          tags,
+          security,
+          summary,
+          params: IdParam,
+          response: { 200: StatusResponse, ...platformErrors(401, 403, 404, 422) },
+        },
+      },
       async (request) => ({ data: await service()[action](user(request), request.params.id) }),
     );
   }
@@ -199,6 +239,7 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: AppContext): vo
         security,
         summary: 'Status, replicas, health and the latest deployment',
         params: IdParam,
+        response: { 200: StatusResponse, ...platformErrors(401, 403, 404, 422) },
       },
     },
     async (request) => ({ data: await service().status(user(request), request.params.id) }),
@@ -213,6 +254,7 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: AppContext): vo
         security,
         summary: 'Running instances (replicas, scheduler) and their restarts',
         params: IdParam,
+        response: { 200: InstancesResponse, ...platformErrors(401, 403, 404, 422) },
       },
     },
     async (request) => ({ data: await service().instances(user(request), request.params.id) }),
@@ -228,6 +270,7 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: AppContext): vo
         summary: 'Deployments, newest first (per_page, page, status)',
         params: IdParam,
         querystring: DeploymentsQuery,
+        response: { 200: DeploymentsResponse, ...platformErrors(401, 403, 404, 422) },
       },
     },
     async (request) => {
@@ -254,6 +297,7 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: AppContext): vo
         security,
         summary: 'One deployment: status, step, commit, duration, error',
         params: DeploymentParam,
+        response: { 200: DeploymentResponse, ...platformErrors(401, 403, 404, 422) },
       },
     },
     async (request) => ({
@@ -264,13 +308,14 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: AppContext): vo
   app.get<{ Params: Static<typeof DeploymentParam>; Querystring: Static<typeof DeploymentLogsQuery> }>(
     '/api/v1/applications/:id/deployments/:deployment/logs',
     {
-      config,
+      config: { ...config, produces: EVENT_TYPES },
       schema: {
         tags,
         security,
         summary: "A deployment's log (follow=true streams it as server-sent events until it ends)",
         params: DeploymentParam,
         querystring: DeploymentLogsQuery,
+        response: { 200: jsonOrEvents(DeploymentLogResponse), ...platformErrors(401, 403, 404, 422) },
       },
     },
     async (request, reply) => {
@@ -307,13 +352,14 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: AppContext): vo
   app.get<{ Params: Static<typeof IdParam>; Querystring: Static<typeof LogsQuery> }>(
     '/api/v1/applications/:id/logs',
     {
-      config,
+      config: { ...config, produces: EVENT_TYPES },
       schema: {
         tags,
         security,
         summary: "Output of the application's processes (tail ≤ 1000, since; follow=true streams new lines)",
         params: IdParam,
         querystring: LogsQuery,
+        response: { 200: jsonOrEvents(LogsResponse), ...platformErrors(401, 403, 404, 422) },
       },
     },
     async (request, reply) => {
@@ -344,6 +390,7 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: AppContext): vo
           'Run a one-off command in a fresh sandbox of the live release; output returned and kept in the history',
         params: IdParam,
         body: ExecBody,
+        response: { 200: ExecResponse, ...platformErrors(401, 403, 404, 409, 422) },
       },
     },
     async (request) => ({
@@ -361,6 +408,7 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: AppContext): vo
         summary: 'One-off commands run, newest first',
         params: IdParam,
         querystring: PerPageQuery,
+        response: { 200: CommandHistoryResponse, ...platformErrors(401, 403, 404, 422) },
       },
     },
     async (request) => ({
@@ -372,7 +420,16 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: AppContext): vo
     '/api/v1/applications/:id/source/download',
     {
       config,
-      schema: { tags, security, summary: 'The source of the live release, as a tar.gz', params: IdParam },
+      schema: {
+        tags,
+        security,
+        summary: 'The source of the live release, as a tar.gz',
+        params: IdParam,
+        response: {
+          200: fileResponse(['application/gzip'], 'The source archive (tar.gz)'),
+          ...platformErrors(401, 403, 404, 422),
+        },
+      },
     },
     async (request, reply) => {
       const file = await service().sourceDownload(user(request), request.params.id);
@@ -392,7 +449,16 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: AppContext): vo
     scope.post<{ Params: Static<typeof IdParam>; Querystring: Static<typeof UploadQuery> }>(
       '/api/v1/applications/:id/source',
       {
-        config,
+        config: {
+          ...config,
+          // The archive is the raw body, streamed to disk by the route: documented, never validated.
+          documentedBody: {
+            description: 'The source archive (tar.gz or zip), as the raw body',
+            content: Object.fromEntries(
+              ARCHIVE_TYPES.map((type) => [type, { schema: Type.String({ format: 'binary' }) }]),
+            ),
+          },
+        },
         bodyLimit: SOURCE_UPLOAD_LIMIT_BYTES,
         schema: {
           tags,
@@ -401,6 +467,11 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: AppContext): vo
             'Upload the source as a tar.gz or zip (body, ≤ 100 MB) and deploy it (deploy=false only stores it)',
           params: IdParam,
           querystring: UploadQuery,
+          response: {
+            200: UploadStoredResponse,
+            202: UploadDeployingResponse,
+            ...platformErrors(401, 403, 404, 409, 413, 422),
+          },
         },
       },
       async (request, reply) => {

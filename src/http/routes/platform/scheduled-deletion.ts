@@ -6,6 +6,8 @@ import { Type, type Static } from 'typebox';
 import type { AppContext } from '../../../context.js';
 import { listTeamNotifications } from '../../../services/notifications/index.js';
 import { principalOf } from '../../types.js';
+import { platformErrors } from '../../schemas/errors.js';
+import { NotificationsResponse, ScheduleResponse } from '../../schemas/platform.js';
 
 const AppParam = Type.Object({ id: Type.String({ maxLength: 40 }) });
 const TeamParam = Type.Object({ team: Type.String({ minLength: 1, maxLength: 100 }) });
@@ -48,6 +50,7 @@ export function registerScheduledDeletionRoutes(app: FastifyInstance, ctx: AppCo
         summary: 'Set, change or cancel (null) the scheduled deletion',
         params: AppParam,
         body: SetBody,
+        response: { 200: ScheduleResponse, ...platformErrors(401, 403, 404, 409, 422) },
       },
       handler: async (request) => ({
         data: await schedules().change(principalOf(request).userId, request.params.id, request.body, 'set'),
@@ -59,7 +62,13 @@ export function registerScheduledDeletionRoutes(app: FastifyInstance, ctx: AppCo
     '/api/v1/applications/:id/scheduled-deletion',
     {
       config,
-      schema: { tags, security, summary: 'The scheduled deletion and its warnings', params: AppParam },
+      schema: {
+        tags,
+        security,
+        summary: 'The scheduled deletion and its warnings',
+        params: AppParam,
+        response: { 200: ScheduleResponse, ...platformErrors(401, 403, 404, 422) },
+      },
     },
     async (request) => ({ data: await schedules().view(principalOf(request).userId, request.params.id) }),
   );
@@ -74,6 +83,7 @@ export function registerScheduledDeletionRoutes(app: FastifyInstance, ctx: AppCo
         summary: 'Change the date of an existing schedule (409 without one)',
         params: AppParam,
         body: RescheduleBody,
+        response: { 200: ScheduleResponse, ...platformErrors(401, 403, 404, 409, 422) },
       },
     },
     async (request) => ({
@@ -90,7 +100,13 @@ export function registerScheduledDeletionRoutes(app: FastifyInstance, ctx: AppCo
     '/api/v1/applications/:id/scheduled-deletion/cancel',
     {
       config,
-      schema: { tags, security, summary: 'Cancel an existing schedule (409 without one)', params: AppParam },
+      schema: {
+        tags,
+        security,
+        summary: 'Cancel an existing schedule (409 without one)',
+        params: AppParam,
+        response: { 200: ScheduleResponse, ...platformErrors(401, 403, 404, 409, 422) },
+      },
     },
     async (request) => ({
       data: await schedules().change(principalOf(request).userId, request.params.id, undefined, 'cancel'),
@@ -101,7 +117,14 @@ export function registerScheduledDeletionRoutes(app: FastifyInstance, ctx: AppCo
     '/api/v1/teams/:team/notifications',
     {
       config,
-      schema: { tags: ['notifications'], security, params: TeamParam, querystring: NotificationsQuery },
+      schema: {
+        tags: ['notifications'],
+        security,
+        summary: "The team's notifications (deletion warnings and notices), newest first (limit, before)",
+        params: TeamParam,
+        querystring: NotificationsQuery,
+        response: { 200: NotificationsResponse, ...platformErrors(401, 403, 404, 422) },
+      },
     },
     async (request) => {
       const team = await ctx.identity.requireTeam(principalOf(request).userId, request.params.team);

@@ -4,6 +4,8 @@ import { Type, type Static } from 'typebox';
 import type { AppContext } from '../../../context.js';
 import { createInfrastructureQueries } from '../../../services/infrastructure/queries.js';
 import { principalOf } from '../../types.js';
+import { platformErrors } from '../../schemas/errors.js';
+import { TeamManagedDatabasesResponse, TeamObjectStoragesResponse } from '../../schemas/infrastructure.js';
 
 const TeamRef = Type.Object({ team: Type.String({ minLength: 1, maxLength: 100 }) });
 const tags = ['infrastructure'];
@@ -17,7 +19,13 @@ export function registerTeamResourceRoutes(app: FastifyInstance, ctx: AppContext
     '/api/v1/teams/:team/managed-databases',
     {
       config,
-      schema: { tags, security, summary: "The team's managed databases and their states", params: TeamRef },
+      schema: {
+        tags,
+        security,
+        summary: "The team's managed databases and their states",
+        params: TeamRef,
+        response: { 200: TeamManagedDatabasesResponse, ...platformErrors(401, 403, 404, 422) },
+      },
     },
     async (request) => ({
       data: await queries.listManagedDatabases(principalOf(request).userId, request.params.team),
@@ -28,7 +36,13 @@ export function registerTeamResourceRoutes(app: FastifyInstance, ctx: AppContext
     '/api/v1/teams/:team/object-storage',
     {
       config,
-      schema: { tags, security, summary: "The team's object storage and their states", params: TeamRef },
+      schema: {
+        tags,
+        security,
+        summary: "The team's object storage and their states",
+        params: TeamRef,
+        response: { 200: TeamObjectStoragesResponse, ...platformErrors(401, 403, 404, 422) },
+      },
     },
     async (request) => ({
       data: await queries.listObjectStorages(principalOf(request).userId, request.params.team),
