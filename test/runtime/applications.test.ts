@@ -182,6 +182,15 @@ describe.each(DIALECTS)('running applications (%s)', (dialect) => {
     expect(skip.statusCode).toBe(202);
     const skipped = await waitForDeployment(h.t, appId, data<{ id: number }>(skip).id);
     expect(skipped.status).toBe('success');
+    // The replicas of the same release it replaced drain and stop; the new one keeps serving, untouched.
+    const web = await eventually(async () => {
+      const all = data<Array<{ name: string; state: string; restarts: number }>>(
+        await api('GET', `/api/v1/applications/${appId}/instances`),
+      ).filter((i) => i.name.startsWith('web-'));
+      return all.length === 1 ? all : undefined;
+    });
+    expect(web[0]).toMatchObject({ state: 'running', restarts: 0 });
+    expect(await versionAt(h.edgePort)).toBe('v1');
     const logs = data<Array<{ line: string }>>(
       await api('GET', `/api/v1/applications/${appId}/deployments/${skipped.id}/logs`),
     );

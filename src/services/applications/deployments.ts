@@ -68,6 +68,8 @@ export function createDeploymentService(deps: DeploymentDeps) {
     const timer = setInterval(() => void flush(), 250);
     timer.unref();
     return {
+      /** Stores what was written so far (before the deployment is marked finished). */
+      flush: () => flush(),
       write(text: string) {
         for (const raw of text.split('\n')) {
           const line = raw.replace(/\r$/, '').slice(0, 4000);
@@ -130,6 +132,12 @@ export function createDeploymentService(deps: DeploymentDeps) {
       current = name;
       await setStep(deploymentId, name, step.log);
     };
+    // Every line is stored before the status says the deployment ended: a reader that sees the end
+    // has the whole log.
+    const finish = async (status: 'success' | 'failed' | 'cancelled', error: string | null) => {
+      await log.flush();
+      await repo.finish(deploymentId, status, error, at());
+    };
     const checkAborted = () => {
       if (abort.signal.aborted) throw abort.signal.reason;
     };
@@ -179,7 +187,7 @@ export function createDeploymentService(deps: DeploymentDeps) {
       await driver.rollout(spec, release, step);
       // Past the switch, a cancel no longer undoes anything: the new release serves.
       step.log(`Deployment ${deploymentId} is live`);
-      await repo.finish(deploymentId, 'success', null, at());
+      await finish('success', null);
       await repo.setApplicationStatus(appId, 'active', null, at(), { live_deployment_id: deploymentId });
       await prune(appId, release).catch((error: unknown) =>
         deps.logger.warn({ err: error, appId }, 'pruning releases failed'),
@@ -189,11 +197,7 @@ export function createDeploymentService(deps: DeploymentDeps) {
       const cancelled = reason instanceof DeploymentAborted && reason.message.startsWith('cancelled');
       const message = `${current ? `${current}: ` : ''}${reason instanceof Error ? reason.message : String(reason)}`;
       step.log(`Deployment ${cancelled ? 'cancelled' : 'failed'}: ${message}`);
-      if (cancelled) {
-        await repo.finish(deploymentId, 'cancelled', message, at());
-      } else {
-        await repo.finish(deploymentId, 'failed', message, at());
-      }
+      await finish(cancelled ? 'cancelled' : 'failed', message);
       if (app) {
         // The old release keeps serving; without one the application has failed (or waits for the next).
         const fresh = await infrastructure.findApplication(appId);

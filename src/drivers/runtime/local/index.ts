@@ -69,12 +69,20 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
   // groups after its data dir.
   const cgroupTag = runtimeTag(options.dataDir);
   const apps = new Map<number, RunningApp>();
+  /** Numbers each rollout's replicas (their names, groups and run directories). */
+  let rollouts = 0;
+  /** Each application's OS account, made (or found) once: looking one up spawns `id`, synchronously. */
+  const accounts = new Map<number, ReturnType<typeof ensureAppAccount>>();
   let edge: EdgeProxy | undefined;
   let capabilities: RuntimeCapabilities | undefined;
 
   async function launchContext(app: AppSpec): Promise<LaunchContext> {
     const layout = appLayout(options.dataDir, app.id);
-    const account = ensureAppAccount(app.id, cgroupTag);
+    let account = accounts.get(app.id);
+    if (!accounts.has(app.id)) {
+      account = ensureAppAccount(app.id, cgroupTag);
+      accounts.set(app.id, account);
+    }
     await fs.mkdir(layout.root, { recursive: true, mode: 0o711 });
     await fs.chmod(`${options.dataDir}/apps`, 0o711).catch(() => undefined);
     return { support, cgroupTag, account, layout, nodeDir: await nodeDir(app) };
@@ -140,8 +148,17 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
     entry.routed = new Set(hostnames);
   }
 
-  function newReplica(entry: RunningApp, context: LaunchContext, release: string, index: number): Replica {
-    return new Replica(`web-${release}-${index}`, release, entry.spec, {
+  function newReplica(
+    entry: RunningApp,
+    context: LaunchContext,
+    release: string,
+    index: number,
+    rollout: number,
+  ): Replica {
+    // Unique per rollout: a redeploy of the live release (skip_build, a restart of Berth's replicas)
+    // must not share the memory group or run directory of the replicas it replaces, which go when
+    // those stop.
+    return new Replica(`web-${release}-${rollout}-${index}`, release, entry.spec, {
       context,
       logs: entry.logs,
       command: replicaCommand,
@@ -158,8 +175,10 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
     log?: (line: string) => void,
   ): Promise<Replica[]> {
     const context = await launchContext(entry.spec);
+    rollouts += 1;
+    const rollout = rollouts;
     const fresh = Array.from({ length: Math.max(1, entry.spec.replicas) }, (_, i) =>
-      newReplica(entry, context, release, i),
+      newReplica(entry, context, release, i, rollout),
     );
     try {
       await Promise.all(fresh.map((replica) => replica.start()));
@@ -306,6 +325,7 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
       }
       if (support) await removeTree(support, [cgroupTag, `app-${appId}`]).catch(() => undefined);
       await fs.rm(appLayout(options.dataDir, appId).root, { recursive: true, force: true });
+      accounts.delete(appId);
       removeAppAccount(appId, cgroupTag);
     },
 
