@@ -180,11 +180,19 @@ describe('berth CLI', () => {
     }
   });
 
-  it('a second serve whose port is taken says which flag moves it, for the API, S3 and the edge', async () => {
+  /** A port something else holds, for as long as `use` runs. */
+  async function withTakenPort(use: (port: string) => Promise<void>): Promise<void> {
     const taken = net.createServer();
     await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
-    const port = String((taken.address() as net.AddressInfo).port);
     try {
+      await use(String((taken.address() as net.AddressInfo).port));
+    } finally {
+      taken.close();
+    }
+  }
+
+  it('a second serve whose port is taken says which flag moves it, for the API and for S3', () =>
+    withTakenPort(async (port) => {
       const api = await berth('serve', '--port', port, '--s3-port', '0', '--edge-port', '0');
       expect(api.code).toBe(1);
       expect(api.stderr).toContain(`port ${port} for the API is already in use`);
@@ -193,12 +201,13 @@ describe('berth CLI', () => {
       expect(s3.code).toBe(1);
       expect(s3.stderr).toContain(`port ${port} for the S3 endpoint is already in use`);
       expect(s3.stderr).toContain('--s3-port or BERTH_S3_PORT');
+    }));
+
+  it('a second serve whose edge port is taken says which flag moves it', () =>
+    withTakenPort(async (port) => {
       const edge = await berth('serve', '--port', '0', '--s3-port', '0', '--edge-port', port);
       expect(edge.code).toBe(1);
       expect(edge.stderr).toContain(`port ${port} for the edge proxy (applications) is already in use`);
       expect(edge.stderr).toContain('--edge-port or BERTH_EDGE_PORT');
-    } finally {
-      taken.close();
-    }
-  });
+    }));
 });
