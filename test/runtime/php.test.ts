@@ -211,9 +211,10 @@ describe('PHP applications', () => {
       const instances = (
         await h.t.app.inject({ url: `/api/v1/applications/${shop.id}/instances`, headers: h.t.auth.platform })
       ).json<{ data: Array<{ name: string; state: string }> }>().data;
+      // A replica's name is web-<release>-<rollout>-<index>.
       expect(instances.map((instance) => instance.name).sort()).toEqual([
         'scheduler',
-        `web-${shop.deployment.release}-0`,
+        expect.stringMatching(new RegExp(`^web-${shop.deployment.release}-\\d+-0$`)),
       ]);
     });
 
