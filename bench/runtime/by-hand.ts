@@ -8,7 +8,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { BUILD_COMMAND, freePort, get, START_COMMAND, until } from './harness.js';
+import { freePort } from '../../src/drivers/net/ports.js';
+import { BUILD_COMMAND, get, START_COMMAND, until } from './harness.js';
 
 const run = promisify(execFile);
 

@@ -4,7 +4,6 @@
 // which only works inside the runner); the fixtures are shared.
 import fs from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -280,18 +279,6 @@ export async function until(
     if (Date.now() > end) throw new Error('timed out waiting for an answer');
     await sleep(PROBE_MS);
   }
-}
-
-/** A free loopback port (the kernel's choice; released before the server binds it). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 /** Lines of a deployment's log with their times. */

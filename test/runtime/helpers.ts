@@ -105,16 +105,30 @@ export function edgeRequest(
   port: number,
   host: string,
   pathname = '/',
-  options: { method?: string; agent?: http.Agent; timeoutMs?: number } = {},
+  options: {
+    method?: string;
+    agent?: http.Agent;
+    timeoutMs?: number;
+    /** A form, sent urlencoded (as POST unless `method` says otherwise). */
+    form?: Record<string, string>;
+  } = {},
 ): Promise<EdgeAnswer> {
+  const body = options.form ? new URLSearchParams(options.form).toString() : undefined;
   return new Promise((resolve, reject) => {
     const request = http.request(
       {
         host: '127.0.0.1',
         port,
         path: pathname,
-        method: options.method ?? 'GET',
-        headers: { host },
+        method: options.method ?? (body === undefined ? 'GET' : 'POST'),
+        headers:
+          body === undefined
+            ? { host }
+            : {
+                host,
+                'content-type': 'application/x-www-form-urlencoded',
+                'content-length': Buffer.byteLength(body),
+              },
         agent: options.agent ?? false,
       },
       (response) => {
@@ -134,7 +148,7 @@ export function edgeRequest(
       request.destroy(new Error('edge request timed out')),
     );
     request.on('error', reject);
-    request.end();
+    request.end(body);
   });
 }
 

@@ -5,7 +5,6 @@
 // and Laravel's scheduler, run after run, never two at once, stopped for good.
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
-import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -26,7 +25,6 @@ import {
   startRuntime,
   waitForDeployment,
   type DeploymentView,
-  type EdgeAnswer,
   type RuntimeHarness,
 } from './helpers.js';
 
@@ -53,42 +51,6 @@ function document(name: string, application: Record<string, unknown>, spec: Reco
       domains: [{ domain: `${name}.test` }],
       ...spec,
     },
-  });
-}
-
-/** A form POSTed through the edge, as a browser on `host` sends it. */
-function edgePost(port: number, host: string, pathname: string, form: Record<string, string>) {
-  const body = new URLSearchParams(form).toString();
-  return new Promise<EdgeAnswer>((resolve, reject) => {
-    const request = http.request(
-      {
-        host: '127.0.0.1',
-        port,
-        path: pathname,
-        method: 'POST',
-        headers: {
-          host,
-          'content-type': 'application/x-www-form-urlencoded',
-          'content-length': Buffer.byteLength(body),
-        },
-        agent: false,
-      },
-      (response) => {
-        const chunks: Buffer[] = [];
-        response.on('data', (chunk: Buffer) => chunks.push(chunk));
-        response.on('end', () =>
-          resolve({
-            status: response.statusCode ?? 0,
-            body: Buffer.concat(chunks).toString(),
-            headers: response.headers,
-          }),
-        );
-        response.on('error', reject);
-      },
-    );
-    request.setTimeout(20_000, () => request.destroy(new Error('edge request timed out')));
-    request.on('error', reject);
-    request.end(body);
   });
 }
 
@@ -368,13 +330,16 @@ describe('PHP applications', () => {
     });
 
     it('installs into the database its secrets name', async () => {
-      const installed = await edgePost(h.edgePort, 'blog.test', '/wp-admin/install.php?step=2', {
-        weblog_title: 'Berth Blog',
-        user_name: 'admin',
-        admin_password: 'a long passphrase for berth',
-        admin_password2: 'a long passphrase for berth',
-        admin_email: 'admin@example.com',
-        blog_public: '0',
+      const installed = await edgeRequest(h.edgePort, 'blog.test', '/wp-admin/install.php?step=2', {
+        timeoutMs: 20_000,
+        form: {
+          weblog_title: 'Berth Blog',
+          user_name: 'admin',
+          admin_password: 'a long passphrase for berth',
+          admin_password2: 'a long passphrase for berth',
+          admin_email: 'admin@example.com',
+          blog_public: '0',
+        },
       });
       expect(installed.status).toBe(200);
       expect(installed.body).toContain('WordPress has been installed');

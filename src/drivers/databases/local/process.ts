@@ -4,6 +4,7 @@
 import { execFile, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
+export { freePort } from '../../net/ports.js';
 import path from 'node:path';
 import { isRoot } from '../../os/users.js';
 
@@ -144,19 +145,6 @@ export async function terminate(pid: number, signal: NodeJS.Signals, graceMs = 1
     }
     await waitUntil(() => !isAlive(pid), 5000, `pid ${pid} to die`);
   }
-}
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 /** Whether a port can be bound on loopback right now. */

@@ -7,6 +7,7 @@ import http from 'node:http';
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { AppSpec, InstanceState, InstanceStatus, RuntimeEvent } from '../driver.js';
+import { freePort } from '../../net/ports.js';
 import { AppLogs } from './logs.js';
 import { exitReason, launch, RUN_MOUNT, type LaunchContext, type Launched } from './processes.js';
 
@@ -32,18 +33,6 @@ export interface ReplicaDeps {
   onEvent(event: RuntimeEvent): void;
   /** The replica's serving state changed: the routes are worked out again. */
   onChange(): void;
-}
-
-/** A free loopback port (the kernel's choice; released before the replica binds it). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 /** One health check: 200 on the path within the timeout (Ploi: anything else is a failure). */
