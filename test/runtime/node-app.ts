@@ -7,14 +7,17 @@ const version = fs.readFileSync('version.txt', 'utf8').trim();
 const built = fs.existsSync('built.txt') ? fs.readFileSync('built.txt', 'utf8').trim() : null;
 const mode = fs.existsSync('mode.txt') ? fs.readFileSync('mode.txt', 'utf8').trim() : 'ok';
 let hung = false;
+let hiccups = 0;
 const hold = [];
 http.createServer((req, res) => {
   if (req.url === '/health') {
     if (mode === 'unhealthy') { res.statusCode = 500; return res.end('no'); }
     if (hung) return; // never answers
+    if (hiccups > 0) { hiccups -= 1; res.statusCode = 500; return res.end('hiccup'); }
     return res.end('ok');
   }
   if (req.url === '/hang') { hung = true; return res.end('hanging'); }
+  if (req.url === '/hiccup') { hiccups = 1; return res.end('next check fails'); }
   if (req.url === '/say') { console.log('said by ' + version); return res.end('said'); }
   if (req.url === '/eat') {
     const timer = setInterval(() => hold.push(Buffer.alloc(16 * 1024 * 1024, 1)), 5);

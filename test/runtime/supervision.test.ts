@@ -1,7 +1,9 @@
 // Replicas kept alive (issue 14, health checks): a replica that stops answering its health path is
-// restarted with the reason; with checks disabled the same hang is left alone and reported as not
+// restarted with the reason, by a replacement started beside it at the first failed check (one that
+// recovers gets rid of that replacement); with checks disabled the same hang is left alone and reported as not
 // monitored; one that outgrows its memory limit is killed by the kernel and restarted, the reason
 // shown; one killed by pid comes back. Four applications on one Berth, deployed side by side.
+import fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   applyYaml,
@@ -31,11 +33,33 @@ describe('supervised replicas', () => {
     (await h.t.app.inject({ url, headers: h.t.auth.platform })).json<{ data: T }>().data;
   const instances = (name: string) => get<InstanceView[]>(`/api/v1/applications/${ids.get(name)}/instances`);
   const web = async (name: string) => (await instances(name)).find((i) => i.name.startsWith('web-'))!;
+  const systemLines = async (name: string) =>
+    (
+      await get<Array<{ stream: string; line: string }>>(
+        `/api/v1/applications/${ids.get(name)}/logs?tail=1000`,
+      )
+    )
+      .filter((entry) => entry.stream === 'system')
+      .map((entry) => entry.line);
+  /** The host's processes running as a user id (the application's OS account). */
+  const processesOf = (uid: number) =>
+    fs
+      .readdirSync('/proc')
+      .filter((entry) => /^\d+$/.test(entry))
+      .filter((pid) => {
+        try {
+          const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+          return new RegExp(`^Uid:\\s+${uid}\\s`, 'm').test(status);
+        } catch {
+          return false; // ended meanwhile
+        }
+      });
 
   beforeAll(async () => {
     h = await startRuntime('sqlite');
     const settings: Record<string, Record<string, unknown>> = {
       hang: {},
+      hiccup: {},
       unchecked: { health_check_enabled: false, health_check_path: undefined },
       hungry: { memory: '96Mi' },
       killed: {},
@@ -70,6 +94,42 @@ describe('supervised replicas', () => {
     expect(after.pid).not.toBe(before.pid);
     expect(after.last_restart_reason).toBe('health check on /health failed 2 times in a row');
     expect((await edgeRequest(h.edgePort, 'hang.test', '/')).status).toBe(200);
+    // The replacement was started at the first failed check, before the threshold was reached.
+    const lines = await systemLines('hang');
+    const prepared = lines.indexOf('health check failed; starting a replacement beside it');
+    expect(prepared).toBeGreaterThanOrEqual(0);
+    expect(prepared).toBeLessThan(
+      lines.indexOf('health check on /health failed 2 times in a row; restarting'),
+    );
+  });
+
+  it('drops the replacement started at a failed check when the replica recovers', async () => {
+    const before = await web('hiccup');
+    const { uid } = JSON.parse((await edgeRequest(h.edgePort, 'hiccup.test', '/whoami')).body) as {
+      uid: number;
+    };
+    const running = processesOf(uid).length;
+    expect(running).toBeGreaterThan(0);
+    expect((await edgeRequest(h.edgePort, 'hiccup.test', '/hiccup')).body).toBe('next check fails');
+    await eventually(
+      async () =>
+        (await systemLines('hiccup')).includes('health check failed; starting a replacement beside it'),
+      10_000,
+      'a replacement to be started at the failed check',
+    );
+    await eventually(
+      () => Promise.resolve(processesOf(uid).length > running),
+      5_000,
+      'the replacement to run beside the replica',
+    );
+    // The next check passes: the replacement goes, the replica stays as it was.
+    await eventually(
+      async () => (await web('hiccup')).healthy === true && processesOf(uid).length === running,
+      10_000,
+      'the replacement to be stopped once the replica recovered',
+    );
+    const after = await web('hiccup');
+    expect(after).toMatchObject({ pid: before.pid, restarts: 0, state: 'running' });
   });
 
   it('leaves a hung replica alone when health checks are disabled, and reports it as not monitored', async () => {

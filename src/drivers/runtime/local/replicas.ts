@@ -61,6 +61,16 @@ function portOpen(port: number): Promise<boolean> {
   });
 }
 
+/** One launched process of a replica, with the port and run directory it was given. */
+interface Launch {
+  launched: Launched;
+  port: number;
+  runDir: string;
+  /** Resolves once the process has ended and its exit was handled. */
+  exited: Promise<void>;
+  dead: boolean;
+}
+
 export class Replica {
   state: InstanceState = 'starting';
   port: number | null = null;
@@ -68,14 +78,19 @@ export class Replica {
   lastRestartReason: string | null = null;
   healthy: boolean | null = null;
   startedAt: Date | null = null;
-  private launched: Launched | undefined;
-  private generation = 0;
+  /** The process the replica stands for (after a crash: the one that crashed, until the restart). */
+  private current: Launch | undefined;
+  /**
+   * A process started beside this one at its first failed check, so that a replica restarted for its
+   * health serves again when the threshold is reached rather than a start command later.
+   */
+  private successor: Promise<Launch | undefined> | undefined;
+  private launches = 0;
   private stopping = false;
   private failures = 0;
   private backoffMs = BACKOFF_START_MS;
   private liveness: NodeJS.Timeout | undefined;
   private restartTimer: NodeJS.Timeout | undefined;
-  private exited: Promise<void> = Promise.resolve();
   /** Why the process last ended by itself. */
   private exitReason: string | undefined;
 
@@ -87,7 +102,7 @@ export class Replica {
   ) {}
 
   get pid(): number | null {
-    return this.launched?.process.pid ?? null;
+    return this.current?.launched.process.pid ?? null;
   }
 
   /** Whether the edge may send it requests. */
@@ -99,10 +114,24 @@ export class Replica {
   async start(): Promise<void> {
     this.stopping = false;
     this.exitReason = undefined;
-    this.generation += 1;
+    // A restart reuses the run directory of the process it replaces, which has ended.
+    this.adopt(await this.spawn(this.current?.runDir ?? this.deps.context.layout.run(this.name)));
+    this.state = 'starting';
+    this.healthy = null;
+  }
+
+  /** Makes `launch` the replica's process. */
+  private adopt(launch: Launch): void {
+    this.current = launch;
+    this.port = launch.port;
+    this.failures = 0;
+    this.startedAt = new Date();
+  }
+
+  /** Starts a process of the replica on a free port, its files in `runDir`. */
+  private async spawn(runDir: string): Promise<Launch> {
     const port = await freePort();
     const { command, env, files } = this.deps.command(this.app, port);
-    const runDir = this.deps.context.layout.run(this.name);
     await fs.rm(runDir, { recursive: true, force: true });
     // The parent searchable by the application's account (a bind source must be reachable).
     await fs.mkdir(this.deps.context.layout.runs, { recursive: true, mode: 0o711 });
@@ -115,8 +144,9 @@ export class Replica {
       await fs.chown(runDir, account.uid, account.gid);
       for (const file of Object.keys(files)) await fs.chown(`${runDir}/${file}`, account.uid, account.gid);
     }
+    this.launches += 1;
     const launched = await launch(this.app, this.deps.context, {
-      instance: `${this.name}-${this.generation}`,
+      instance: `${this.name}-${this.launches}`,
       release: this.release,
       command,
       env,
@@ -124,32 +154,30 @@ export class Replica {
       withVolumes: true,
       runDir,
     });
-    this.launched = launched;
-    this.port = port;
-    this.state = 'starting';
-    this.healthy = null;
-    this.failures = 0;
-    this.startedAt = new Date();
     const { logs } = this.deps;
     const out = AppLogs.splitter((line) => logs.add(this.name, 'stdout', line));
     const err = AppLogs.splitter((line) => logs.add(this.name, 'stderr', line));
     launched.process.stdout.on('data', (chunk: Buffer) => out.write(chunk));
     launched.process.stderr.on('data', (chunk: Buffer) => err.write(chunk));
-    const generation = this.generation;
-    this.exited = launched.process.exited.then(async (exit) => {
+    const started: Launch = { launched, port, runDir, exited: Promise.resolve(), dead: false };
+    started.exited = launched.process.exited.then(async (exit) => {
       out.end();
       err.end();
       // Read before the group goes: its OOM counter says whether the kernel killed it.
       const ended = await exitReason(launched, exit, this.app.memoryBytes).catch(() => undefined);
       await launched.group?.remove().catch(() => undefined);
-      if (this.stopping || generation !== this.generation) return;
+      started.dead = true;
+      // Ended on purpose (a stop, a kill for a restart), or a successor that was never adopted.
+      if (this.stopping || started !== this.current) return;
       this.onExit(ended?.reason ?? `exited with ${exit.code ?? exit.signal}`, ended?.oom ?? false);
     });
+    return started;
   }
 
   private onExit(reason: string, oom: boolean): void {
     this.exitReason = reason;
     this.stopLiveness();
+    void this.dropSuccessor();
     this.state = 'crashed';
     this.port = null;
     this.deps.onChange();
@@ -174,30 +202,45 @@ export class Replica {
     this.restarts += 1;
     this.lastRestartReason = reason;
     this.state = 'restarting';
+    await this.start().then(
+      () => this.serveAgain(reason),
+      (error: unknown) => this.notReady(error),
+    );
+  }
+
+  /** Waits for the restarted process's readiness, then serves and watches it. */
+  private async serveAgain(reason: string): Promise<void> {
     try {
-      await this.start();
       await this.waitReady(AbortSignal.timeout(10 * 60_000));
       this.deps.onEvent({ appId: this.app.id, kind: 'restarted', instance: this.name, message: reason });
       this.watch();
     } catch (error) {
-      // It did not come up: its exit handler (or the next check) schedules the next attempt.
-      if (!this.stopping && this.port !== null)
-        this.deps.logs.add(this.name, 'system', `did not become ready: ${(error as Error).message}`);
+      this.notReady(error);
     }
+  }
+
+  private notReady(error: unknown): void {
+    // It did not come up: its exit handler (or the next check) schedules the next attempt.
+    if (!this.stopping && this.port !== null)
+      this.deps.logs.add(this.name, 'system', `did not become ready: ${(error as Error).message}`);
+  }
+
+  /** Whether the process on `port` is ready: 200 on the health path, or listening with checks disabled. */
+  private probe(port: number): Promise<boolean> {
+    const { health } = this.app;
+    const host = this.app.hostnames[0] ?? 'localhost';
+    return health.enabled ? checkHealth(port, health.path, host, health.timeoutMs) : portOpen(port);
   }
 
   /** Resolves when the replica passes its readiness check; rejects when it exits or `signal` aborts. */
   async waitReady(signal: AbortSignal, log?: (line: string) => void): Promise<void> {
     const { health } = this.app;
-    const host = this.app.hostnames[0] ?? 'localhost';
     let said = false;
     for (;;) {
       if (signal.aborted) throw signal.reason;
       if (this.state === 'crashed' || this.stopping || this.port === null)
         throw new Error(`${this.name} ${this.exitReason ?? 'stopped'} before it became ready`);
-      const ok = health.enabled
-        ? await checkHealth(this.port, health.path, host, health.timeoutMs)
-        : await portOpen(this.port);
+      const ok = await this.probe(this.port);
       if (ok && this.state === 'starting') {
         this.state = 'running';
         this.healthy = health.enabled ? true : null;
@@ -228,10 +271,11 @@ export class Replica {
       const port = this.port;
       if (port === null) return;
       void checkHealth(port, health.path, host, health.timeoutMs).then((ok) => {
-        if (this.stopping || this.port !== port) return;
+        if (this.stopping || this.port !== port || this.liveness === undefined) return;
         if (ok) {
           this.failures = 0;
           this.healthy = true;
+          void this.dropSuccessor();
           if (this.state === 'unhealthy') {
             this.state = 'running';
             this.deps.onChange();
@@ -249,7 +293,9 @@ export class Replica {
           this.deps.logs.add(this.name, 'system', `${reason}; restarting`);
           this.deps.onEvent({ appId: this.app.id, kind: 'unhealthy', instance: this.name, message: reason });
           this.stopLiveness();
-          void this.kill().then(() => this.restart(reason));
+          void this.replace(reason);
+        } else if (this.failures === 1) {
+          this.prepareSuccessor();
         }
       });
     }, health.intervalMs);
@@ -261,17 +307,66 @@ export class Replica {
     this.liveness = undefined;
   }
 
-  /** Kills the current process (for a restart), without reporting it as a crash. */
-  private async kill(): Promise<void> {
-    this.generation += 1;
-    const launched = this.launched;
+  /** Starts a replacement beside the current process, used if the failures reach the threshold. */
+  private prepareSuccessor(): void {
+    if (this.successor || this.stopping || !this.current) return;
+    const layout = this.deps.context.layout;
+    const primary = layout.run(this.name);
+    // Two run directories per replica: the current process's and its successor's.
+    const runDir = this.current.runDir === primary ? layout.run(`${this.name}.next`) : primary;
+    this.deps.logs.add(this.name, 'system', 'health check failed; starting a replacement beside it');
+    this.successor = this.spawn(runDir).catch((error: unknown) => {
+      this.deps.logs.add(this.name, 'system', `replacement did not start: ${(error as Error).message}`);
+      return undefined;
+    });
+  }
+
+  /** Stops a successor that is not needed (the replica recovered, crashed or is stopping). */
+  private async dropSuccessor(): Promise<void> {
+    const successor = this.successor;
+    this.successor = undefined;
+    const launch = await successor;
+    if (launch) await this.terminate(launch, 0);
+  }
+
+  /** Replaces the process that failed its checks by its successor (else by a fresh one) and waits until it serves. */
+  private async replace(reason: string): Promise<void> {
+    const successor = this.successor;
+    this.successor = undefined;
+    const next = await successor;
+    const old = this.current;
+    this.current = undefined;
     this.port = null;
     this.state = 'restarting';
     this.deps.onChange();
-    if (!launched) return;
-    launched.process.kill('SIGKILL');
-    await launched.process.exited.catch(() => undefined);
-    await launched.group?.remove().catch(() => undefined);
+    if (this.stopping) {
+      if (next) await this.terminate(next, 0);
+      return;
+    }
+    if (old) await this.terminate(old, 0);
+    if (!next || next.dead) {
+      if (next) await this.terminate(next, 0);
+      await this.restart(reason);
+      return;
+    }
+    this.restarts += 1;
+    this.lastRestartReason = reason;
+    this.adopt(next);
+    this.state = 'starting';
+    this.healthy = null;
+    // Started at the first failed check: usually ready by now, so the first probe passes.
+    await this.serveAgain(reason);
+  }
+
+  /** Ends a process that is not (or no longer) the replica's: SIGTERM, SIGKILL after `drainMs`. */
+  private async terminate(launch: Launch, drainMs: number): Promise<void> {
+    const { process } = launch.launched;
+    process.kill(drainMs > 0 ? 'SIGTERM' : 'SIGKILL');
+    const killed = drainMs > 0 ? setTimeout(() => process.kill('SIGKILL'), drainMs) : undefined;
+    await process.exited.catch(() => undefined);
+    clearTimeout(killed);
+    await launch.exited;
+    await fs.rm(launch.runDir, { recursive: true, force: true });
   }
 
   /** SIGTERM, then SIGKILL after `drainMs`; resolves when the process and its group are gone. */
@@ -280,16 +375,9 @@ export class Replica {
     this.state = 'stopping';
     this.stopLiveness();
     if (this.restartTimer) clearTimeout(this.restartTimer);
-    const launched = this.launched;
+    const current = this.current;
     this.port = null;
-    if (!launched) return;
-    launched.process.kill('SIGTERM');
-    const killed = setTimeout(() => launched.process.kill('SIGKILL'), drainMs);
-    await launched.process.exited.catch(() => undefined);
-    clearTimeout(killed);
-    await this.exited;
-    await launched.group?.remove().catch(() => undefined);
-    await fs.rm(this.deps.context.layout.run(this.name), { recursive: true, force: true });
+    await Promise.all([this.dropSuccessor(), current ? this.terminate(current, drainMs) : undefined]);
   }
 
   status(): InstanceStatus {
