@@ -10,6 +10,7 @@ import { registerInputGuard } from './http/plugins/input.js';
 import { registerOwnershipCheck } from './http/plugins/ownership.js';
 import { registerResponseCheck } from './http/plugins/response-check.js';
 import { registerIdentityRoutes } from './http/routes/platform/identity.js';
+import { registerAccountRoutes } from './http/routes/platform/accounts.js';
 import { registerApplicationRoutes } from './http/routes/platform/applications.js';
 import { registerRuntimeRoutes } from './http/routes/platform/runtime.js';
 import { registerInfrastructureRoutes } from './http/routes/platform/infrastructure.js';
@@ -79,6 +80,12 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
           bearer: { type: 'http', scheme: 'bearer', description: 'Platform API token' },
           toolsKey: { type: 'apiKey', in: 'header', name: 'Authorization', description: 'Raw tools API key' },
           basic: { type: 'http', scheme: 'basic', description: 'Managed-database API credentials' },
+          session: {
+            type: 'apiKey',
+            in: 'cookie',
+            name: 'berth_session',
+            description: 'Browser session from POST /api/v1/auth/sign-in; writes also send X-CSRF-Token',
+          },
         },
       },
     },
@@ -94,6 +101,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
 
   registerSystemRoutes(app, ctx);
   registerIdentityRoutes(app, ctx);
+  registerAccountRoutes(app, ctx);
   registerToolsRoutes(app, ctx);
   registerManagedDatabaseApiRoutes(app, ctx);
   registerDbOperationRoutes(app, ctx);

@@ -9,6 +9,7 @@ import type { ManagedDatabaseDriver } from './drivers/databases/types.js';
 import { createSmtpMailer, defaultSender, type Mailer } from './drivers/mail/index.js';
 import type { ObjectStorageDriver } from './drivers/objectstorage/driver.js';
 import { createLocalObjectStorageDriver } from './drivers/objectstorage/local/index.js';
+import { createAccountsService, type AccountsService } from './services/accounts.js';
 import { createApplyService, type ApplyService } from './services/infrastructure/apply.js';
 import { createDbOperationRequests, type DbOperationRequests } from './services/db-operations/requests.js';
 import {
@@ -57,6 +58,8 @@ export interface Services {
   readonly deployments: DeploymentService;
   /** The platform API's use cases on running applications. */
   readonly applications: RuntimeService;
+  /** People signing in: passwords, sessions, sign-in links; team membership changes. */
+  readonly accounts: AccountsService;
   /** Polls the job runner at once; the lifecycle sets it when the runner starts. */
   readonly jobs: { wake(): void };
 }
@@ -199,6 +202,17 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
       validationHooks: { objectStorageEntry: (entry) => objectStorage().problems(entry) },
     }),
   );
+  const accounts = once(() =>
+    createAccountsService({
+      db: ctx.db,
+      clock: ctx.clock,
+      logger: ctx.logger,
+      secretBox: ctx.secretBox,
+      identity: ctx.identity,
+      mailer,
+      publicUrl: config.publicUrl,
+    }),
+  );
   const schedules = once(() =>
     createScheduleService({ db: ctx.db, clock: ctx.clock, identity: ctx.identity }),
   );
@@ -233,6 +247,9 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
     },
     get applications() {
       return applications();
+    },
+    get accounts() {
+      return accounts();
     },
     jobs,
     applicationCleanups,

@@ -11,8 +11,12 @@ const HELP = `berth — self-hostable cloud platform
 
 Usage:
   berth serve [flags]                 start the API server and its background work
-  berth admin create-user --email E --team T [--role owner|member]
-                                      create a user (and the team if needed); prints its credentials as JSON
+  berth admin create-user --email E --team T [--role owner|member] [--password-stdin] [--sign-in-link]
+                                      create a user (and the team if needed); prints its credentials as JSON,
+                                      with a first sign-in link if asked; the password is read from stdin
+  berth admin set-password --email E  set a user's password, read from stdin (their other sessions go on)
+  berth admin sign-in-link --email E  print a one-time sign-in link for the user (valid 15 minutes)
+  berth admin outbox --email E        the account mail (sign-in links, invitations) not sent by SMTP
   berth admin create-credential --email E --kind api_token|tools_key|db_api [--name N]
                                       issue one more credential; prints it once as JSON
   berth admin list-credentials --email E
@@ -45,6 +49,15 @@ function overridesFrom(values: Record<string, unknown>): ConfigOverrides {
   return overrides;
 }
 
+/** A secret given on standard input (never as an argument, which `ps` shows), without its final newline. */
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks)
+    .toString('utf8')
+    .replace(/\r?\n$/, '');
+}
+
 function fail(message: string): never {
   process.stderr.write(`berth: ${message}\n`);
   process.exit(2);
@@ -64,6 +77,8 @@ async function main(argv: string[]): Promise<void> {
       name: { type: 'string' },
       id: { type: 'string' },
       credits: { type: 'string' },
+      'password-stdin': { type: 'boolean' },
+      'sign-in-link': { type: 'boolean' },
     },
   });
   const [command, sub, arg] = positionals;
@@ -97,7 +112,29 @@ async function main(argv: string[]): Promise<void> {
         if (!values.email || !values.team) fail('--email and --team are required');
         const role = (values.role ?? 'owner') as Role;
         if (role !== 'owner' && role !== 'member') fail('--role must be owner or member');
-        print(await ctx.identity.createUser({ email: values.email, team: values.team, role }));
+        const password = values['password-stdin'] ? await readStdin() : undefined;
+        const created = await ctx.identity.createUser({ email: values.email, team: values.team, role });
+        if (password !== undefined) await ctx.services.accounts.forcePassword(created.user_id, password);
+        const link = values['sign-in-link']
+          ? await ctx.services.accounts.signInLinkFor(created.user_id)
+          : undefined;
+        print({ ...created, ...(link ? { sign_in_link: link } : {}) });
+        break;
+      }
+      case 'set-password': {
+        const user = await userByEmail();
+        await ctx.services.accounts.forcePassword(user.id, await readStdin());
+        print({ email: user.email, password: 'set' });
+        break;
+      }
+      case 'sign-in-link': {
+        const user = await userByEmail();
+        print({ email: user.email, sign_in_link: await ctx.services.accounts.signInLinkFor(user.id) });
+        break;
+      }
+      case 'outbox': {
+        const user = await userByEmail();
+        print(await ctx.services.accounts.unsentMail(user.id));
         break;
       }
       case 'create-credential': {
@@ -150,7 +187,14 @@ async function main(argv: string[]): Promise<void> {
 
 main(process.argv.slice(2)).catch((error: unknown) => {
   if (error instanceof ConfigError) fail(error.message);
-  process.stderr.write(`berth: ${error instanceof Error ? error.message : String(error)}\n`);
+  // A refused value names its field (`password: A password has at least 10 characters`).
+  const fields = (error as { errors?: Record<string, string[]> }).errors;
+  const detail = fields
+    ? Object.entries(fields)
+        .map(([field, messages]) => `${field}: ${messages.join('; ')}`)
+        .join('\n')
+    : undefined;
+  process.stderr.write(`berth: ${detail ?? (error instanceof Error ? error.message : String(error))}\n`);
   process.exit(1);
 });
 

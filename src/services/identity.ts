@@ -10,8 +10,11 @@ import { constantTimeEqual, sha256 } from '../crypto/secret-box.js';
 
 export interface Principal {
   userId: number;
+  /** The credential presented; 0 for a browser session. */
   credentialId: number;
   kind: CredentialKind;
+  /** Set when the caller is a browser session (cookie) rather than a token. */
+  sessionId?: number;
 }
 
 export interface IssuedCredential {

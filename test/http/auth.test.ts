@@ -5,7 +5,15 @@ import { DIALECTS } from '../helpers/store.js';
 import { authHeaders, createTestApp, type TestApp } from '../helpers/app.js';
 import type { CreatedUser } from '../../src/services/identity.js';
 
-const OPEN = ['/healthz', '/readyz', '/openapi.json'];
+const OPEN = [
+  '/healthz',
+  '/readyz',
+  '/openapi.json',
+  // Signing in (test/http/accounts.test.ts): a password or a link token is what they check.
+  '/api/v1/auth/sign-in',
+  '/api/v1/auth/sign-in-links',
+  '/api/v1/auth/sign-in-links/consume',
+];
 
 describe.each(DIALECTS)('authentication (%s)', (dialect) => {
   let t: TestApp;
@@ -19,7 +27,7 @@ describe.each(DIALECTS)('authentication (%s)', (dialect) => {
   });
   afterAll(() => t.close());
 
-  it('only probes, the OpenAPI document and the docs UI are open', () => {
+  it('only probes, the OpenAPI document, the docs UI and the sign-in routes are open', () => {
     const open = t.app.routeTable.filter((r) => r.auth === 'none').map((r) => r.url);
     for (const url of open)
       expect(OPEN.includes(url) || url.startsWith('/docs') || url.startsWith('/schemas/')).toBe(true);

@@ -11,6 +11,20 @@ const ROOT = path.resolve(import.meta.dirname, '../..');
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-cli-'));
 const env = { ...process.env, BERTH_DATA_DIR: dataDir, BERTH_LOG_LEVEL: 'silent' };
 
+/** Runs `berth` with `input` on its standard input (a password never goes on the command line). */
+function berthWithInput(
+  input: string,
+  ...args: string[]
+): Promise<{ stdout: string; stderr: string; code: number }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/index.ts', ...args], { cwd: ROOT, env });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  child.stdin.end(input);
+  return new Promise((resolve) => child.on('close', (code) => resolve({ stdout, stderr, code: code ?? 1 })));
+}
+
 async function berth(...args: string[]): Promise<{ stdout: string; stderr: string; code: number }> {
   try {
     const { stdout, stderr } = await execFileAsync(
@@ -81,6 +95,40 @@ describe('berth CLI', () => {
     expect((JSON.parse(listed.stdout) as unknown[]).length).toBe(4);
     const revoked = await berth('admin', 'revoke-credential', '--id', String(credential.id));
     expect(JSON.parse(revoked.stdout)).toEqual({ revoked: credential.id });
+  });
+
+  it('sets a password from standard input and prints sign-in links; account mail waits in the outbox', async () => {
+    const created = await berthWithInput(
+      'a long enough password\n',
+      'admin',
+      'create-user',
+      '--email',
+      'signin@example.com',
+      '--team',
+      'signin',
+      '--password-stdin',
+      '--sign-in-link',
+    );
+    expect(created.code).toBe(0);
+    const user = JSON.parse(created.stdout) as { sign_in_link: string; user_id: number };
+    expect(user.sign_in_link).toMatch(/^http:\/\/[^/]+\/sign-in\/link#token=[A-Za-z0-9_-]{43}$/);
+    expect(created.stdout).not.toContain('a long enough password');
+
+    const set = await berthWithInput(
+      'another long password',
+      'admin',
+      'set-password',
+      '--email',
+      'signin@example.com',
+    );
+    expect(JSON.parse(set.stdout)).toEqual({ email: 'signin@example.com', password: 'set' });
+
+    const link = await berth('admin', 'sign-in-link', '--email', 'signin@example.com');
+    expect(JSON.parse(link.stdout)).toMatchObject({
+      sign_in_link: expect.stringContaining('#token=') as string,
+    });
+    const outbox = await berth('admin', 'outbox', '--email', 'signin@example.com');
+    expect(JSON.parse(outbox.stdout)).toEqual([]);
   });
 
   it('sets one user’s monthly tools allowance, and back to the default', async () => {

@@ -14,6 +14,7 @@ import * as m011 from './011_s3_features.js';
 import * as m017 from './017_user_credit_allowance.js';
 import * as m018 from './018_s3_checksums.js';
 import * as m019 from './019_runtime.js';
+import * as m020 from './020_accounts.js';
 
 type DialectMigration = { up(db: Kysely<unknown>, dialect: Dialect): Promise<void> };
 
@@ -31,6 +32,7 @@ const MIGRATIONS: Record<string, DialectMigration> = {
   '017_user_credit_allowance': m017,
   '018_s3_checksums': m018,
   '019_runtime': m019,
+  '020_accounts': m020,
 };
 
 export async function migrateToLatest(db: Kysely<unknown>, dialect: Dialect): Promise<void> {

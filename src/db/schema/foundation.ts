@@ -12,6 +12,8 @@ export interface UsersTable {
   created_at: string;
   /** The user's monthly tools credits; null: the server-wide default (BERTH_TOOLS_MONTHLY_CREDITS). */
   tools_monthly_credits: number | null;
+  /** scrypt hash (src/crypto/passwords.ts); null: no password, sign-in by link only. */
+  password_hash: string | null;
 }
 
 export interface TeamsTable {
@@ -77,6 +79,45 @@ export interface AuditLogTable {
   details: string;
 }
 
+/** A browser session (cookie); the token is stored as its sha256 only. */
+export interface SessionsTable {
+  id: Generated<number>;
+  user_id: number;
+  token_hash: string;
+  user_agent: string;
+  address: string;
+  created_at: string;
+  last_seen_at: string;
+  expires_at: string;
+  revoked_at: string | null;
+}
+
+/** A one-time sign-in link; the token is stored as its sha256 only. */
+export interface SignInLinksTable {
+  id: Generated<number>;
+  user_id: number;
+  token_hash: string;
+  created_at: string;
+  expires_at: string;
+  used_at: string | null;
+}
+
+export type AccountMailState = 'outbox' | 'sent' | 'failed';
+
+/** Mail to one person about their account (a sign-in link, an invitation); never team-visible. */
+export interface AccountMailTable {
+  id: Generated<number>;
+  user_id: number;
+  recipient: string;
+  subject: string;
+  /** Sealed by the secret box: the body carries a sign-in link. */
+  body_encrypted: string;
+  state: AccountMailState;
+  last_error: string | null;
+  created_at: string;
+  sent_at: string | null;
+}
+
 export interface FoundationTables {
   users: UsersTable;
   teams: TeamsTable;
@@ -85,4 +126,7 @@ export interface FoundationTables {
   settings: SettingsTable;
   jobs: JobsTable;
   audit_log: AuditLogTable;
+  sessions: SessionsTable;
+  sign_in_links: SignInLinksTable;
+  account_mail: AccountMailTable;
 }

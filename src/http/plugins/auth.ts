@@ -1,10 +1,16 @@
 // Authentication by route: each route names the one kind of credential it accepts, so a credential
-// of another kind is simply unknown there (401). Then a per-credential rate limit.
+// of another kind is simply unknown there (401). Platform routes also take a browser session
+// (cookie), whose writes must carry its CSRF token. Then a per-credential rate limit.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { AppContext } from '../../context.js';
 import { AppError } from '../../domain/errors.js';
+import { createWindows } from '../../domain/rate-windows.js';
 import type { CredentialKind } from '../../db/schema/foundation.js';
 import type { Principal } from '../../services/identity.js';
+import { readCookie, SESSION_COOKIE } from '../cookies.js';
+
+/** Methods a cross-site page could make a browser send with its cookie, and that change things. */
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 const CHALLENGE: Record<CredentialKind, string> = {
   api_token: 'Bearer realm="berth"',
@@ -64,37 +70,12 @@ export function parseAuthorization(
   return { id: decoded.slice(0, colon), secret: decoded.slice(colon + 1) };
 }
 
-/** Fixed one-minute windows per key; memory is bounded by pruning old windows. */
-function createWindows() {
-  const windows = new Map<string | number, { start: number; count: number }>();
-  const current = (key: string | number, now: number) => {
-    const start = now - (now % 60_000);
-    let window = windows.get(key);
-    if (!window || window.start !== start) {
-      if (windows.size > 100_000) windows.clear();
-      window = { start, count: 0 };
-      windows.set(key, window);
-    }
-    return window;
-  };
-  return {
-    /** Seconds until the key's window ends when it already holds `limit` events, else undefined. */
-    full(key: string | number, limit: number, now: number): number | undefined {
-      const window = current(key, now);
-      return window.count >= limit ? Math.ceil((window.start + 60_000 - now) / 1000) : undefined;
-    },
-    add(key: string | number, now: number): void {
-      current(key, now).count += 1;
-    },
-  };
-}
-
 function createRateLimiter(perMinute: number) {
   const windows = createWindows();
-  return (credentialId: number, now: number): number | undefined => {
+  return (key: string | number, now: number): number | undefined => {
     if (perMinute <= 0) return undefined;
-    windows.add(credentialId, now);
-    return windows.full(credentialId, perMinute + 1, now);
+    windows.add(key, now);
+    return windows.full(key, perMinute + 1, now);
   };
 }
 
@@ -123,6 +104,30 @@ export function registerAuth(app: FastifyInstance, ctx: AppContext): void {
     const blockedAddress = failures.full(address, AUTH_FAILURES_PER_ADDRESS, now);
     if (blockedAddress !== undefined) {
       throw rateLimited(blockedAddress, 'Too many failed authentications from this address. Retry later.');
+    }
+    const sessionToken =
+      kind === 'api_token' && request.headers.authorization === undefined
+        ? readCookie(request.headers.cookie, SESSION_COOKIE)
+        : undefined;
+    if (sessionToken !== undefined) {
+      const session = await ctx.services.accounts.authenticateSession(sessionToken);
+      if (!session) {
+        failures.add(address, now);
+        throw unauthenticated(kind, 'Unauthenticated. Your session has ended: sign in again.');
+      }
+      if (
+        !SAFE_METHODS.has(request.method) &&
+        !ctx.services.accounts.checkCsrf(sessionToken, request.headers['x-csrf-token'] as string | undefined)
+      ) {
+        throw new AppError(
+          'forbidden',
+          'A change made with a session cookie needs the X-CSRF-Token header (csrf_token from the sign-in answer or GET /api/v1/auth/session).',
+        );
+      }
+      request.principal = { userId: session.userId, credentialId: 0, kind, sessionId: session.sessionId };
+      const retryAfter = limit(`session:${session.sessionId}`, now);
+      if (retryAfter !== undefined) throw rateLimited(retryAfter, 'Too many requests. Slow down.');
+      return;
     }
     let presented: { id: string; secret?: string };
     try {

@@ -1,0 +1,381 @@
+// Signing in and out (password or one-time link), the caller's browser sessions and password, and the
+// team changes owners make. A sign-in answers with a session cookie (HttpOnly) and the CSRF token its
+// writes must carry; API tokens keep working beside it. See docs/api/accounts.md.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { Type, type Static } from 'typebox';
+import type { AppContext } from '../../../context.js';
+import { AppError } from '../../../domain/errors.js';
+import { csrfTokenOf, SESSION_DAYS, type SignedIn } from '../../../services/accounts.js';
+import { clearedSessionCookie, readCookie, SESSION_COOKIE, sessionCookie } from '../../cookies.js';
+import { Data, NoContent, OneOf, Timestamp } from '../../schemas/common.js';
+import { platformErrors } from '../../schemas/errors.js';
+import { principalOf } from '../../types.js';
+
+const tags = ['accounts'];
+const security: Array<Record<string, string[]>> = [{ bearer: [] }, { session: [] }];
+const Role = OneOf(['owner', 'member']);
+
+const Email = Type.String({ minLength: 3, maxLength: 320 });
+const SignInBody = Type.Object(
+  { email: Email, password: Type.String({ minLength: 1, maxLength: 1000 }) },
+  { additionalProperties: false },
+);
+const LinkRequestBody = Type.Object({ email: Email }, { additionalProperties: false });
+const LinkBody = Type.Object(
+  { token: Type.String({ minLength: 20, maxLength: 200 }) },
+  { additionalProperties: false },
+);
+const PasswordBody = Type.Object(
+  {
+    password: Type.String({ minLength: 1, maxLength: 1000 }),
+    current_password: Type.Optional(Type.String({ minLength: 1, maxLength: 1000 })),
+  },
+  { additionalProperties: false },
+);
+const TeamBody = Type.Object(
+  { name: Type.String({ minLength: 1, maxLength: 100 }) },
+  { additionalProperties: false },
+);
+const InviteBody = Type.Object({ email: Email, role: Type.Optional(Role) }, { additionalProperties: false });
+const RoleBody = Type.Object({ role: Role }, { additionalProperties: false });
+const TeamParam = Type.Object({ team: Type.String({ minLength: 1, maxLength: 100 }) });
+const MemberParams = Type.Object({
+  team: Type.String({ minLength: 1, maxLength: 100 }),
+  user: Type.Integer({ minimum: 1 }),
+});
+const IdParam = Type.Object({ id: Type.Integer({ minimum: 1 }) });
+
+const Session = Type.Object({
+  id: Type.Integer(),
+  created_at: Timestamp,
+  last_seen_at: Timestamp,
+  expires_at: Timestamp,
+  user_agent: Type.String(),
+  address: Type.String(),
+  current: Type.Boolean({ description: 'The session this call was made with' }),
+});
+const SignedInResponse = Data(
+  Type.Object({
+    user: Type.Object({ id: Type.Integer(), email: Type.String() }),
+    session: Session,
+    csrf_token: Type.String({ description: 'Send as X-CSRF-Token with every change made with the cookie' }),
+  }),
+  'Signed in: the session cookie is set (HttpOnly); keep csrf_token for writes',
+);
+const Member = Type.Object({ id: Type.Integer(), email: Type.String(), role: Role });
+const TeamCreated = Data(
+  Type.Object({ id: Type.Integer(), name: Type.String(), created_at: Timestamp, role: Role }),
+  'The new team; the caller is its owner',
+);
+const Accepted = Data(Type.Object({ message: Type.String() }), 'Accepted');
+
+export function registerAccountRoutes(app: FastifyInstance, ctx: AppContext): void {
+  const accounts = () => ctx.services.accounts;
+  const secureCookies = ctx.config.publicUrl.startsWith('https:');
+  const open = { auth: 'none' as const };
+  const signedIn = { auth: 'api_token' as const };
+
+  const clientOf = (request: FastifyRequest) => ({
+    address: request.ip,
+    userAgent: String(request.headers['user-agent'] ?? ''),
+  });
+
+  /** A sign-in posted from another site's page (login CSRF) is refused. */
+  function refuseForeignOrigin(request: FastifyRequest): void {
+    const origin = request.headers.origin;
+    if (origin === undefined || origin === 'null') return;
+    let host: string | undefined;
+    try {
+      host = new URL(origin).host;
+    } catch {
+      host = undefined;
+    }
+    if (host !== request.headers.host)
+      throw new AppError(
+        'forbidden',
+        'Sign in from Berth’s own pages: this request came from another origin.',
+      );
+  }
+
+  function answerSignedIn(request: FastifyRequest, reply: FastifyReply, signed: SignedIn) {
+    const secure = secureCookies || request.protocol === 'https';
+    reply.header('set-cookie', sessionCookie(signed.token, { secure, maxAgeSeconds: SESSION_DAYS * 86_400 }));
+    reply.header('cache-control', 'no-store');
+    return {
+      data: {
+        user: signed.user,
+        session: { ...signed.session, current: true },
+        csrf_token: signed.csrfToken,
+      },
+    };
+  }
+
+  app.post<{ Body: Static<typeof SignInBody> }>(
+    '/api/v1/auth/sign-in',
+    {
+      config: open,
+      schema: {
+        tags,
+        summary: 'Sign in with e-mail and password: sets the session cookie',
+        body: SignInBody,
+        response: { 200: SignedInResponse, ...platformErrors(401, 403, 422) },
+      },
+    },
+    async (request, reply) => {
+      refuseForeignOrigin(request);
+      const signed = await accounts().signInWithPassword(request.body, clientOf(request));
+      return answerSignedIn(request, reply, signed);
+    },
+  );
+
+  app.post<{ Body: Static<typeof LinkRequestBody> }>(
+    '/api/v1/auth/sign-in-links',
+    {
+      config: open,
+      schema: {
+        tags,
+        summary: 'Mail a one-time sign-in link (the same answer whether or not the address is known)',
+        body: LinkRequestBody,
+        response: { 202: Accepted, ...platformErrors(403, 422) },
+      },
+    },
+    async (request, reply) => {
+      refuseForeignOrigin(request);
+      await accounts().requestSignInLink(request.body.email);
+      reply.code(202);
+      return { data: { message: 'If this address belongs to an account, a sign-in link is on its way.' } };
+    },
+  );
+
+  app.post<{ Body: Static<typeof LinkBody> }>(
+    '/api/v1/auth/sign-in-links/consume',
+    {
+      config: open,
+      schema: {
+        tags,
+        summary: 'Sign in with the token of a sign-in link (once): sets the session cookie',
+        body: LinkBody,
+        response: { 200: SignedInResponse, ...platformErrors(401, 403, 422) },
+      },
+    },
+    async (request, reply) => {
+      refuseForeignOrigin(request);
+      const signed = await accounts().signInWithLink(request.body.token, clientOf(request));
+      return answerSignedIn(request, reply, signed);
+    },
+  );
+
+  app.get(
+    '/api/v1/auth/session',
+    {
+      config: signedIn,
+      schema: {
+        tags,
+        security,
+        summary: 'The browser session this call was made with, and its CSRF token',
+        response: { 200: SignedInResponse, ...platformErrors(401, 404) },
+      },
+    },
+    async (request, reply) => {
+      const { userId, sessionId } = principalOf(request);
+      const token = readCookie(request.headers.cookie, SESSION_COOKIE);
+      const session = (await accounts().listSessions(userId)).find((s) => s.id === sessionId);
+      if (sessionId === undefined || !token || !session)
+        throw new AppError('not_found', 'No browser session: this call was made with an API token.');
+      const user = await ctx.identity.findUser(userId);
+      reply.header('cache-control', 'no-store');
+      return {
+        data: {
+          user: { id: userId, email: user?.email ?? '' },
+          session: { ...session, current: true },
+          csrf_token: csrfTokenOf(token),
+        },
+      };
+    },
+  );
+
+  app.post(
+    '/api/v1/auth/sign-out',
+    {
+      config: signedIn,
+      schema: {
+        tags,
+        security,
+        summary: 'End the browser session this call was made with (and clear its cookie)',
+        response: { 204: NoContent, ...platformErrors(401, 403) },
+      },
+    },
+    async (request, reply) => {
+      const { userId, sessionId } = principalOf(request);
+      if (sessionId !== undefined) await accounts().revokeSession(userId, sessionId);
+      reply.header('set-cookie', clearedSessionCookie(secureCookies || request.protocol === 'https'));
+      reply.code(204);
+    },
+  );
+
+  app.get(
+    '/api/v1/user/sessions',
+    {
+      config: signedIn,
+      schema: {
+        tags,
+        security,
+        summary: 'Your browser sessions that have not ended',
+        response: { 200: Data(Type.Array(Session), 'Live sessions'), ...platformErrors(401) },
+      },
+    },
+    async (request) => {
+      const { userId, sessionId } = principalOf(request);
+      const rows = await accounts().listSessions(userId);
+      return {
+        data: rows.map(({ user_id: _user, revoked_at: _revoked, ...row }) => ({
+          ...row,
+          current: row.id === sessionId,
+        })),
+      };
+    },
+  );
+
+  app.delete<{ Params: Static<typeof IdParam> }>(
+    '/api/v1/user/sessions/:id',
+    {
+      config: signedIn,
+      schema: {
+        tags,
+        security,
+        summary: 'End one of your browser sessions at once',
+        params: IdParam,
+        response: { 204: NoContent, ...platformErrors(401, 403, 404) },
+      },
+    },
+    async (request, reply) => {
+      await accounts().revokeSession(principalOf(request).userId, request.params.id);
+      reply.code(204);
+    },
+  );
+
+  app.put<{ Body: Static<typeof PasswordBody> }>(
+    '/api/v1/user/password',
+    {
+      config: signedIn,
+      schema: {
+        tags,
+        security,
+        summary: 'Set your password (give the current one if you have one); your other sessions end',
+        body: PasswordBody,
+        response: { 204: NoContent, ...platformErrors(401, 403, 422) },
+      },
+    },
+    async (request, reply) => {
+      const { userId, sessionId } = principalOf(request);
+      await accounts().setPassword(
+        userId,
+        { password: request.body.password, currentPassword: request.body.current_password },
+        sessionId,
+      );
+      reply.code(204);
+    },
+  );
+
+  app.post<{ Body: Static<typeof TeamBody> }>(
+    '/api/v1/teams',
+    {
+      config: signedIn,
+      schema: {
+        tags,
+        security,
+        summary: 'Create a team; you are its owner',
+        body: TeamBody,
+        response: { 201: TeamCreated, ...platformErrors(401, 403, 422) },
+      },
+    },
+    async (request, reply) => {
+      const team = await accounts().createTeam(principalOf(request).userId, request.body.name);
+      reply.code(201);
+      return { data: team };
+    },
+  );
+
+  app.post<{ Params: Static<typeof TeamParam>; Body: Static<typeof InviteBody> }>(
+    '/api/v1/teams/:team/members',
+    {
+      config: signedIn,
+      schema: {
+        tags,
+        security,
+        summary: 'Add a member by e-mail (owners only); they are mailed a sign-in link',
+        params: TeamParam,
+        body: InviteBody,
+        response: { 201: Data(Member, 'The new member'), ...platformErrors(401, 403, 404, 409, 422) },
+      },
+    },
+    async (request, reply) => {
+      const member = await accounts().invite(principalOf(request).userId, request.params.team, {
+        email: request.body.email,
+        role: request.body.role ?? 'member',
+      });
+      reply.code(201);
+      return { data: member };
+    },
+  );
+
+  app.patch<{ Params: Static<typeof MemberParams>; Body: Static<typeof RoleBody> }>(
+    '/api/v1/teams/:team/members/:user',
+    {
+      config: signedIn,
+      schema: {
+        tags,
+        security,
+        summary: "Change a member's role (owners only; a team keeps at least one owner)",
+        params: MemberParams,
+        body: RoleBody,
+        response: { 200: Data(Member, 'The member'), ...platformErrors(401, 403, 404, 409, 422) },
+      },
+    },
+    async (request) => ({
+      data: await accounts().setRole(
+        principalOf(request).userId,
+        request.params.team,
+        request.params.user,
+        request.body.role,
+      ),
+    }),
+  );
+
+  app.delete<{ Params: Static<typeof MemberParams> }>(
+    '/api/v1/teams/:team/members/:user',
+    {
+      config: signedIn,
+      schema: {
+        tags,
+        security,
+        summary: 'Remove a member (owners), or yourself (leave); a team keeps at least one owner',
+        params: MemberParams,
+        response: { 204: NoContent, ...platformErrors(401, 403, 404, 409) },
+      },
+    },
+    async (request, reply) => {
+      await accounts().removeMember(principalOf(request).userId, request.params.team, request.params.user);
+      reply.code(204);
+    },
+  );
+
+  app.post<{ Params: Static<typeof TeamParam> }>(
+    '/api/v1/teams/:team/leave',
+    {
+      config: signedIn,
+      schema: {
+        tags,
+        security,
+        summary: 'Leave a team (its last owner cannot)',
+        params: TeamParam,
+        response: { 204: NoContent, ...platformErrors(401, 403, 404, 409) },
+      },
+    },
+    async (request, reply) => {
+      const { userId } = principalOf(request);
+      await accounts().removeMember(userId, request.params.team, userId);
+      reply.code(204);
+    },
+  );
+}

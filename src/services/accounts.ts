@@ -1,0 +1,319 @@
+// People signing in (issue 16): by e-mail and password, or by a one-time link sent by e-mail; the
+// browser sessions that result (listed, revocable, expiring), and the team changes owners make
+// (create, invite, change a role, remove, leave). Tokens — session cookies, sign-in links — are
+// random, shown once and stored as their sha256 only. API tokens (src/services/identity.ts) are
+// untouched by any of this.
+import crypto from 'node:crypto';
+import type { Kysely } from 'kysely';
+import type { Logger } from 'pino';
+import { constantTimeEqual, sha256, type SecretBox } from '../crypto/secret-box.js';
+import { hashPassword, passwordProblem, verifyNothing, verifyPassword } from '../crypto/passwords.js';
+import { createAccountsRepository, type SessionRow } from '../db/repositories/accounts.js';
+import { createIdentityRepository } from '../db/repositories/identity.js';
+import type { Role } from '../db/schema/foundation.js';
+import type { Database } from '../db/schema/index.js';
+import { iso, type Clock } from '../domain/clock.js';
+import { NAME_CONTROL } from '../domain/control-characters.js';
+import { AppError, fieldError } from '../domain/errors.js';
+import { createSlidingCounts } from '../domain/rate-windows.js';
+import type { Mailer } from '../drivers/mail/index.js';
+import { TEAM_NAME, type IdentityService } from './identity.js';
+
+export const SESSION_DAYS = 30;
+export const SIGN_IN_LINK_MINUTES = 15;
+/** Failed sign-ins per minute before 429: per account (e-mail) and per client address. */
+export const SIGN_IN_FAILURES_PER_ACCOUNT = 10;
+export const SIGN_IN_FAILURES_PER_ADDRESS = 30;
+const TOUCH_INTERVAL_MS = 60_000;
+const EMAIL = /^[^\s@]{1,64}@[^\s@]{1,255}$/;
+
+export interface AccountsDeps {
+  db: Kysely<Database>;
+  clock: Clock;
+  logger: Logger;
+  secretBox: SecretBox;
+  identity: IdentityService;
+  /** The SMTP mailer, if one is configured; else mail waits in the account outbox. */
+  mailer: () => Mailer | undefined;
+  /** Where links in mail point (the dashboard's address). */
+  publicUrl: string;
+}
+
+export interface SignedIn {
+  /** The cookie's value: shown once, never stored. */
+  token: string;
+  /** What a cookie-authenticated write sends as X-CSRF-Token. */
+  csrfToken: string;
+  session: SessionRow;
+  user: { id: number; email: string };
+}
+
+export interface SessionPrincipal {
+  userId: number;
+  sessionId: number;
+}
+
+/** Where a session comes from, as shown in the account page's list. */
+export interface Client {
+  address: string;
+  userAgent: string;
+}
+
+const newToken = () => crypto.randomBytes(32).toString('base64url');
+
+/** The CSRF token of a session: derived from its (HttpOnly) cookie, so it needs no storage. */
+export const csrfTokenOf = (sessionToken: string): string => sha256(`berth-csrf\0${sessionToken}`);
+
+export function createAccountsService(deps: AccountsDeps) {
+  const { db, clock, secretBox } = deps;
+  const repo = createAccountsRepository(db);
+  const users = createIdentityRepository(db);
+  const failures = createSlidingCounts();
+  const lastTouched = new Map<number, number>();
+  const now = () => iso(clock.now());
+
+  function normalEmail(email: string): string {
+    const value = email.trim().toLowerCase();
+    if (!EMAIL.test(value)) throw fieldError('email', 'Give an e-mail address, like name@example.com');
+    return value;
+  }
+
+  async function startSession(userId: number, email: string, client: Client): Promise<SignedIn> {
+    const token = newToken();
+    const at = clock.now();
+    const row = {
+      user_id: userId,
+      token_hash: sha256(token),
+      user_agent: client.userAgent.slice(0, 300),
+      address: client.address.slice(0, 100),
+      created_at: iso(at),
+      expires_at: iso(new Date(at.getTime() + SESSION_DAYS * 86_400_000)),
+    };
+    const id = await repo.insertSession(row);
+    const { token_hash: _hash, ...rest } = row;
+    return {
+      token,
+      csrfToken: csrfTokenOf(token),
+      session: { id, ...rest, last_seen_at: row.created_at, revoked_at: null },
+      user: { id: userId, email },
+    };
+  }
+
+  /** Delivers account mail by SMTP, or leaves it in the account outbox (sealed) for the operator. */
+  async function mail(userId: number, recipient: string, subject: string, body: string): Promise<void> {
+    const id = await repo.insertMail({
+      user_id: userId,
+      recipient,
+      subject,
+      body_encrypted: secretBox.encrypt(body),
+      created_at: now(),
+    });
+    const mailer = deps.mailer();
+    if (!mailer) return;
+    try {
+      await mailer.send({ to: recipient, subject, text: body });
+      await repo.markMail(id, 'sent', now(), null);
+    } catch (error) {
+      // The address is the user's own; the body (a sign-in link) never reaches the log.
+      deps.logger.warn({ err: error, mail: id }, 'account mail not sent; it stays in the account outbox');
+      await repo.markMail(id, 'failed', now(), (error as Error).message.slice(0, 500));
+    }
+  }
+
+  async function newSignInLink(userId: number): Promise<string> {
+    const token = newToken();
+    const at = clock.now();
+    await repo.insertSignInLink({
+      user_id: userId,
+      token_hash: sha256(token),
+      created_at: iso(at),
+      expires_at: iso(new Date(at.getTime() + SIGN_IN_LINK_MINUTES * 60_000)),
+    });
+    return `${deps.publicUrl.replace(/\/$/, '')}/sign-in/link#token=${token}`;
+  }
+
+  /** The caller's team with their role, refused unless they own it. */
+  async function ownedTeam(userId: number, ref: string | number) {
+    const team = await deps.identity.requireTeam(userId, ref);
+    if (team.role !== 'owner')
+      throw new AppError('forbidden', `Only an owner of team ${team.name} can do this`);
+    return team;
+  }
+
+  async function requireMember(teamId: number, userId: number): Promise<Role> {
+    const membership = await users.findMembership(teamId, userId);
+    if (!membership) throw new AppError('not_found', `User ${userId} is not a member of this team`);
+    return membership.role;
+  }
+
+  /** Refuses a change that would leave the team without an owner. */
+  async function keepAnOwner(teamId: number, userId: number, role: Role): Promise<void> {
+    if (role === 'owner' && (await repo.countOwners(teamId)) <= 1)
+      throw new AppError('conflict', 'A team keeps at least one owner: make another member owner first');
+  }
+
+  return {
+    async signInWithPassword(input: { email: string; password: string }, client: Client): Promise<SignedIn> {
+      const email = input.email.trim().toLowerCase();
+      const t = clock.now().getTime();
+      for (const [key, limit, what] of [
+        [`account:${email}`, SIGN_IN_FAILURES_PER_ACCOUNT, 'this account'],
+        [`address:${client.address}`, SIGN_IN_FAILURES_PER_ADDRESS, 'this address'],
+      ] as const) {
+        const retryAfter = failures.full(key, limit, t);
+        if (retryAfter !== undefined)
+          throw new AppError('rate_limited', `Too many failed sign-ins for ${what}. Retry later.`, {
+            retryAfter,
+          });
+      }
+      const user = await users.findUserByEmail(email);
+      const ok = user?.password_hash
+        ? await verifyPassword(input.password, user.password_hash)
+        : (await verifyNothing(input.password), false);
+      if (!user || !ok) {
+        failures.add(`account:${email}`, t);
+        failures.add(`address:${client.address}`, t);
+        throw new AppError('unauthenticated', 'The e-mail address or the password is wrong.');
+      }
+      return startSession(user.id, user.email, client);
+    },
+
+    /** Sends a sign-in link if the address is a user's; answers the same either way. */
+    async requestSignInLink(emailInput: string): Promise<void> {
+      const email = normalEmail(emailInput);
+      const user = await users.findUserByEmail(email);
+      if (!user) return;
+      const link = await newSignInLink(user.id);
+      await mail(
+        user.id,
+        user.email,
+        'Your Berth sign-in link',
+        `Sign in to Berth with this link within ${SIGN_IN_LINK_MINUTES} minutes; it works once:\n\n${link}\n\n` +
+          'If you did not ask for it, ignore this message.',
+      );
+    },
+
+    /** A sign-in link for the operator to hand over (`berth admin sign-in-link`). */
+    signInLinkFor: (userId: number) => newSignInLink(userId),
+
+    async signInWithLink(token: string, client: Client): Promise<SignedIn> {
+      const userId = await repo.useSignInLink(sha256(token), now());
+      const user = userId === undefined ? undefined : await users.findUser(userId);
+      if (!user) throw new AppError('unauthenticated', 'This sign-in link is unknown, used or expired.');
+      return startSession(user.id, user.email, client);
+    },
+
+    /** The session behind a cookie, or undefined. */
+    async authenticateSession(token: string): Promise<SessionPrincipal | undefined> {
+      const session = await repo.findLiveSession(sha256(token), now());
+      if (!session) return undefined;
+      const t = clock.now().getTime();
+      if ((lastTouched.get(session.id) ?? 0) + TOUCH_INTERVAL_MS < t) {
+        lastTouched.set(session.id, t);
+        await repo.touchSession(session.id, iso(new Date(t)));
+      }
+      return { userId: session.user_id, sessionId: session.id };
+    },
+
+    checkCsrf: (sessionToken: string, presented: string | undefined): boolean =>
+      presented !== undefined && constantTimeEqual(presented, csrfTokenOf(sessionToken)),
+
+    listSessions: (userId: number) => repo.listLiveSessions(userId, now()),
+
+    async revokeSession(userId: number, sessionId: number): Promise<void> {
+      if (!(await repo.revokeSession(userId, sessionId, now())))
+        throw new AppError('not_found', `Session ${sessionId} not found`);
+    },
+
+    /** Sets a password; a user who has one gives it too. Other sessions end. */
+    async setPassword(
+      userId: number,
+      input: { password: string; currentPassword?: string },
+      keepSession?: number,
+    ): Promise<void> {
+      const user = await users.findUser(userId);
+      if (!user) throw new AppError('not_found', `User ${userId} not found`);
+      if (user.password_hash) {
+        const ok =
+          input.currentPassword !== undefined &&
+          (await verifyPassword(input.currentPassword, user.password_hash));
+        if (!ok) throw fieldError('current_password', 'The current password is wrong');
+      }
+      await this.forcePassword(userId, input.password);
+      await repo.revokeOtherSessions(userId, keepSession, now());
+    },
+
+    /** Sets a password without the current one (`berth admin set-password`). */
+    async forcePassword(userId: number, password: string): Promise<void> {
+      const problem = passwordProblem(password);
+      if (problem) throw fieldError('password', problem);
+      await repo.setPasswordHash(userId, await hashPassword(password));
+    },
+
+    /** Account mail that has not gone out (no SMTP server, or it failed), opened for the operator. */
+    async unsentMail(userId: number) {
+      const rows = await repo.unsentMail(userId);
+      return rows.map(({ body_encrypted, ...row }) => ({ ...row, body: secretBox.decrypt(body_encrypted) }));
+    },
+
+    async createTeam(userId: number, nameInput: string) {
+      const name = nameInput.trim();
+      if (!TEAM_NAME.test(name) || NAME_CONTROL.test(name))
+        throw fieldError('name', 'A team name is 1-100 letters, digits, spaces, dots, dashes or underscores');
+      if (await users.findTeamByName(name)) throw fieldError('name', `A team named ${name} exists already`);
+      const at = now();
+      const id = await db.transaction().execute(async (trx) => {
+        const r = createIdentityRepository(trx);
+        const teamId = await r.insertTeam(name, at);
+        await r.upsertMembership(teamId, userId, 'owner', at);
+        return teamId;
+      });
+      return { id, name, created_at: at, role: 'owner' as Role };
+    },
+
+    /** Adds a member (creating the user when the address is new) and mails them a sign-in link. */
+    async invite(ownerId: number, teamRef: string | number, input: { email: string; role: Role }) {
+      const team = await ownedTeam(ownerId, teamRef);
+      const email = normalEmail(input.email);
+      const at = now();
+      let user = await users.findUserByEmail(email);
+      if (user && (await users.findMembership(team.id, user.id)))
+        throw new AppError('conflict', `${email} is already a member of team ${team.name}`);
+      const userId = user?.id ?? (await users.insertUser(email, at));
+      user ??= await users.findUser(userId);
+      await users.upsertMembership(team.id, userId, input.role, at);
+      const link = await newSignInLink(userId);
+      await mail(
+        userId,
+        email,
+        `You were added to the team ${team.name} on Berth`,
+        `You are now ${input.role === 'owner' ? 'an owner' : 'a member'} of the team ${team.name} on Berth.\n\n` +
+          `Sign in within ${SIGN_IN_LINK_MINUTES} minutes with this link (it works once; later, ask for a new one on the sign-in page):\n\n${link}\n`,
+      );
+      return { id: userId, email, role: input.role };
+    },
+
+    async setRole(ownerId: number, teamRef: string | number, userId: number, role: Role) {
+      const team = await ownedTeam(ownerId, teamRef);
+      const current = await requireMember(team.id, userId);
+      if (current !== role) {
+        if (role !== 'owner') await keepAnOwner(team.id, userId, current);
+        await repo.setRole(team.id, userId, role);
+      }
+      const user = await users.findUser(userId);
+      return { id: userId, email: user?.email ?? '', role };
+    },
+
+    /** Removes a member: an owner removes anyone, a member only themselves (leaving). */
+    async removeMember(actorId: number, teamRef: string | number, userId: number): Promise<void> {
+      const team = await deps.identity.requireTeam(actorId, teamRef);
+      if (actorId !== userId && team.role !== 'owner')
+        throw new AppError('forbidden', `Only an owner of team ${team.name} can remove another member`);
+      const role = await requireMember(team.id, userId);
+      await keepAnOwner(team.id, userId, role);
+      await repo.removeMembership(team.id, userId);
+    },
+  };
+}
+
+export type AccountsService = ReturnType<typeof createAccountsService>;
