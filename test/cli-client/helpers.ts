@@ -148,3 +148,30 @@ export async function startBerth(
 }
 
 export const ESC = '\u001b[';
+
+export interface Background {
+  output(): string;
+  stop(): Promise<void>;
+}
+
+/** A long-running command (logs -f): its output so far, and a SIGINT as a person's Ctrl-C. */
+export function runInBackground(shell: Shell, args: string[]): Background {
+  const child = spawn(process.execPath, [BIN, ...args], {
+    cwd: shell.home,
+    env: shell.env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (stdout += c.toString()));
+  const closed = new Promise<void>((resolve) => child.on('close', () => resolve()));
+  return {
+    output: () => stdout,
+    async stop() {
+      child.kill('SIGINT');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+      await closed;
+      clearTimeout(timer);
+    },
+  };
+}
