@@ -207,6 +207,15 @@ describe('apply and diff', () => {
       'Applied: 0 created, 2 updated, 1 needs action in the panel, 2 unchanged.',
     );
     expect(await exportApp()).toContain('replicas: 3');
+
+    // On a terminal, a plan that needs action is shown and asked about first; "n" applies nothing.
+    const asking = shell.file('shop-3.yaml', changed.replace('replicas: 3', 'replicas: 5'));
+    const asked = await shell.runInPty(['apply', '-f', asking], { input: 'n\n' });
+    expect(asked.stdout).toContain('needs action in the panel');
+    expect(asked.stdout).toContain('Apply the rest? [y/N]');
+    expect(asked.stdout).toContain('Nothing applied.');
+    expect(asked.code).toBe(1);
+    expect(await exportApp()).toContain('replicas: 3');
   });
 
   it('an invalid document exits 2 and lists every error with its line', async () => {
@@ -283,6 +292,12 @@ spec:
       structured_changes: unknown;
     };
     expect(plan).toMatchObject({ dry_run: true, application_name: 'shop' });
+    // --team replaces metadata.team.
+    const elsewhere = shell.file('elsewhere.yaml', DOCUMENT.replace('team: acme', 'team: nobody'));
+    expect((await shell.run(['diff', '-f', elsewhere])).code).toBe(1);
+    const team = await shell.run(['diff', '-f', elsewhere, '--team', 'acme', '--json']);
+    expect(team.code, team.stderr).toBe(0);
+    expect(JSON.parse(team.stdout)).toMatchObject({ team: 'acme', dry_run: true });
     const apps = JSON.parse((await shell.run(['apps', '--json'])).stdout) as Array<{ name: string }>;
     expect(apps.map((a) => a.name)).toEqual(['shop']);
   });

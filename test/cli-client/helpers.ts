@@ -110,7 +110,7 @@ export class Shell {
   }
 
   /** The command in a pseudo-terminal (util-linux `script`): what a person at a terminal sees. */
-  runInPty(args: string[], options: { env?: Record<string, string> } = {}): Promise<Run> {
+  runInPty(args: string[], options: { env?: Record<string, string>; input?: string } = {}): Promise<Run> {
     const quote = (a: string) => `'${a.replace(/'/g, `'\\''`)}'`;
     const line = [process.execPath, BIN, ...args].map(quote).join(' ');
     return new Promise((resolve, reject) => {
@@ -124,8 +124,14 @@ export class Shell {
       child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
       child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
       child.on('error', reject);
-      child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
-      child.stdin.end();
+      const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+      child.on('close', (code) => {
+        clearTimeout(timer);
+        resolve({ code: code ?? -1, stdout, stderr });
+      });
+      // Typed at the terminal: the pty holds it until the program reads.
+      if (options.input !== undefined) child.stdin.write(options.input);
+      else child.stdin.end();
     });
   }
 

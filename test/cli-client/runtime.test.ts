@@ -18,7 +18,8 @@ let shell: Shell;
 
 beforeAll(async () => {
   await ensureBuilt();
-  h = await startRuntime('sqlite');
+  // A loaded two-core machine can take longer than the runtime tests' 15 s to start a replica.
+  h = await startRuntime('sqlite', { BERTH_DEPLOYMENT_TIMEOUT: '45' });
   const url = await listen(h.t);
   shell = new Shell();
   const login = await shell.run(['login', '--url', url, '--token', h.t.user.api_token]);
@@ -59,11 +60,11 @@ describe('an application through the client', () => {
     const status = await shell.run(['status', 'web', '--output', 'json']);
     expect(status.code, status.stderr).toBe(0);
     expect(JSON.parse(status.stdout)).toMatchObject({
-      status: 'running',
+      status: 'active',
       replicas: { desired: 1, running: 1 },
     });
     const human = await shell.run(['status', 'web']);
-    expect(human.stdout).toMatch(/^web {2}running/);
+    expect(human.stdout).toMatch(/^web {2}active/);
     expect(human.stdout).toContain('web.test');
     const deployments = await shell.run(['deployments', 'web']);
     expect(deployments.stdout).toMatch(/^ID\s+STATUS/);

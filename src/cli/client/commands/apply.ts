@@ -1,13 +1,11 @@
 // apply, diff and export: the declarative workflow.
 import fs from 'node:fs';
 import { createInterface } from 'node:readline/promises';
-import { parseDocument } from 'yaml';
 import { stringOption, type Command, type CommandContext } from '../command.js';
 import { followDeployment, followProvisioning } from '../follow.js';
 import { ApiError, UsageError, type Api } from '../http.js';
 import { clean, err, out, print, printJson, spinner, type Painter } from '../output.js';
 import { resolveApp, resolveTeam } from '../resolve.js';
-import { locator } from '../yaml-lines.js';
 
 type Action = 'created' | 'updated' | 'unchanged' | 'needs_action';
 interface Entry {
@@ -168,8 +166,10 @@ function readDocument(file: string | undefined): DocumentInput {
 }
 
 /** `--team` replaces metadata.team in place (its line stays where it was). */
-function withTeam(text: string, team: string | undefined): string {
+async function withTeam(text: string, team: string | undefined): Promise<string> {
   if (team === undefined) return text;
+  // The YAML library loads only when needed: most runs never parse the document here.
+  const { parseDocument } = await import('yaml');
   const doc = parseDocument(text);
   if (doc.errors.length > 0) return text;
   doc.setIn(['metadata', 'team'], /^\d+$/.test(team) ? Number(team) : team);
@@ -177,12 +177,13 @@ function withTeam(text: string, team: string | undefined): string {
 }
 
 /** A 400 or 422 of apply: every error with its line; exit code 2. */
-function reportInvalid(
+async function reportInvalid(
   error: ApiError,
   input: DocumentInput,
   sent: string,
   format: CommandContext['format'],
-): number {
+): Promise<number> {
+  const { locator } = await import('../yaml-lines.js');
   const where = locator(sent);
   const list = Object.entries(error.errors)
     .flatMap(([path, messages]) =>
@@ -229,7 +230,7 @@ export const interactive = () => process.stdin.isTTY === true && process.stderr.
 async function applyOrDiff(context: CommandContext, dryRun: boolean): Promise<number> {
   const { values, format } = context;
   const input = readDocument(stringOption(values, 'file'));
-  const sent = withTeam(input.text, stringOption(values, 'team'));
+  const sent = await withTeam(input.text, stringOption(values, 'team'));
   const api = context.api();
   const deploy = values['no-deploy'] !== true;
   const request = async (dry: boolean) => {

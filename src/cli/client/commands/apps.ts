@@ -51,7 +51,7 @@ async function deployAndMaybeWait(
     if (context.format === 'json') printJson(deployment);
     else
       print(
-        `${verb} ${deployment.id} of ${clean(app.name)} queued. Follow it with berth deploy … --wait or berth deployments ${clean(app.name)}.`,
+        `${verb} ${deployment.id} of ${clean(app.name)} queued; see berth deployments ${clean(app.name)} (or add --wait).`,
       );
     return 0;
   }
