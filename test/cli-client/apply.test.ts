@@ -50,7 +50,8 @@ afterAll(async () => {
   await t?.close();
 });
 
-describe('profiles', () => {
+// Each run of the binary is a new Node.js process: seconds apiece on a loaded two-core machine.
+describe('profiles', { timeout: 120_000 }, () => {
   it('login writes a 0600 profile, shows nothing secret, and whoami uses it', async () => {
     const s = new Shell();
     try {
@@ -134,7 +135,7 @@ describe('profiles', () => {
   });
 });
 
-describe('apply and diff', () => {
+describe('apply and diff', { timeout: 120_000 }, () => {
   const exportTeam = async () => (await shell.run(['export', '--team', 'acme'])).stdout;
   const exportApp = async () => (await shell.run(['export', '--app', 'shop'])).stdout;
 
@@ -341,7 +342,7 @@ spec:
   });
 });
 
-describe('dispatch', () => {
+describe('dispatch', { timeout: 120_000 }, () => {
   it('unknown commands and options are clear errors; server help lists the client', async () => {
     const unknown = await shell.run(['aply', '-f', 'x']);
     expect(unknown.code).toBe(2);
@@ -371,5 +372,30 @@ describe('dispatch', () => {
     }
     const bash = await shell.run(['completion', 'bash']);
     expect(bash.stdout).toContain('complete -o default -F _berth berth');
+  });
+});
+
+describe('scheduled deletion and delete', { timeout: 120_000 }, () => {
+  it('schedules and cancels a deletion, and deletes only with --yes off a terminal', async () => {
+    const at = '2031-01-31T12:00:00Z';
+    const scheduled = await shell.run(['schedule-deletion', 'shop', '--at', at]);
+    expect(scheduled.code, scheduled.stderr).toBe(0);
+    expect(scheduled.stdout).toBe('shop will be deleted at 2031-01-31T12:00:00.000Z.\n');
+    expect((await shell.run(['apps'])).stdout).toMatch(
+      /shop\s+\d+\s+nodejs\s+\S+\s+2031-01-31T12:00:00\.000Z/,
+    );
+    const past = await shell.run(['schedule-deletion', 'shop', '--at', '2001-01-01T00:00:00Z']);
+    expect(past.code).toBe(1);
+    expect(past.stderr).toMatch(/^berth: .*\(422\) — scheduled_deletion_at: /);
+    const cancelled = await shell.run(['schedule-deletion', 'shop', '--cancel', '--json']);
+    expect(JSON.parse(cancelled.stdout)).toMatchObject({ state: 'no_schedule', scheduled_deletion_at: null });
+    expect((await shell.run(['schedule-deletion', 'shop'])).code).toBe(2);
+
+    const refused = await shell.run(['delete', 'shop']);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain('deleting needs --yes when not on a terminal');
+    const deleted = await shell.run(['delete', 'shop', '--yes']);
+    expect(deleted.code, deleted.stderr).toBe(0);
+    expect(deleted.stdout).toBe('shop: destroying\n');
   });
 });

@@ -73,6 +73,21 @@ spec:
     );
     expect(JSON.stringify(rows)).toContain('42');
 
+    // db connect runs psql with the connection in its environment; the arguments after -- are the user's.
+    const connect = await shell.run([
+      'db',
+      'connect',
+      'main-copy',
+      '--',
+      '-At',
+      '-d',
+      'shop',
+      '-c',
+      'SELECT id FROM orders',
+    ]);
+    expect(connect.code, connect.stderr).toBe(0);
+    expect(connect.stdout.trim()).toBe('42');
+
     const list = await shell.run(['db', 'list']);
     expect(list.stdout).toMatch(/main-copy\s+pg/);
   }, 600_000);

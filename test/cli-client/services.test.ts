@@ -73,7 +73,7 @@ describe('tools', () => {
   }, 180_000);
 });
 
-describe('managed databases and object storage', () => {
+describe('managed databases and object storage', { timeout: 120_000 }, () => {
   beforeAll(async () => {
     const file = shell.file(
       'team.yaml',

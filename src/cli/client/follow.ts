@@ -112,7 +112,8 @@ export async function followProvisioning(
       ...dbs.filter((d) => databases.includes(d.name)).map((d) => ({ ...d, kind: 'managed database' })),
       ...sts.filter((s) => storages.includes(s.name)).map((s) => ({ ...s, kind: 'object storage' })),
     ];
-    const waiting = watched.filter((r) => r.state === 'pending');
+    // pending, setup-service, rebalancing… are on their way; these states are where they settle.
+    const waiting = watched.filter((r) => !['running', 'error', 'stopped'].includes(r.state));
     progress.update(`Provisioning: ${watched.map((r) => `${r.name} ${r.state}`).join(', ')}`);
     if (waiting.length === 0 || Date.now() > deadline) {
       const failed = watched.filter((r) => r.state !== 'running');

@@ -27,12 +27,17 @@ export interface Painter {
   enabled: boolean;
 }
 
+/** Strings this process coloured: a table passes them through, and escapes every other cell. */
+const PAINTED = new Set<string>();
+
 export function painter(stream: NodeJS.WriteStream): Painter {
   const enabled = colourEnabled(stream);
   const paint = ((style: Style, text: string) => {
     if (!enabled) return text;
     const [open, close] = CODES[style];
-    return `\u001b[${open}m${text}\u001b[${close}m`;
+    const painted = `\u001b[${open}m${text}\u001b[${close}m`;
+    PAINTED.add(painted);
+    return painted;
   }) as Painter;
   paint.enabled = enabled;
   return paint;
@@ -69,7 +74,7 @@ const visible = (text: string) => text.replace(/\u001b\[[0-9;]*m/g, '').length;
 /** A plain table: a header row in bold, columns padded, no borders. */
 export function table(headers: string[], rows: unknown[][]): string {
   const cells = rows.map((row) =>
-    row.map((cell) => (typeof cell === 'string' && cell.includes('\u001b[') ? cell : clean(cell))),
+    row.map((cell) => (typeof cell === 'string' && PAINTED.has(cell) ? cell : clean(cell))),
   );
   const widths = headers.map((h, i) => Math.max(h.length, ...cells.map((row) => visible(row[i] ?? ''))));
   const line = (row: string[]) =>

@@ -25,7 +25,7 @@ const ago = (iso: string | null | undefined) => {
   return `${Math.round(seconds / 86400)}d ago`;
 };
 
-const coloured = (status: string) => out(statusStyle(status), status);
+const coloured = (status: string) => out(statusStyle(status), clean(status));
 
 function deploymentRow(d: Deployment): unknown[] {
   return [

@@ -42,7 +42,7 @@ async function waitForState(
   for (;;) {
     const service = await api.json<DbService>('GET', `/1.3/database/${uuid}`, db);
     progress.update(`${label}: ${service.state}`);
-    if (!['pending', 'rebalancing', 'setup'].includes(service.state) || Date.now() > deadline) {
+    if (['running', 'error', 'stopped'].includes(service.state) || Date.now() > deadline) {
       progress.stop(
         `${service.state === 'running' ? err('green', '✓') : err('red', '✗')} ${label}: ${service.state}`,
       );
@@ -96,7 +96,7 @@ const list: Command = {
           s.version ?? '',
           s.plan,
           s.zone,
-          out(statusStyle(s.state), s.state),
+          out(statusStyle(s.state), clean(s.state)),
           s.uuid,
         ]),
       ),
@@ -118,7 +118,7 @@ const show: Command = {
     const shown = masked(service, context.values['show-password'] === true);
     if (context.format === 'json') return printJson(shown);
     print(
-      `${out('bold', clean(shown.name))}  ${out(statusStyle(shown.state), shown.state)}${shown.powered ? '' : ' (powered off)'}`,
+      `${out('bold', clean(shown.name))}  ${out(statusStyle(shown.state), clean(shown.state))}${shown.powered ? '' : ' (powered off)'}`,
     );
     print(`  uuid        ${shown.uuid}`);
     print(`  engine      ${shown.type} ${shown.version ?? ''}`);
@@ -273,7 +273,7 @@ const migrationStatus: Command = {
     const s = await api.json<MigrationStatus>('GET', `/1.3/database/${service.uuid}/migration-status`, db);
     if (context.format === 'json') return printJson(s);
     print(
-      `${out('bold', clean(service.name))}: migration ${out(statusStyle(s.status === 'done' ? 'success' : s.status), s.status)}${s.method ? ` (${s.method})` : ''}${s.error ? `: ${clean(s.error)}` : ''}`,
+      `${out('bold', clean(service.name))}: migration ${out(statusStyle(s.status === 'done' ? 'success' : s.status), clean(s.status))}${s.method ? ` (${s.method})` : ''}${s.error ? `: ${clean(s.error)}` : ''}`,
     );
     if (s.method === 'replication') print(`  ${s.seconds_behind_master}s behind the source`);
     if (s.databases.length)

@@ -42,7 +42,7 @@ const list: Command = {
         storages.map((s) => [
           s.name,
           s.zone,
-          out(statusStyle(s.state), s.state),
+          out(statusStyle(s.state), clean(s.state)),
           s.buckets.join(', '),
           s.users.map((u) => u.username).join(', '),
         ]),
