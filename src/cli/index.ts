@@ -1,9 +1,11 @@
 #!/usr/bin/env node
-// The `berth` command: serve, and admin tasks against the same store.
+// The `berth` command: serve, and admin tasks against the same store; the client commands (apply,
+// deploy, logs, …, in ./client/) talk to a Berth server over its APIs and load only when named.
 import { parseArgs } from 'node:util';
 import path from 'node:path';
 import { CONFIG_VARIABLES, ConfigError, loadConfig, type ConfigOverrides } from '../config/index.js';
 import type { CredentialKind, Role } from '../db/schema/foundation.js';
+import { CLIENT_COMMAND_NAMES, CLIENT_COMMANDS } from './client/names.js';
 
 const KINDS: CredentialKind[] = ['api_token', 'tools_key', 'db_api'];
 
@@ -27,6 +29,10 @@ Usage:
                                       give one user a monthly tools allowance other than the server-wide one
   berth admin maintenance on|off      put every replica in (or out of) maintenance mode (503)
   berth --help                        this text
+
+Client commands (against a Berth server; berth login first, or BERTH_URL and BERTH_TOKEN):
+${CLIENT_COMMANDS.map(([name, summary]) => `  berth ${name.padEnd(29)} ${summary}`).join('\n')}
+  berth COMMAND --help                each client command's options and examples (docs/cli.md)
 
 Flags (every command; each overrides its environment variable):
 ${Object.values(CONFIG_VARIABLES)
@@ -63,7 +69,32 @@ function fail(message: string): never {
   process.exit(2);
 }
 
+/** Flags whose value is the next argument: the server's and the client's global ones. */
+const VALUE_FLAGS = new Set([
+  ...Object.values(CONFIG_VARIABLES).map((v) => `--${v.flag}`),
+  ...['email', 'team', 'role', 'kind', 'name', 'id', 'credits', 'profile', 'output'].map((f) => `--${f}`),
+]);
+
+/** The command word: the first argument that is neither a flag nor a flag's value. */
+function commandWord(argv: string[]): string | undefined {
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (VALUE_FLAGS.has(arg)) i++;
+    else if (arg === '--') return undefined;
+    else if (!arg.startsWith('-')) return arg;
+  }
+  return undefined;
+}
+
 async function main(argv: string[]): Promise<void> {
+  const word = commandWord(argv);
+  if (word !== undefined && CLIENT_COMMAND_NAMES.has(word)) {
+    const { runClient } = await import('./client/index.js');
+    process.exitCode = await runClient(argv);
+    return;
+  }
+  if (word !== undefined && !['serve', 'admin', 'help'].includes(word))
+    fail(`unknown command '${word}'; see berth --help`);
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,

@@ -1,0 +1,76 @@
+// Names a user types (an application, a team, a managed database) turned into what the API's paths take.
+import type { Api } from './http.js';
+import { UsageError } from './http.js';
+
+export interface AppSummary {
+  id: number;
+  team_id: number;
+  name: string;
+  type: string;
+  version?: string | null;
+  label?: string | null;
+  health_check?: { enabled: boolean; path: string | null; status: string };
+  scheduled_deletion_at?: string | null;
+}
+
+export interface Team {
+  id: number;
+  name: string;
+  role?: string;
+}
+
+/** An application by id or name (within `--team` when given); a name in two teams needs --team. */
+export async function resolveApp(api: Api, ref: string, team?: string): Promise<AppSummary> {
+  const apps = await api.data<AppSummary[]>('GET', '/api/v1/applications', { query: { team } });
+  const byId = /^\d+$/.test(ref) ? apps.find((a) => a.id === Number(ref)) : undefined;
+  if (byId) return byId;
+  const named = apps.filter((a) => a.name === ref);
+  if (named.length === 1) return named[0]!;
+  if (named.length > 1)
+    throw new UsageError(`application '${ref}' exists in ${named.length} of your teams; add --team T`);
+  throw new UsageError(`no application '${ref}'${team ? ` in team '${team}'` : ''}; see berth apps`);
+}
+
+/** `--team`, or the caller's only team. */
+export async function resolveTeam(api: Api, team: string | undefined): Promise<Team> {
+  const teams = await api.data<Team[]>('GET', '/api/v1/teams');
+  if (team !== undefined) {
+    const found = teams.find((t) => t.name === team || String(t.id) === team);
+    if (!found) throw new UsageError(`you are not a member of team '${team}'; see berth teams`);
+    return found;
+  }
+  if (teams.length === 1) return teams[0]!;
+  throw new UsageError(
+    `you are in ${teams.length} teams (${teams.map((t) => t.name).join(', ')}); choose one with --team T`,
+  );
+}
+
+export interface DbService {
+  uuid: string;
+  name: string;
+  title: string;
+  type: string;
+  plan: string;
+  zone: string;
+  state: string;
+  powered: boolean;
+  version?: string;
+  service_uri: string | null;
+  service_uri_params?: Record<string, string> | null;
+  [key: string]: unknown;
+}
+
+/** A managed database of `/1.3` by uuid, name or title. */
+export async function resolveDatabase(api: Api, ref: string): Promise<DbService> {
+  const all = await api.json<DbService[]>('GET', '/1.3/database', { credential: 'db' });
+  const found =
+    all.find((d) => d.uuid === ref) ??
+    all
+      .filter((d) => d.name === ref || d.title === ref)
+      .reduce<DbService | undefined>((only, d, _i, list) => {
+        if (list.length > 1) throw new UsageError(`'${ref}' names ${list.length} databases; use the uuid`);
+        return only ?? d;
+      }, undefined);
+  if (!found) throw new UsageError(`no managed database '${ref}'; see berth db list`);
+  return found;
+}

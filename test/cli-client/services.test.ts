@@ -1,0 +1,145 @@
+// The client's other APIs with the credentials of a profile: the tools key (balance, merge, a PDF
+// from Markdown through Chromium) and the managed-database API over /1.3 (list, show with the
+// password masked, migration status), and object storage.
+import fs from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { TestApp } from '../helpers/app.js';
+import { makePdf, pdfInfo, pdfText } from '../tools/helpers.js';
+import { ensureBuilt, Shell, startBerth } from './helpers.js';
+
+let t: TestApp;
+let shell: Shell;
+
+beforeAll(async () => {
+  await ensureBuilt();
+  let url: string;
+  ({ t, url } = await startBerth({ env: { BERTH_TOOLS_MONTHLY_CREDITS: '10' } }));
+  shell = new Shell();
+  const login = await shell.run(
+    [
+      'login',
+      '--url',
+      url,
+      '--token',
+      t.user.api_token,
+      '--tools-key',
+      t.user.tools_api_key,
+      '--db-user',
+      t.user.db_api_username,
+      '--db-password',
+      '-',
+    ],
+    { input: `${t.user.db_api_password}\n` },
+  );
+  expect(login.code, login.stderr).toBe(0);
+  expect(login.stdout).toContain('token, tools_key, db_api');
+  expect(login.stdout).not.toContain(t.user.db_api_password);
+}, 300_000);
+
+afterAll(async () => {
+  shell?.remove();
+  await t?.close();
+});
+
+describe('tools', () => {
+  it('merges PDFs in order, converts Markdown to PDF, and the balance counts both', async () => {
+    shell.file('a.pdf', await makePdf(1, 'Alpha'));
+    shell.file('b.pdf', await makePdf(2, 'Beta'));
+    const merged = await shell.run(['tools', 'merge', 'a.pdf', 'b.pdf', '-o', 'merged.pdf']);
+    expect(merged.code, merged.stderr).toBe(0);
+    expect(merged.stdout).toMatch(/^Wrote merged\.pdf \(\d+ bytes; 9 credits left\)\.\n$/);
+    const bytes = fs.readFileSync(`${shell.home}/merged.pdf`);
+    expect(pdfInfo(bytes).pages).toBe(3);
+    expect(pdfText(bytes).indexOf('Alpha page 1')).toBeLessThan(pdfText(bytes).indexOf('Beta page 1'));
+
+    shell.file('notes.md', '# Release notes\n\nThe **client** works.\n');
+    const pdf = await shell.run(
+      ['tools', 'pdf', '--markdown', 'notes.md', '-o', 'notes.pdf', '--output', 'json'],
+      {
+        timeoutMs: 120_000,
+      },
+    );
+    expect(pdf.code, pdf.stderr).toBe(0);
+    expect(JSON.parse(pdf.stdout)).toMatchObject({ file: 'notes.pdf', credits_remaining: 8 });
+    expect(pdfText(fs.readFileSync(`${shell.home}/notes.pdf`))).toContain('Release notes');
+
+    const balance = await shell.run(['tools', 'balance', '--output', 'json']);
+    expect(JSON.parse(balance.stdout)).toMatchObject({ allowance: 10, used: 2, remaining: 8 });
+
+    const wrong = await shell.run(['tools', 'pdf', '--url', 'http://127.0.0.1:1/', '-o', 'x.pdf']);
+    expect(wrong.code).toBe(1);
+    expect(wrong.stderr).toMatch(/^berth: .+\(422\) — url: /);
+    expect(fs.existsSync(`${shell.home}/x.pdf`)).toBe(false);
+  }, 180_000);
+});
+
+describe('managed databases and object storage', { timeout: 120_000 }, () => {
+  beforeAll(async () => {
+    const file = shell.file(
+      'team.yaml',
+      `apiVersion: v1
+kind: Infrastructure
+metadata:
+  name: acme
+  team: acme
+spec:
+  managed_databases:
+    - name: main-db
+      type: pg
+      plan: 1x1xCPU-2GB-25GB
+      zone: de-fra1
+  object_storage:
+    - name: files
+      zone: europe-1
+      buckets: [acme-uploads]
+`,
+    );
+    const applied = await shell.run(['apply', '-f', file]);
+    expect(applied.code, applied.stderr).toBe(0);
+  });
+
+  it('db list, show and migration-status over /1.3 with the profile’s credential', async () => {
+    const list = await shell.run(['db', 'list']);
+    expect(list.code, list.stderr).toBe(0);
+    expect(list.stdout).toMatch(/^NAME\s+TYPE\s+VERSION\s+PLAN\s+ZONE\s+STATE\s+UUID\n/);
+    expect(list.stdout).toMatch(/main-db\s+pg\s+.*1x1xCPU-2GB-25GB\s+de-fra1\s+pending\s+[0-9a-f-]{36}/);
+    const services = JSON.parse((await shell.run(['db', 'list', '--json'])).stdout) as Array<{
+      uuid: string;
+    }>;
+    const show = await shell.run(['db', 'show', services[0]!.uuid, '--output', 'json']);
+    expect(show.code, show.stderr).toBe(0);
+    expect(JSON.parse(show.stdout)).toMatchObject({ name: 'main-db', type: 'pg', state: 'pending' });
+
+    const status = await shell.run(['db', 'migration-status', 'main-db', '--output', 'json']);
+    expect(status.code, status.stderr).toBe(0);
+    expect(JSON.parse(status.stdout)).toMatchObject({ status: 'done', databases: [] });
+
+    const missing = await shell.run(['db', 'show', 'nope']);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain("no managed database 'nope'");
+
+    // Without the credential in the profile, the command says how to add it.
+    const bare = new Shell({ BERTH_URL: 'http://127.0.0.1:1', BERTH_TOKEN: 'x' });
+    try {
+      const run = await bare.run(['db', 'list']);
+      expect(run.code).toBe(2);
+      expect(run.stderr).toContain('berth login --db-user U --db-password P');
+    } finally {
+      bare.remove();
+    }
+  });
+
+  it('storage list and credentials; secrets only when asked', async () => {
+    const list = await shell.run(['storage', 'list']);
+    expect(list.code, list.stderr).toBe(0);
+    expect(list.stdout).toMatch(/files\s+europe-1\s+\w+\s+acme-uploads/);
+    const credentials = await shell.run(['storage', 'credentials', 'files', '--output', 'json']);
+    expect(credentials.code, credentials.stderr).toBe(0);
+    const view = JSON.parse(credentials.stdout) as {
+      endpoint: string;
+      users: Array<{ secret_key: string | null }>;
+    };
+    expect(view.endpoint).toMatch(/^http/);
+    for (const user of view.users) expect(user.secret_key === null || user.secret_key === '****').toBe(true);
+  });
+});
