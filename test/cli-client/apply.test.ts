@@ -2,6 +2,7 @@
 // dry runs that change nothing, invalid documents with their lines, JSON output, export round trips,
 // and colour and progress on a terminal but not in a pipe.
 import fs from 'node:fs';
+import os from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TestApp } from '../helpers/app.js';
 import { ensureBuilt, ESC, Shell, startBerth } from './helpers.js';
@@ -52,6 +53,46 @@ afterAll(async () => {
 
 // Each run of the binary is a new Node.js process: seconds apiece on a loaded two-core machine.
 describe('profiles', { timeout: 120_000 }, () => {
+  it('signs in with a password or a mailed link and stores an API token issued for this machine, not the password', async () => {
+    const password = 'the owner password 1';
+    await t.ctx.services.accounts.forcePassword(t.user.user_id, password);
+    const s = new Shell();
+    try {
+      const byPassword = await s.run(
+        ['login', '--url', url, '--email', 'owner@example.com', '--password', '-'],
+        { input: password + '\n' },
+      );
+      expect(byPassword.code, byPassword.stderr).toBe(0);
+      expect(byPassword.stdout).toContain('owner@example.com');
+      const config = fs.readFileSync(s.configFile, 'utf8');
+      expect(config).not.toContain(password);
+      const stored = JSON.parse(config) as { profiles: Record<string, { token: string }> };
+      expect(stored.profiles.default!.token).toMatch(/^berth_pat_/);
+      expect(stored.profiles.default!.token).not.toBe(t.user.api_token);
+      const tokens = await t.ctx.identity.listCredentials(t.user.user_id, 'api_token');
+      expect(tokens.map((row) => row.name)).toContain(`berth CLI on ${os.hostname()}`.slice(0, 100));
+      // The browser session it signed in with was ended.
+      expect(await t.ctx.services.accounts.listSessions(t.user.user_id)).toEqual([]);
+      expect((await s.run(['whoami'])).stdout).toContain('owner@example.com');
+
+      const link = await t.ctx.services.accounts.signInLinkFor(t.user.user_id);
+      const byLink = await s.run(['login', '--profile', 'linked', '--url', url, '--link', '-'], {
+        input: link,
+      });
+      expect(byLink.code, byLink.stderr).toBe(0);
+      const wrong = await s.run(
+        ['login', '--profile', 'wrong', '--url', url, '--email', 'owner@example.com', '--password', '-'],
+        {
+          input: 'not the password',
+        },
+      );
+      expect(wrong.code).toBe(1);
+      expect(wrong.stderr).toContain('The e-mail address or the password is wrong.');
+    } finally {
+      s.remove();
+    }
+  });
+
   it('login writes a 0600 profile, shows nothing secret, and whoami uses it', async () => {
     const s = new Shell();
     try {

@@ -27,6 +27,8 @@ export interface RequestOptions {
   contentType?: string;
   accept?: string;
   credential?: Credential;
+  /** More headers (a session cookie and its CSRF token while `login` signs in). */
+  headers?: Record<string, string>;
   signal?: AbortSignal;
 }
 
@@ -71,6 +73,7 @@ export class Api {
     const headers: Record<string, string> = {
       'user-agent': USER_AGENT,
       accept: options.accept ?? 'application/json',
+      ...options.headers,
     };
     const authorization = this.authorization(credential);
     if (authorization) headers.authorization = authorization;

@@ -1,5 +1,6 @@
 // login, logout, whoami, teams.
 import fs from 'node:fs';
+import os from 'node:os';
 import { stringOption, type Command } from '../command.js';
 import { configPath, readConfig, writeConfig, type Profile } from '../config.js';
 import { Api, UsageError } from '../http.js';
@@ -18,13 +19,46 @@ function secretOption(value: string | undefined): string | undefined {
   return fs.readFileSync(0, 'utf8').trim();
 }
 
+/**
+ * Signs in as a person (password or sign-in link), has the server issue an API token for this
+ * machine, and ends the browser session: the profile keeps a token, never a password.
+ */
+async function tokenBySignIn(api: Api, how: { email: string; password: string } | { link: string }) {
+  const signIn =
+    'link' in how
+      ? { path: '/api/v1/auth/sign-in-links/consume', json: { token: how.link.replace(/^.*#token=/, '') } }
+      : { path: '/api/v1/auth/sign-in', json: { email: how.email, password: how.password } };
+  const response = await api.send('POST', signIn.path, { credential: 'none', json: signIn.json });
+  const { data } = (await response.json()) as { data: { csrf_token: string } };
+  const session = {
+    cookie: (response.headers.get('set-cookie') ?? '').split(';')[0]!,
+    'x-csrf-token': data.csrf_token,
+  };
+  try {
+    const issued = await api.data<{ token: string }>('POST', '/api/v1/user/tokens', {
+      credential: 'none',
+      headers: session,
+      json: { name: `berth CLI on ${os.hostname()}`.slice(0, 100) },
+    });
+    return issued.token;
+  } finally {
+    await api
+      .send('POST', '/api/v1/auth/sign-out', { credential: 'none', headers: session })
+      .catch(() => undefined);
+  }
+}
+
 const login: Command = {
   name: 'login',
   summary: 'store a Berth URL and credentials as a profile (0600, in your config dir)',
-  usage: '--url URL [--token T|-] [--tools-key K|-] [--db-user U --db-password P|-] [--profile NAME]',
+  usage:
+    '--url URL [--token T|- | --email E --password -|--link URL|-] [--tools-key K|-] [--db-user U --db-password P|-] [--profile NAME]',
   options: {
     url: { type: 'string' },
     token: { type: 'string' },
+    email: { type: 'string' },
+    password: { type: 'string' },
+    link: { type: 'string' },
     'tools-key': { type: 'string' },
     'db-user': { type: 'string' },
     'db-password': { type: 'string' },
@@ -33,12 +67,17 @@ const login: Command = {
     'The profile is written to $XDG_CONFIG_HOME/berth/config.json (or ~/.config/berth/config.json) with mode',
     '0600 and becomes the current one. Logging in again to the same profile keeps the credentials you do not',
     'give. A token is checked against the server before it is stored. A value "-" is read from stdin.',
+    'Instead of a token, sign in as yourself: --email with --password - (or BERTH_PASSWORD), or --link with a',
+    'sign-in link you were mailed; Berth then issues an API token named after this machine, which is what the',
+    'profile keeps (revoke it in the account page or with DELETE /api/v1/user/tokens/ID).',
     'In CI, skip login: set BERTH_URL and BERTH_TOKEN (BERTH_TOOLS_KEY, BERTH_DB_USER, BERTH_DB_PASSWORD).',
   ].join('\n'),
   examples: [
     'berth login --url https://berth.example.com --token berth_pat_…',
     'echo "$TOKEN" | berth login --url https://berth.example.com --token -',
     'berth login --profile staging --url https://staging.example.com --token berth_pat_…',
+    'echo "$PASSWORD" | berth login --url https://berth.example.com --email me@example.com --password -',
+    "berth login --url https://berth.example.com --link 'https://berth.example.com/sign-in/link#token=…'",
     'berth login --db-user db_… --db-password -      # add the /1.3 credential to the current profile',
   ],
   async run({ values, format }) {
@@ -58,7 +97,19 @@ const login: Command = {
     if (parsedUrl.protocol !== 'https:' && parsedUrl.protocol !== 'http:')
       throw new UsageError(`--url must be an http(s) URL; got '${url}'`);
     const profile: Profile = { ...previous, url: parsedUrl.href.replace(/\/$/, '') };
-    const token = secretOption(stringOption(values, 'token'));
+    let token = secretOption(stringOption(values, 'token'));
+    const email = stringOption(values, 'email');
+    const link = secretOption(stringOption(values, 'link'));
+    if (token === undefined && (email !== undefined || link !== undefined)) {
+      const password = secretOption(stringOption(values, 'password')) ?? process.env.BERTH_PASSWORD;
+      if (link === undefined && !password)
+        throw new UsageError('--email needs --password - (read from stdin) or BERTH_PASSWORD');
+      const api = new Api({ name, ...profile });
+      token = await tokenBySignIn(
+        api,
+        link !== undefined ? { link } : { email: email!, password: password! },
+      );
+    }
     const toolsKey = secretOption(stringOption(values, 'tools-key'));
     const dbUser = stringOption(values, 'db-user');
     const dbPassword = secretOption(stringOption(values, 'db-password'));
