@@ -1,10 +1,9 @@
 // Authentication by route: each route names the one kind of credential it accepts, so a credential
 // of another kind is simply unknown there (401). Then a per-credential rate limit.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { AppContext } from '../../context.js';
 import { AppError } from '../../domain/errors.js';
 import type { CredentialKind } from '../../db/schema/foundation.js';
-import type { Principal } from '../../services/identity.js';
+import type { IdentityService, Principal } from '../../services/identity.js';
 
 const CHALLENGE: Record<CredentialKind, string> = {
   api_token: 'Bearer realm="berth"',
@@ -110,8 +109,15 @@ function rateLimited(retryAfter: number, message: string): AppError {
   return new AppError('rate_limited', message, { retryAfter, apiCode: 'TOO_MANY_REQUESTS' });
 }
 
-export function registerAuth(app: FastifyInstance, ctx: AppContext): void {
-  const limit = createRateLimiter(ctx.config.rateLimitPerMinute);
+export function registerAuth(
+  app: FastifyInstance,
+  deps: {
+    identity: Pick<IdentityService, 'authenticate'>;
+    /** BERTH_RATE_LIMIT_PER_MINUTE. */
+    rateLimitPerMinute: number;
+  },
+): void {
+  const limit = createRateLimiter(deps.rateLimitPerMinute);
   app.decorateRequest('principal', undefined);
 
   const failures = createWindows();
@@ -137,7 +143,7 @@ export function registerAuth(app: FastifyInstance, ctx: AppContext): void {
     if (blockedName) {
       throw rateLimited(blockedName, 'Too many failed authentications for this user. Retry later.');
     }
-    const principal: Principal | undefined = await ctx.identity.authenticate(
+    const principal: Principal | undefined = await deps.identity.authenticate(
       kind,
       presented.id,
       presented.secret,
