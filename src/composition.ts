@@ -12,8 +12,12 @@ import { createSmtpMailer, defaultSender, type Mailer } from './drivers/mail/ind
 import type { ObjectStorageDriver } from './drivers/objectstorage/driver.js';
 import { createLocalObjectStorageDriver } from './drivers/objectstorage/local/index.js';
 import { createApplyService, type ApplyService } from './services/infrastructure/apply.js';
-import { createDbOperationRequests, type DbOperationRequests } from './services/db-operations/requests.js';
-import { dbOperationJobHandlers, type DbOperationsDeps } from './services/db-operations/index.js';
+import {
+  createDbOperationRequests,
+  type DbOperationRequests,
+  type DbOperationRequestsDeps,
+} from './services/db-operations/requests.js';
+import { dbOperationJobHandlers } from './services/db-operations/index.js';
 import {
   createManagedDatabaseService,
   type ManagedDatabaseService,
@@ -244,20 +248,21 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
       await runtimeDriver().remove(app.id);
     },
   ];
-  // The managed-database service is reached when used, not when these are made (it stops instances at close).
-  const dbOperationsDeps: DbOperationsDeps = {
+  // The /1.3 operations' requests and jobs. The managed-database service is reached when used, not when
+  // these are made (it stops instances at close), hence the getter (which a spread would call).
+  const dbOperationsDeps: DbOperationRequestsDeps = {
     db: ctx.db,
     clock: ctx.clock,
+    ids: ctx.ids,
     logger: ctx.logger,
     secretBox: ctx.secretBox,
+    identity: ctx.identity,
     get managedDatabases() {
       return managedDatabases();
     },
     toolsAllowPrivate: config.toolsAllowPrivate,
   };
-  const dbOperations = once(() =>
-    createDbOperationRequests({ ...dbOperationsDeps, ids: ctx.ids, identity: ctx.identity }),
-  );
+  const dbOperations = once(() => createDbOperationRequests(dbOperationsDeps));
   const apply = once(() =>
     createApplyService({
       db: ctx.db,
