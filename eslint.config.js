@@ -1,6 +1,8 @@
 // Type-aware lint: the promise rules catch the bugs that matter most in a server full of async work.
 // The layer rules keep imports one way (docs/architecture.md, "Layers"): http → services → domain,
-// db, drivers, jobs; domain does no I/O; drivers know nothing of services or HTTP.
+// db, drivers, jobs; domain does no I/O; drivers know nothing of services or HTTP; and only the entry
+// points (app.ts, main.ts, lifecycle.ts, the CLI) hold the context: services, jobs and HTTP receive
+// narrow dependencies built in src/composition.ts and src/app.ts.
 import tseslint from 'typescript-eslint';
 
 /** Modules that do I/O or build queries: not for the domain. */
@@ -22,6 +24,12 @@ const IO_MODULES = [
 ];
 
 const layer = (message, group) => ({ group, message });
+
+/** The context is for the entry points; type imports count too (a type import is still a dependency). */
+const NO_CONTEXT = layer(
+  'Only the entry points hold the context: take the narrow dependencies you use (src/composition.ts builds them).',
+  ['**/context.js'],
+);
 
 const DRIVER_LAYERS = layer('Drivers know nothing of services, HTTP, jobs or the context.', [
   '**/services/**',
@@ -95,6 +103,7 @@ export const LAYER_RULES = [
               '**/drivers/**',
               '**/jobs/**',
             ]),
+            NO_CONTEXT,
             {
               group: ['**/db/repositories/**', '**/db/connect.js'],
               allowTypeImports: true,
@@ -106,12 +115,6 @@ export const LAYER_RULES = [
     },
   },
   {
-    // Known exceptions: the ownership check reads what a path names straight from the store (before
-    // the body, for every route), and /readyz pings it.
-    files: ['src/http/plugins/ownership.ts', 'src/http/routes/system.ts'],
-    rules: { '@typescript-eslint/no-restricted-imports': 'off' },
-  },
-  {
     files: ['src/services/**/*.ts'],
     rules: {
       '@typescript-eslint/no-restricted-imports': [
@@ -119,6 +122,8 @@ export const LAYER_RULES = [
         {
           patterns: [
             layer('Services do not depend on HTTP.', ['**/http/**']),
+            NO_CONTEXT,
+            layer('Services are built by the composition root; they do not reach it.', ['**/composition.js']),
             layer(
               'Services use a driver through its interface; src/composition.ts picks the implementation.',
               [
@@ -127,6 +132,25 @@ export const LAYER_RULES = [
                 '**/drivers/runtime/local/**',
               ],
             ),
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // The job queue and runner sit below the services: the registry gets its handlers from them.
+    files: ['src/jobs/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            layer('Jobs know nothing of services or HTTP: handlers are handed in (src/composition.ts).', [
+              '**/services/**',
+              '**/http/**',
+              '**/composition.js',
+            ]),
+            NO_CONTEXT,
           ],
         },
       ],

@@ -7,15 +7,13 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { startObjectStorageEndpoint, viewObjectStorages } from '../src/services/object-storage/index.js';
 import { createTestApp } from '../test/helpers/app.js';
 import { applyObjectStorage } from '../test/object-storage/helpers.js';
-import { createBackgroundWork } from '../src/jobs/index.js';
 
 const [suite, ...pytestArgs] = process.argv.slice(2);
 if (!suite) throw new Error('usage: s3-compat.ts <s3-tests checkout> [pytest arguments…]');
 const t = await createTestApp('sqlite');
-const s3 = await startObjectStorageEndpoint(t.ctx);
+const s3 = await t.ctx.services.objectStorage.serveEndpoint();
 const roles = ['main', 'alt', 'tenant'];
 for (const role of roles) {
   await applyObjectStorage(t.ctx, t.user.team_id, {
@@ -24,8 +22,8 @@ for (const role of roles) {
     users: [{ username: 'admin', policies: ['admin'] }],
   });
 }
-await createBackgroundWork(t.ctx).runDue();
-const storages = await viewObjectStorages(t.ctx, { id: t.user.team_id, role: 'owner' });
+await t.ctx.services.jobs.runner().runDue();
+const storages = await t.ctx.services.objectStorage.view({ id: t.user.team_id, role: 'owner' });
 const ids = await t.ctx.db.selectFrom('object_storages').select(['id', 'name']).execute();
 const sections = roles.map((role) => {
   const storage = storages.find((s) => s.name === `suite-${role}`)!;

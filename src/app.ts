@@ -3,6 +3,8 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { AppContext } from './context.js';
+import { pingStore } from './db/connect.js';
+import type { RouteDeps } from './http/deps.js';
 import { registerAuth } from './http/plugins/auth.js';
 import { registerErrorHandler } from './http/plugins/errors.js';
 import { registerProtocol } from './http/plugins/protocol.js';
@@ -94,24 +96,35 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
 
   registerErrorHandler(app);
   if (options.checkResponses) registerResponseCheck(app);
-  registerProtocol(app, ctx);
-  registerAuth(app, ctx);
+  registerProtocol(app, { maintenance: ctx.maintenance });
+  registerAuth(app, {
+    identity: ctx.identity,
+    sessions: ctx.services.accounts,
+    rateLimitPerMinute: ctx.config.rateLimitPerMinute,
+  });
   registerInputGuard(app);
-  registerOwnershipCheck(app, ctx);
+  registerOwnershipCheck(app, { ownership: ctx.services.ownership });
 
-  registerSystemRoutes(app, ctx);
-  registerIdentityRoutes(app, ctx);
-  registerAccountRoutes(app, ctx);
-  registerToolsRoutes(app, ctx);
-  registerManagedDatabaseApiRoutes(app, ctx);
-  registerDbOperationRoutes(app, ctx);
-  registerManagedDatabasePanelRoutes(app, ctx);
-  registerObjectStorageRoutes(app, ctx);
-  registerInfrastructureRoutes(app, ctx);
-  registerApplicationRoutes(app, ctx);
-  registerRuntimeRoutes(app, ctx);
-  registerTeamResourceRoutes(app, ctx);
-  registerScheduledDeletionRoutes(app, ctx);
+  // What every route receives: the services and the few things beside them (src/http/deps.ts).
+  const deps: RouteDeps = {
+    services: ctx.services,
+    identity: ctx.identity,
+    clock: ctx.clock,
+    ping: () => pingStore(ctx.store),
+  };
+  registerSystemRoutes(app, deps);
+  registerIdentityRoutes(app, deps);
+  registerAccountRoutes(app, deps, { secureCookies: ctx.config.publicUrl.startsWith('https:') });
+  registerToolsRoutes(app, deps);
+  registerManagedDatabaseApiRoutes(app, deps);
+  registerDbOperationRoutes(app, deps);
+  registerManagedDatabasePanelRoutes(app, deps);
+  registerObjectStorageRoutes(app, deps);
+  registerInfrastructureRoutes(app, deps);
+  registerApplicationRoutes(app, deps);
+  registerRuntimeRoutes(app, deps);
+  registerTeamResourceRoutes(app, deps);
+  registerScheduledDeletionRoutes(app, deps);
 
   return app;
 }

@@ -1,8 +1,10 @@
-// The composition root: every long-lived service of a context is built here, once, with the driver
-// its family's config names (Config.drivers). Routes, jobs and the lifecycle reach them as
-// `ctx.services`; nothing else keeps a service of its own. Services are made on first use, so a
-// process that never converts a PDF never starts Chromium, and each one that is made is stopped with
-// the context.
+// The composition root: every long-lived service of a context is built here, once, from the narrow
+// dependencies it names (its `…Deps` type) and with the driver its family's config names
+// (Config.drivers). No service receives the context. Routes receive `RouteDeps` (src/http/deps.ts,
+// built in src/app.ts), the job runner `services.jobs.handlers()`, and the lifecycle starts and stops
+// through `ctx.services`; nothing else keeps a service of its own. Services are made on first use, so
+// a process that never converts a PDF never starts Chromium, and each one that is made is stopped
+// with the context.
 import type { AppContext } from './context.js';
 import { createLocalDatabaseDriver } from './drivers/databases/local/index.js';
 import type { ManagedDatabaseDriver } from './drivers/databases/types.js';
@@ -11,12 +13,27 @@ import type { ObjectStorageDriver } from './drivers/objectstorage/driver.js';
 import { createLocalObjectStorageDriver } from './drivers/objectstorage/local/index.js';
 import { createAccountsService, type AccountsService } from './services/accounts.js';
 import { createApplyService, type ApplyService } from './services/infrastructure/apply.js';
-import { createDbOperationRequests, type DbOperationRequests } from './services/db-operations/requests.js';
+import {
+  createDbOperationRequests,
+  type DbOperationRequests,
+  type DbOperationRequestsDeps,
+} from './services/db-operations/requests.js';
+import { dbOperationJobHandlers } from './services/db-operations/index.js';
 import {
   createManagedDatabaseService,
   type ManagedDatabaseService,
 } from './services/managed-databases/index.js';
-import type { ApplicationCleanup } from './services/scheduled-deletion/index.js';
+import {
+  createScheduledDeletion,
+  type ApplicationCleanup,
+  type ScheduledDeletion,
+} from './services/scheduled-deletion/index.js';
+import { createObjectStorageService, type ObjectStorageService } from './services/object-storage/index.js';
+import { createNotificationService, type NotificationService } from './services/notifications/index.js';
+import { createOwnershipChecks, type OwnershipChecks } from './services/ownership.js';
+import { createRemovals } from './services/infrastructure/removals.js';
+import { createBackgroundWork } from './jobs/index.js';
+import type { JobHandler, JobRunner } from './jobs/runner.js';
 import type { AppRuntimeDriver } from './drivers/runtime/driver.js';
 import { createLocalRuntimeDriver } from './drivers/runtime/local/index.js';
 import { createAddressGuard } from './drivers/net/guard.js';
@@ -29,7 +46,10 @@ import {
   type RuntimeService,
 } from './services/applications/runtime.js';
 import { createSpecBuilder } from './services/applications/spec.js';
-import { createInfrastructureQueries } from './services/infrastructure/queries.js';
+import {
+  createInfrastructureQueries,
+  type InfrastructureQueries,
+} from './services/infrastructure/queries.js';
 import { createScheduleService, type ScheduleService } from './services/scheduled-deletion/schedules.js';
 import {
   createToolsService,
@@ -43,7 +63,8 @@ export interface Services {
   readonly tools: ToolsService;
   /** The SMTP mailer; undefined without BERTH_SMTP_URL (mail stays in the outbox). */
   readonly mailer: Mailer | undefined;
-  readonly objectStorage: ObjectStorageDriver;
+  /** Object storages: provisioning, the endpoint, the owner's view, deletion (with their driver). */
+  readonly objectStorage: ObjectStorageService;
   /** Apply and dry run of the Infrastructure document. */
   readonly apply: ApplyService;
   /** Work to do before any application of this context is deleted (a runtime's processes…). */
@@ -60,8 +81,27 @@ export interface Services {
   readonly applications: RuntimeService;
   /** People signing in: passwords, sessions, sign-in links; team membership changes. */
   readonly accounts: AccountsService;
+  /** What a team has, as the platform API reads it: applications, resources, YAML exports. */
+  readonly resources: InfrastructureQueries;
+  /** Removing one domain, secret or volume of an application. */
+  readonly removals: ReturnType<typeof createRemovals>;
+  /** The mail outbox as the platform API lists it. */
+  readonly notifications: NotificationService;
+  /** Scheduled deletion of applications: the sweep, its jobs and its start. */
+  readonly scheduledDeletion: ScheduledDeletion;
+  /** Who may see what a path names, before the body is validated (the ownership plugin). */
+  readonly ownership: OwnershipChecks;
+  readonly jobs: Jobs;
+}
+
+/** The job registry: every feature's handlers, and the runner that runs them. */
+export interface Jobs {
+  /** Every job type and its handler, collected from the services (a new map on each call). */
+  handlers(): Record<string, JobHandler>;
+  /** A runner over every handler (the lifecycle starts one; tests run due jobs with it). */
+  runner(options?: { pollMs?: number }): JobRunner;
   /** Polls the job runner at once; the lifecycle sets it when the runner starts. */
-  readonly jobs: { wake(): void };
+  wake(): void;
 }
 
 /** What tests and tools may choose instead of the configured defaults. */
@@ -131,7 +171,7 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
       }
     }
   });
-  const jobs = { wake: () => undefined as void };
+  const resources = once(() => createInfrastructureQueries({ db: ctx.db, identity: ctx.identity }));
   const specs = once(() =>
     createSpecBuilder({ db: ctx.db, secretBox: ctx.secretBox, runtime: config.runtime }),
   );
@@ -153,7 +193,7 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
       clock: ctx.clock,
       logger: ctx.logger,
       dataDir: config.dataDir,
-      queries: createInfrastructureQueries({ db: ctx.db, identity: ctx.identity }),
+      queries: resources(),
       deployments: deployments(),
       specs: specs(),
       driver: runtimeDriver,
@@ -162,12 +202,30 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
   );
 
   const managedDatabases = once(() => {
-    const service = createManagedDatabaseService(ctx, managedDatabaseDriver());
+    const service = createManagedDatabaseService({
+      db: ctx.db,
+      clock: ctx.clock,
+      ids: ctx.ids,
+      logger: ctx.logger,
+      secretBox: ctx.secretBox,
+      identity: ctx.identity,
+      dataDir: config.dataDir,
+      driver: managedDatabaseDriver(),
+    });
     ctx.onClose(() => service.close());
     return service;
   });
   const tools = once(() => {
-    const service = createToolsService(ctx, { ...DEFAULT_TOOLS_OPTIONS, ...overrides.tools });
+    const service = createToolsService(
+      {
+        db: ctx.db,
+        clock: ctx.clock,
+        logger: ctx.logger,
+        allowPrivate: config.toolsAllowPrivate,
+        monthlyCredits: config.toolsMonthlyCredits,
+      },
+      { ...DEFAULT_TOOLS_OPTIONS, ...overrides.tools },
+    );
     ctx.onClose(() => service.close());
     return service;
   });
@@ -178,7 +236,14 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
     if (made) ctx.onClose(() => made.close());
     return made;
   });
-  const objectStorage = once(objectStorageDriver);
+  const objectStorage = once(() =>
+    createObjectStorageService({
+      db: ctx.db,
+      clock: ctx.clock,
+      driver: objectStorageDriver(),
+      listen: { host: config.host, port: config.s3Port },
+    }),
+  );
   // What runs for an application stops and goes before its rows do.
   const applicationCleanups: ApplicationCleanup[] = [
     async (app) => {
@@ -186,7 +251,21 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
       await runtimeDriver().remove(app.id);
     },
   ];
-  const dbOperations = once(() => createDbOperationRequests(ctx));
+  // The /1.3 operations' requests and jobs. The managed-database service is reached when used, not when
+  // these are made (it stops instances at close), hence the getter (which a spread would call).
+  const dbOperationsDeps: DbOperationRequestsDeps = {
+    db: ctx.db,
+    clock: ctx.clock,
+    ids: ctx.ids,
+    logger: ctx.logger,
+    secretBox: ctx.secretBox,
+    identity: ctx.identity,
+    get managedDatabases() {
+      return managedDatabases();
+    },
+    toolsAllowPrivate: config.toolsAllowPrivate,
+  };
+  const dbOperations = once(() => createDbOperationRequests(dbOperationsDeps));
   const apply = once(() =>
     createApplyService({
       db: ctx.db,
@@ -199,7 +278,7 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
       deployments: deployments(),
       runtimeCapabilities: () => runtimeDriver().capabilities(),
       // What the object-storage driver would refuse is refused by apply, in the same 422.
-      validationHooks: { objectStorageEntry: (entry) => objectStorage().problems(entry) },
+      validationHooks: { objectStorageEntry: (entry) => objectStorage().driver.problems(entry) },
     }),
   );
   const accounts = once(() =>
@@ -216,6 +295,45 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
   const schedules = once(() =>
     createScheduleService({ db: ctx.db, clock: ctx.clock, identity: ctx.identity }),
   );
+  const removals = once(() => createRemovals({ db: ctx.db, clock: ctx.clock, queries: resources() }));
+  const notifications = once(() => createNotificationService({ db: ctx.db }));
+  const scheduledDeletion = once(() =>
+    createScheduledDeletion({
+      db: ctx.db,
+      clock: ctx.clock,
+      logger: ctx.logger,
+      publicUrl: config.publicUrl,
+      dataDir: config.dataDir,
+      cleanups: () => applicationCleanups,
+      mailConfigured: config.smtpUrl !== undefined,
+      mailer,
+    }),
+  );
+  const ownership = once(() => createOwnershipChecks({ db: ctx.db, identity: ctx.identity }));
+
+  const jobs: Jobs = {
+    // Features add theirs here.
+    handlers: () => ({
+      ...objectStorage().jobHandlers(),
+      ...scheduledDeletion().jobHandlers(),
+      ...managedDatabases().handlers(),
+      ...dbOperationJobHandlers(dbOperationsDeps),
+      ...deployments().jobHandlers(),
+    }),
+    runner: (options = {}) =>
+      createBackgroundWork(
+        {
+          db: ctx.db,
+          dialect: ctx.store.dialect,
+          clock: ctx.clock,
+          ids: ctx.ids,
+          logger: ctx.logger,
+          handlers: jobs.handlers(),
+        },
+        options,
+      ),
+    wake: () => undefined,
+  };
 
   return {
     get managedDatabases() {
@@ -250,6 +368,21 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
     },
     get accounts() {
       return accounts();
+    },
+    get resources() {
+      return resources();
+    },
+    get removals() {
+      return removals();
+    },
+    get notifications() {
+      return notifications();
+    },
+    get scheduledDeletion() {
+      return scheduledDeletion();
+    },
+    get ownership() {
+      return ownership();
     },
     jobs,
     applicationCleanups,

@@ -1,10 +1,7 @@
-// What a serving Berth process starts beside the HTTP API, and stops again. Features add theirs here.
+// What a serving Berth process starts beside the HTTP API, and stops again, each through its service
+// (ctx.services, built by src/composition.ts). Features add theirs here.
 import { CONFIG_VARIABLES } from './config/index.js';
 import type { AppContext } from './context.js';
-import { createBackgroundWork } from './jobs/index.js';
-import { serveObjectStorage } from './services/object-storage/index.js';
-import { startScheduledDeletion } from './services/scheduled-deletion/index.js';
-import { startManagedDatabases } from './services/managed-databases/index.js';
 
 export interface Background {
   /** Where the servers started beside the API listen. */
@@ -33,25 +30,27 @@ export async function startBackground(
   ctx: AppContext,
   options: { pollMs?: number } = {},
 ): Promise<Background> {
-  const work = createBackgroundWork(ctx, options);
+  const { services } = ctx;
+  const work = services.jobs.runner(options);
   const stops: Array<() => Promise<void>> = [];
   // Feature starters go here (servers, reconcilers), each pushing its stop onto `stops`.
-  const s3 = await serveObjectStorage(ctx).catch((error: unknown) => {
+  const s3 = await services.objectStorage.serve().catch((error: unknown) => {
     throw explainListenError(error, 'the S3 endpoint', 's3Port', ctx.config.s3Port);
   });
   if (s3) stops.push(() => s3.close());
-  await startScheduledDeletion(ctx);
-  const databases = startManagedDatabases(ctx);
+  await services.scheduledDeletion.start();
+  // The supervisor's first pass starts every instance that should run; warmUp builds engine templates.
+  const databases = services.managedDatabases.startSupervisor({ warmUp: true });
   stops.push(() => databases.stop());
   // Applications: the edge first (a port taken is said before anything runs), then every application
   // that should run is started again and unfinished deployments are settled.
-  const runtime = ctx.services.runtime;
+  const runtime = services.runtime;
   await runtime.start().catch((error: unknown) => {
     throw explainListenError(error, 'the edge proxy (applications)', 'edgePort', ctx.config.runtime.edgePort);
   });
   stops.push(() => runtime.close());
-  ctx.services.jobs.wake = () => work.wake();
-  const reconciled = ctx.services.deployments
+  services.jobs.wake = () => work.wake();
+  const reconciled = services.deployments
     .reconcile()
     .catch((error: unknown) => ctx.logger.error({ err: error }, 'applications were not all started again'));
   stops.push(() => reconciled);
@@ -59,7 +58,7 @@ export async function startBackground(
   const host = ctx.config.host.includes(':') ? `[${ctx.config.host}]` : ctx.config.host;
   return {
     endpoints: {
-      s3: s3?.url ?? ctx.services.objectStorage.endpoint(),
+      s3: s3?.url ?? services.objectStorage.endpoint(),
       apps: `http://${host}:${runtime.endpoints.http}`,
       appsTls:
         runtime.endpoints.https === undefined ? undefined : `https://${host}:${runtime.endpoints.https}`,

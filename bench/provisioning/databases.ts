@@ -14,7 +14,6 @@ import { createContext } from '../../src/context.js';
 import { iso } from '../../src/domain/clock.js';
 import { createLocalDatabaseDriver } from '../../src/drivers/databases/local/index.js';
 import type { DatabaseEngine } from '../../src/drivers/databases/types.js';
-import { createBackgroundWork } from '../../src/jobs/index.js';
 import { enqueueJob } from '../../src/jobs/queue.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -45,7 +44,7 @@ const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-bench-provisioning-
 const config = loadConfig({ BERTH_DATA_DIR: dataDir, BERTH_LOG_LEVEL: 'silent', BERTH_S3_PORT: '0' });
 const ctx = await createContext(config, { logger: pino({ level: 'silent' }) });
 const user = await ctx.identity.createUser({ email: 'bench@example.com', team: 'bench' });
-const work = createBackgroundWork(ctx, { pollMs: 1000 });
+const work = ctx.services.jobs.runner({ pollMs: 1000 });
 work.start();
 const baselineDriver = createLocalDatabaseDriver({
   dataDir: path.join(dataDir, 'baseline'),

@@ -22,9 +22,7 @@ import { pino } from 'pino';
 import { loadConfig } from '../../src/config/index.js';
 import { createContext } from '../../src/context.js';
 import { iso } from '../../src/domain/clock.js';
-import { createBackgroundWork } from '../../src/jobs/index.js';
 import { enqueueJob } from '../../src/jobs/queue.js';
-import { viewObjectStorages } from '../../src/services/object-storage/index.js';
 
 const quick = process.argv.includes('--quick');
 const SIZES: Array<{ label: string; bytes: number; rounds: number }> = [
@@ -180,8 +178,8 @@ async function main(): Promise<void> {
         now,
       );
     });
-    await createBackgroundWork(ctx).runDue();
-    const [storage] = await viewObjectStorages(ctx, { id: user.team_id, role: 'owner' });
+    await ctx.services.jobs.runner().runDue();
+    const [storage] = await ctx.services.objectStorage.view({ id: user.team_id, role: 'owner' });
     const key = storage!.users[0]!;
     await ctx.close();
     server = await startEndpoint(dataDir);

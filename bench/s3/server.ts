@@ -3,12 +3,11 @@
 import { pino } from 'pino';
 import { loadConfig } from '../../src/config/index.js';
 import { createContext } from '../../src/context.js';
-import { startObjectStorageEndpoint } from '../../src/services/object-storage/index.js';
 
 const ctx = await createContext(loadConfig({ ...process.env, BERTH_S3_PORT: '0' }), {
   logger: pino({ level: 'silent' }),
 });
-const server = await startObjectStorageEndpoint(ctx);
+const server = await ctx.services.objectStorage.serveEndpoint();
 process.stdout.write(`PORT ${server.port}\n`);
 process.once('SIGTERM', () => {
   void server

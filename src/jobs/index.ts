@@ -1,31 +1,32 @@
-// The background work of one Berth process: the job runner with every feature's handlers.
-import type { AppContext } from '../context.js';
+// The background work of one Berth process: the job runner with every feature's handlers. The handlers
+// come from the services (src/composition.ts collects them as `services.jobs.handlers()`); this folder
+// knows no service.
+import type { Kysely } from 'kysely';
+import type { Logger } from 'pino';
+import type { Dialect } from '../db/dialect.js';
+import type { Database } from '../db/schema/index.js';
+import type { Clock, IdGenerator } from '../domain/clock.js';
 import { createJobRunner, type JobHandler, type JobRunner } from './runner.js';
-import { provisionObjectStorageHandler } from '../services/object-storage/index.js';
-import { scheduledDeletionJobHandlers } from '../services/scheduled-deletion/index.js';
-import { managedDatabaseJobHandlers } from '../services/managed-databases/index.js';
-import { dbOperationJobHandlers } from '../services/db-operations/index.js';
 
-/** Every job type and its handler. Features add theirs here. */
-export function jobHandlers(ctx: AppContext): Record<string, JobHandler> {
-  return {
-    ...provisionObjectStorageHandler(ctx),
-    ...scheduledDeletionJobHandlers(ctx),
-    ...managedDatabaseJobHandlers(ctx),
-    ...dbOperationJobHandlers(ctx),
-    ...ctx.services.deployments.jobHandlers(),
-  };
+export interface BackgroundWorkDeps {
+  db: Kysely<Database>;
+  dialect: Dialect;
+  clock: Clock;
+  ids: IdGenerator;
+  logger: Logger;
+  /** Every job type and its handler. */
+  handlers: Record<string, JobHandler>;
 }
 
-export function createBackgroundWork(ctx: AppContext, options: { pollMs?: number } = {}): JobRunner {
+export function createBackgroundWork(deps: BackgroundWorkDeps, options: { pollMs?: number } = {}): JobRunner {
   return createJobRunner({
-    db: ctx.db,
-    dialect: ctx.store.dialect,
-    clock: ctx.clock,
-    ids: ctx.ids,
-    handlers: jobHandlers(ctx),
+    db: deps.db,
+    dialect: deps.dialect,
+    clock: deps.clock,
+    ids: deps.ids,
+    handlers: deps.handlers,
     pollMs: options.pollMs ?? 1000,
     onError: (job, error) =>
-      ctx.logger.warn({ err: error, job: { id: job.id, type: job.type } }, 'job failed'),
+      deps.logger.warn({ err: error, job: { id: job.id, type: job.type } }, 'job failed'),
   });
 }

@@ -58,6 +58,10 @@ describe('layer rules', () => {
     const service =
       "import { createServices } from '../../composition.js';\nexport const f = createServices;\n";
     expect(await layerProblems('src/http/routes/tools.ts', service)).toEqual([]);
+    // No exception any more: the ownership plugin and /readyz receive a service and a ping.
+    expect(await layerProblems('src/http/plugins/ownership.ts', repo)).toHaveLength(1);
+    const ping = "import { pingStore } from '../../db/connect.js';\nexport const f = pingStore;\n";
+    expect(await layerProblems('src/http/routes/system.ts', ping)).toHaveLength(1);
   });
 
   it('keep services on driver interfaces: no local implementation of any family', async () => {
@@ -70,5 +74,37 @@ describe('layer rules', () => {
     const contract =
       "import type { ObjectStorageDriver } from '../drivers/objectstorage/driver.js';\nexport type D = ObjectStorageDriver;\n";
     expect(await layerProblems('src/services/identity.ts', contract)).toEqual([]);
+  });
+
+  it('keep the context to the entry points: services, jobs and HTTP take narrow dependencies', async () => {
+    const files = {
+      'src/services/identity.ts': '../context.js',
+      'src/jobs/runner.ts': '../context.js',
+      'src/http/routes/tools.ts': '../../context.js',
+      'src/http/plugins/ownership.ts': '../../context.js',
+      'src/http/routes/system.ts': '../../context.js',
+    };
+    for (const [file, target] of Object.entries(files)) {
+      const value = `import { createContext } from '${target}';\nexport const f = createContext;\n`;
+      const type = `import type { AppContext } from '${target}';\nexport type C = AppContext;\n`;
+      expect(await layerProblems(file, value), file).toEqual([
+        expect.stringContaining('narrow dependencies'),
+      ]);
+      expect(await layerProblems(file, type), file).toEqual([expect.stringContaining('narrow dependencies')]);
+    }
+    // The entry points hold it.
+    const entry = "import type { AppContext } from './context.js';\nexport type C = AppContext;\n";
+    expect(await layerProblems('src/lifecycle.ts', entry)).toEqual([]);
+    expect(await layerProblems('src/app.ts', entry)).toEqual([]);
+  });
+
+  it('keep jobs below the services: handlers are handed in', async () => {
+    const service =
+      "import { createObjectStorageService } from '../services/object-storage/index.js';\nexport const f = createObjectStorageService;\n";
+    expect(await layerProblems('src/jobs/index.ts', service)).toEqual([
+      expect.stringContaining('Jobs know nothing of services'),
+    ]);
+    const queue = "import { enqueueJob } from './queue.js';\nexport const f = enqueueJob;\n";
+    expect(await layerProblems('src/jobs/index.ts', queue)).toEqual([]);
   });
 });

@@ -4,7 +4,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dbOperationJobHandlers } from '../../src/services/db-operations/index.js';
 
 const TASK_JOB = 'db_operation.task';
 import { authHeaders, createTestApp, type TestApp } from '../helpers/app.js';
@@ -223,7 +222,7 @@ describe.each(DIALECTS)('/1.3 error codes without a running engine on %s', (dial
     expect(created.statusCode).toBe(201);
     const id = created.json<{ id: string }>().id;
     // Only the task job: the provisioning job of the row stays unrun.
-    const handler = dbOperationJobHandlers(t.ctx)[TASK_JOB];
+    const handler = t.ctx.services.jobs.handlers()[TASK_JOB];
     await handler?.(
       { id: 0, type: TASK_JOB, key: id, payload: { id }, attempts: 1, maxAttempts: 1 },
       { signal: new AbortController().signal },

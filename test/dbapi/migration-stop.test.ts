@@ -1,7 +1,6 @@
 // Stopping a replication migration through /1.3: a managed PostgreSQL on the local driver subscribes to
 // an external PostgreSQL (wal_level=logical) started here; the stop must leave a standalone database.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createBackgroundWork } from '../../src/jobs/index.js';
 import type { CreatedUser } from '../../src/services/identity.js';
 import { authHeaders } from '../helpers/app.js';
 import { startPostgres, type PostgresServer } from '../helpers/postgres-server.js';
@@ -58,7 +57,7 @@ describe.each(DIALECTS)('stopping a replication migration on %s', (dialect) => {
       `CREATE TABLE items (id int PRIMARY KEY, name text);
        INSERT INTO items SELECT g, 'item ' || g FROM generate_series(1, 100) g;`,
     );
-    await createBackgroundWork(berth.ctx).runDue();
+    await berth.ctx.services.jobs.runner().runDue();
   }, 60_000);
 
   afterAll(async () => {
@@ -75,7 +74,7 @@ describe.each(DIALECTS)('stopping a replication migration on %s', (dialect) => {
       ssl: false,
     });
     expect(started.statusCode).toBe(200);
-    await createBackgroundWork(berth.ctx).runDue();
+    await berth.ctx.services.jobs.runner().runDue();
     const shop = await targetUrl('shop');
     await waitFor(async () => ((await count(shop)) === 100 ? true : undefined), 20_000);
     // Rows written while the migration runs arrive too: it is continuous.

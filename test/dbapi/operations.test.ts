@@ -2,7 +2,6 @@
 // PostgreSQL started here (not managed by Berth) as the migration source, jobs driven by runDue.
 import { pgQuery, withDb } from '../db-operations/fixtures.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createBackgroundWork } from '../../src/jobs/index.js';
 import type { CreatedUser } from '../../src/services/identity.js';
 import { authHeaders } from '../helpers/app.js';
 import { freePort } from '../helpers/processes.js';
@@ -37,7 +36,7 @@ describe.each(DIALECTS)('/1.3 database operations on %s', (dialect) => {
   let source: PostgresServer;
   let uuid = '';
 
-  const runJobs = () => createBackgroundWork(berth.ctx).runDue();
+  const runJobs = () => berth.ctx.services.jobs.runner().runDue();
   const call = (method: 'GET' | 'POST', url: string, payload?: unknown, user?: CreatedUser) =>
     berth.app.inject({
       method,

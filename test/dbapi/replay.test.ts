@@ -8,7 +8,6 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createBackgroundWork } from '../../src/jobs/index.js';
 import type { CreatedUser } from '../../src/services/identity.js';
 import { authHeaders } from '../helpers/app.js';
 import { startPostgres, type PostgresServer } from '../helpers/postgres-server.js';
@@ -181,7 +180,7 @@ describe.each(DIALECTS)('replaying UpCloud against Berth on %s', (dialect) => {
   /** A PostgreSQL of its own for the upgrade, which leaves it `rebalancing` (the job is not run here). */
   let upgradeUuid = '';
 
-  const runJobs = () => createBackgroundWork(berth.ctx).runDue();
+  const runJobs = () => berth.ctx.services.jobs.runner().runDue();
   const call = (method: string, url: string, payload?: unknown) =>
     berth.app.inject({
       method: method as 'GET',

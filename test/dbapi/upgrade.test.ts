@@ -7,7 +7,6 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createBackgroundWork } from '../../src/jobs/index.js';
 import { clonePostgres, stopCluster } from '../../src/drivers/databases/operations/index.js';
 import type { CreatedUser } from '../../src/services/identity.js';
 import { authHeaders } from '../helpers/app.js';
@@ -46,7 +45,7 @@ describe.each(DIALECTS)('/1.3 upgrade and maintenance on %s', (dialect) => {
   let uuid = '';
   let appPassword = '';
 
-  const runJobs = () => createBackgroundWork(berth.ctx).runDue();
+  const runJobs = () => berth.ctx.services.jobs.runner().runDue();
   const call = (method: 'GET' | 'POST', url: string, payload?: unknown) =>
     berth.app.inject({
       method,

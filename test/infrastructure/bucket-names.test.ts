@@ -1,7 +1,6 @@
 // Bucket names are global on the S3 endpoint: a name another storage holds is refused at apply
 // (dry run included), at the bucket's path, instead of leaving the storage in `error` for good.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createBackgroundWork } from '../../src/jobs/index.js';
 import { authHeaders, createTestApp, type TestApp } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
 import { yaml } from './helpers.js';
@@ -33,7 +32,7 @@ describe.each(DIALECTS)('bucket names at apply (%s)', (dialect) => {
       storageDoc(t.user.team_id, 'files', ['shared-assets', 'mine']),
     );
     expect(first.statusCode).toBe(200);
-    await createBackgroundWork(t.ctx).runDue(); // provisioning creates the buckets
+    await t.ctx.services.jobs.runner().runDue(); // provisioning creates the buckets
     // Re-applying one's own document is no conflict.
     expect(
       (await apply(t.auth.platform, storageDoc(t.user.team_id, 'files', ['shared-assets']))).statusCode,
@@ -71,7 +70,7 @@ describe.each(DIALECTS)('bucket names at apply (%s)', (dialect) => {
     expect(
       (await apply(gamma, storageDoc(other.team_id, 'late', ['race-bucket', 'late-own']))).statusCode,
     ).toBe(200);
-    await createBackgroundWork(t.ctx).runDue();
+    await t.ctx.services.jobs.runner().runDue();
     const storage = () =>
       t.ctx.db
         .selectFrom('object_storages')
@@ -84,7 +83,7 @@ describe.each(DIALECTS)('bucket names at apply (%s)', (dialect) => {
     // The fixed document names another bucket: the one never created goes, the storage runs again.
     const fixed = await apply(gamma, storageDoc(other.team_id, 'late', ['late-own', 'race-fixed']));
     expect(fixed.statusCode).toBe(200);
-    await createBackgroundWork(t.ctx).runDue();
+    await t.ctx.services.jobs.runner().runDue();
     expect(await storage()).toEqual({
       state: 'running',
       buckets: JSON.stringify(['late-own', 'race-fixed']),

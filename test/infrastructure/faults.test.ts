@@ -56,7 +56,7 @@ describe.each(DIALECTS)('apply is all or nothing (%s)', (dialect) => {
       identity: t.ctx.identity,
       quotas: t.ctx.config.quotas,
       deployments: t.ctx.services.deployments,
-      validationHooks: { objectStorageEntry: (entry) => t.ctx.services.objectStorage.problems(entry) },
+      validationHooks: { objectStorageEntry: (entry) => t.ctx.services.objectStorage.driver.problems(entry) },
     });
     return { plugin, service };
   }

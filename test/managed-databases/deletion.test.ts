@@ -6,7 +6,6 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { maintenanceFile } from '../../src/drivers/databases/local/accounts.js';
 import { isAlive } from '../../src/drivers/databases/local/process.js';
-import { createBackgroundWork } from '../../src/jobs/index.js';
 import type { CreatedUser } from '../../src/services/identity.js';
 import { authHeaders } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
@@ -28,7 +27,7 @@ describe.each(DIALECTS)('deleting and powering managed databases on %s', (dialec
   let member: CreatedUser;
   let stranger: CreatedUser;
 
-  const runJobs = () => createBackgroundWork(berth.ctx).runDue();
+  const runJobs = () => berth.ctx.services.jobs.runner().runDue();
   const call = (method: 'GET' | 'DELETE' | 'PATCH', uuid: string, user = owner, payload?: object) =>
     berth.app.inject({
       method,

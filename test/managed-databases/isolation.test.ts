@@ -13,7 +13,6 @@ import {
   maintenanceFile,
   maintenancePassword,
 } from '../../src/drivers/databases/local/accounts.js';
-import { createBackgroundWork } from '../../src/jobs/index.js';
 import type { CreatedUser } from '../../src/services/identity.js';
 import { authHeaders } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
@@ -38,7 +37,7 @@ describe.each(DIALECTS)('tenant isolation of managed databases on %s', (dialect)
   let bob: CreatedUser;
   const ids = { pgA: '', pgB: '', myA: '', myB: '', kvA: '' };
 
-  const runJobs = () => createBackgroundWork(berth.ctx).runDue();
+  const runJobs = () => berth.ctx.services.jobs.runner().runDue();
   const service = async (uuid: string, user: CreatedUser): Promise<ServiceObject> =>
     (
       await berth.app.inject({ url: `/1.3/database/${uuid}`, headers: authHeaders(user).dbApi })

@@ -8,7 +8,6 @@ import pg from 'pg';
 import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isAlive } from '../../src/drivers/databases/local/process.js';
-import { createBackgroundWork } from '../../src/jobs/index.js';
 import { type Supervisor } from '../../src/services/managed-databases/index.js';
 import type { CreatedUser } from '../../src/services/identity.js';
 import { authHeaders } from '../helpers/app.js';
@@ -52,7 +51,7 @@ describe.each(DIALECTS)('managed databases on %s', (dialect) => {
   const uuid: Record<'pg' | 'mysql' | 'valkey', string> = { pg: '', mysql: '', valkey: '' };
   const statesBefore: string[] = [];
 
-  const runJobs = () => createBackgroundWork(berth.ctx).runDue();
+  const runJobs = () => berth.ctx.services.jobs.runner().runDue();
   const get = async (url: string, user: CreatedUser = owner) =>
     berth.app.inject({ method: 'GET', url, headers: authHeaders(user).dbApi });
   const service = async (engine: keyof typeof uuid, user: CreatedUser = owner): Promise<ServiceObject> =>

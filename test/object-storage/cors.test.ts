@@ -15,7 +15,6 @@ import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CHROMIUM_ARGS } from '../../src/drivers/chromium/engine.js';
 import type { S3Server } from '../../src/drivers/objectstorage/local/server.js';
-import { startObjectStorageEndpoint } from '../../src/services/object-storage/index.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
 import { adminStorage, refusal } from './helpers.js';
@@ -45,7 +44,7 @@ describe.each(DIALECTS)('bucket CORS on %s', (dialect) => {
 
   beforeAll(async () => {
     t = await createTestApp(dialect);
-    s3 = await startObjectStorageEndpoint(t.ctx);
+    s3 = await t.ctx.services.objectStorage.serveEndpoint();
     client = await adminStorage(t.ctx, t.user.team_id, s3.url, Bucket);
     allowed = await pageOrigin();
     other = await pageOrigin();

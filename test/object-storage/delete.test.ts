@@ -5,7 +5,6 @@ import path from 'node:path';
 import { CreateMultipartUploadCommand, GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LOOKUP_TTL_MS, type S3Server } from '../../src/drivers/objectstorage/local/server.js';
-import { startObjectStorageEndpoint } from '../../src/services/object-storage/index.js';
 import { authHeaders, createTestApp, type TestApp } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
 import { adminStorage, refusal } from './helpers.js';
@@ -15,7 +14,7 @@ describe.each(DIALECTS)('deleting an object storage on %s', (dialect) => {
   let s3: S3Server;
   beforeAll(async () => {
     t = await createTestApp(dialect);
-    s3 = await startObjectStorageEndpoint(t.ctx);
+    s3 = await t.ctx.services.objectStorage.serveEndpoint();
   });
   afterAll(async () => {
     await s3?.close();

@@ -2,9 +2,7 @@
 import http from 'node:http';
 import { S3Client, S3ServiceException } from '@aws-sdk/client-s3';
 import { iso } from '../../src/domain/clock.js';
-import { createBackgroundWork } from '../../src/jobs/index.js';
 import { enqueueJob } from '../../src/jobs/queue.js';
-import { viewObjectStorages } from '../../src/services/object-storage/index.js';
 import type { AppContext } from '../../src/context.js';
 
 export interface StorageInput {
@@ -136,8 +134,8 @@ export async function provisionStorage(
   users: Array<{ username: string; policies: unknown[] }>,
 ): Promise<Record<string, { id: string; secret: string }>> {
   await applyObjectStorage(ctx, teamId, { name: 'main', buckets: [bucket], users });
-  await createBackgroundWork(ctx).runDue();
-  const [storage] = await viewObjectStorages(ctx, { id: teamId, role: 'owner' });
+  await ctx.services.jobs.runner().runDue();
+  const [storage] = await ctx.services.objectStorage.view({ id: teamId, role: 'owner' });
   return Object.fromEntries(
     storage!.users.map((u) => [u.username, { id: u.access_key_id, secret: u.secret_key! }]),
   );

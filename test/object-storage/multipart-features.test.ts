@@ -20,7 +20,6 @@ import { createHash } from 'node:crypto';
 import zlib from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { S3Server } from '../../src/drivers/objectstorage/local/server.js';
-import { startObjectStorageEndpoint } from '../../src/services/object-storage/index.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
 import { adminStorage, outcome as refusal } from './helpers.js';
@@ -42,7 +41,7 @@ describe.each(DIALECTS)('multipart features and checksums on %s', (dialect) => {
 
   beforeAll(async () => {
     t = await createTestApp(dialect);
-    s3 = await startObjectStorageEndpoint(t.ctx);
+    s3 = await t.ctx.services.objectStorage.serveEndpoint();
     client = await adminStorage(t.ctx, t.user.team_id, s3.url, Bucket);
   });
 

@@ -4,7 +4,6 @@ import { createHmac } from 'node:crypto';
 import { GetObjectCommand, HeadObjectCommand, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { S3Server } from '../../src/drivers/objectstorage/local/server.js';
-import { startObjectStorageEndpoint } from '../../src/services/object-storage/index.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
 import { provisionStorage, s3Client } from './helpers.js';
@@ -49,7 +48,7 @@ describe.each(DIALECTS)('POST Object on %s', (dialect) => {
 
   beforeAll(async () => {
     t = await createTestApp(dialect);
-    s3 = await startObjectStorageEndpoint(t.ctx);
+    s3 = await t.ctx.services.objectStorage.serveEndpoint();
     Object.assign(
       keys,
       await provisionStorage(t.ctx, t.user.team_id, Bucket, [

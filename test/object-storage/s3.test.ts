@@ -29,8 +29,6 @@ import {
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LOOKUP_TTL_MS, type S3Server } from '../../src/drivers/objectstorage/local/server.js';
-import { createBackgroundWork } from '../../src/jobs/index.js';
-import { startObjectStorageEndpoint, viewObjectStorages } from '../../src/services/object-storage/index.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
 import { applyObjectStorage, refusal, s3Client } from './helpers.js';
@@ -83,7 +81,7 @@ describe.each(DIALECTS)('object storage on %s', (dialect) => {
 
   beforeAll(async () => {
     t = await createTestApp(dialect);
-    s3 = await startObjectStorageEndpoint(t.ctx);
+    s3 = await t.ctx.services.objectStorage.serveEndpoint();
     const team = t.user.team_id;
     uuids.main = await applyObjectStorage(t.ctx, team, {
       name: 'main',
@@ -119,8 +117,8 @@ describe.each(DIALECTS)('object storage on %s', (dialect) => {
       buckets: ['fine-bucket'],
       users: [{ username: 'y', policies: ['superuser'] }],
     });
-    await createBackgroundWork(t.ctx).runDue();
-    for (const storage of await viewObjectStorages(t.ctx, { id: team, role: 'owner' })) {
+    await t.ctx.services.jobs.runner().runDue();
+    for (const storage of await t.ctx.services.objectStorage.view({ id: team, role: 'owner' })) {
       for (const user of storage.users) {
         secrets[user.username] = { id: user.access_key_id, secret: user.secret_key! };
         clients[user.username] = s3Client(s3.url, user.access_key_id, user.secret_key!);
@@ -163,8 +161,8 @@ describe.each(DIALECTS)('object storage on %s', (dialect) => {
 
     // Provisioning again (a re-apply) keeps the keys.
     await applyObjectStorage(t.ctx, t.user.team_id, { name: 'main-again', buckets: [], users: [] });
-    await createBackgroundWork(t.ctx).runDue();
-    const [main] = await viewObjectStorages(t.ctx, { id: t.user.team_id, role: 'owner' }, 'main');
+    await t.ctx.services.jobs.runner().runDue();
+    const [main] = await t.ctx.services.objectStorage.view({ id: t.user.team_id, role: 'owner' }, 'main');
     expect(main!.users.map((u) => u.access_key_id)).toContain(secrets.admin!.id);
 
     const owner = await t.app.inject({
@@ -231,7 +229,7 @@ describe.each(DIALECTS)('object storage on %s', (dialect) => {
       payload: document,
     });
     expect(applied.statusCode).toBe(200);
-    await createBackgroundWork(t.ctx).runDue();
+    await t.ctx.services.jobs.runner().runDue();
     const shown = await t.app.inject({
       url: '/api/v1/teams/acme/object-storage/media',
       headers: t.auth.platform,
@@ -510,7 +508,7 @@ describe.each(DIALECTS)('object storage on %s', (dialect) => {
     const dayAgo = new Date(Date.now() - 25 * 3600_000);
     fs.utimesSync(path.join(tmp, 'stale'), dayAgo, dayAgo);
     fs.writeFileSync(path.join(tmp, 'in-flight'), 'y');
-    const again = await startObjectStorageEndpoint(t.ctx);
+    const again = await t.ctx.services.objectStorage.serveEndpoint();
     await again.close();
     expect(fs.readdirSync(tmp)).toEqual(['in-flight']);
     fs.rmSync(path.join(tmp, 'in-flight'));
@@ -541,7 +539,7 @@ describe.each(DIALECTS)('object storage on %s', (dialect) => {
     const young = plant(`data/${kept.bucket}/zz/young`, false);
     fs.utimesSync(path.join(root, kept.file), twoHoursAgo, twoHoursAgo);
 
-    const again = await startObjectStorageEndpoint(t.ctx);
+    const again = await t.ctx.services.objectStorage.serveEndpoint();
     await again.close(); // waits for the sweep it started
 
     for (const file of [orphan, goneBucket, gonePart]) expect(fs.existsSync(file)).toBe(false);
@@ -742,8 +740,11 @@ describe.each(DIALECTS)('object storage on %s', (dialect) => {
       buckets: ['cache-test'],
       users: [{ username: 'temp', policies: ['readwrite'] }],
     });
-    await createBackgroundWork(t.ctx).runDue();
-    const [storage] = await viewObjectStorages(t.ctx, { id: t.user.team_id, role: 'owner' }, 'cached');
+    await t.ctx.services.jobs.runner().runDue();
+    const [storage] = await t.ctx.services.objectStorage.view(
+      { id: t.user.team_id, role: 'owner' },
+      'cached',
+    );
     const key = storage!.users[0]!;
     const temp = s3Client(s3.url, key.access_key_id, key.secret_key!);
     const bound = () => new Promise((resolve) => setTimeout(resolve, LOOKUP_TTL_MS + 50));

@@ -15,7 +15,6 @@ import {
 } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { S3Server } from '../../src/drivers/objectstorage/local/server.js';
-import { startObjectStorageEndpoint } from '../../src/services/object-storage/index.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
 import { provisionStorage, refusal, s3Client } from './helpers.js';
@@ -29,7 +28,7 @@ describe.each(DIALECTS)('object tagging on %s', (dialect) => {
 
   beforeAll(async () => {
     t = await createTestApp(dialect);
-    s3 = await startObjectStorageEndpoint(t.ctx);
+    s3 = await t.ctx.services.objectStorage.serveEndpoint();
     const keys = await provisionStorage(t.ctx, t.user.team_id, Bucket, [
       { username: 'admin', policies: ['admin'] },
       { username: 'reader', policies: ['read'] },

@@ -14,7 +14,6 @@ import {
 } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { S3Server } from '../../src/drivers/objectstorage/local/server.js';
-import { startObjectStorageEndpoint } from '../../src/services/object-storage/index.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
 import { adminStorage } from './helpers.js';
@@ -119,7 +118,7 @@ describe.each(DIALECTS)('unimplemented S3 requests on %s', (dialect) => {
 
   beforeAll(async () => {
     t = await createTestApp(dialect);
-    s3 = await startObjectStorageEndpoint(t.ctx);
+    s3 = await t.ctx.services.objectStorage.serveEndpoint();
     client = await adminStorage(t.ctx, t.user.team_id, s3.url, Bucket);
     await client.send(new PutObjectCommand({ Bucket, Key, Body: BODY, ContentType: 'text/plain' }));
   });

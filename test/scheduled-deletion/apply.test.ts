@@ -4,8 +4,6 @@
 import { stringify } from 'yaml';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createManualClock } from '../../src/domain/clock.js';
-import { createBackgroundWork } from '../../src/jobs/index.js';
-import { startScheduledDeletion } from '../../src/services/scheduled-deletion/index.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
 import { childRows, DAY, HOUR, MINUTE, startSmtpSink, type SmtpSink } from './helpers.js';
@@ -47,7 +45,7 @@ describe.each(DIALECTS)('scheduled deletion through apply (%s)', (dialect) => {
     expect(res.statusCode, res.body).toBeLessThan(300);
     return res.json<{ application_id: number }>().application_id;
   };
-  const runDue = () => createBackgroundWork(t.ctx).runDue();
+  const runDue = () => t.ctx.services.jobs.runner().runDue();
   // Apply does not wake the sweep; the sweep looks again at least once a minute.
   const nextMinute = () => clock.advance(MINUTE);
   const timeLeft = () => sink.mails.map((m) => /, in (.+?)\./.exec(m.text)?.[1]);
@@ -56,7 +54,7 @@ describe.each(DIALECTS)('scheduled deletion through apply (%s)', (dialect) => {
     clock.set(START);
     sink = await startSmtpSink();
     t = await createTestApp(dialect, { clock, env: { BERTH_SMTP_URL: sink.url } });
-    await startScheduledDeletion(t.ctx);
+    await t.ctx.services.scheduledDeletion.start();
   });
   afterEach(async () => {
     await t.close();

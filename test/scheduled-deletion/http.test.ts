@@ -2,7 +2,6 @@
 // (409 without a schedule) and the team's outbox.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createManualClock } from '../../src/domain/clock.js';
-import { createBackgroundWork } from '../../src/jobs/index.js';
 import type { CreatedUser } from '../../src/services/identity.js';
 import { authHeaders, createTestApp, type TestApp } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
@@ -154,7 +153,7 @@ describe.each(DIALECTS)('scheduled deletion over HTTP (%s)', (dialect) => {
       .where('id', '=', foreign)
       .execute();
     clock.set('2026-06-01T12:01:00.000Z');
-    await createBackgroundWork(t.ctx).runDue();
+    await t.ctx.services.jobs.runner().runDue();
     const res = await call('GET', `/api/v1/teams/${t.user.team_id}/notifications`);
     expect(res.statusCode).toBe(200);
     const data = res.json<{ data: Array<Record<string, unknown>> }>().data;

@@ -5,14 +5,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createManualClock } from '../../src/domain/clock.js';
-import { createBackgroundWork } from '../../src/jobs/index.js';
 import { startBackground } from '../../src/lifecycle.js';
 import {
   deleteJobKey,
-  scheduledDeletionJobHandlers,
-  scheduledDeletionServiceOf,
   type DeletingApplication,
-  startScheduledDeletion,
   SWEEP_JOB,
   SWEEP_JOB_KEY,
 } from '../../src/services/scheduled-deletion/index.js';
@@ -41,7 +37,7 @@ describe.each(DIALECTS)('scheduled deletion lifecycle (%s)', (dialect) => {
   let teamId: number;
 
   const at = (offsetMs: number) => new Date(new Date(START).getTime() + offsetMs).toISOString();
-  const runDue = () => createBackgroundWork(t.ctx).runDue();
+  const runDue = () => t.ctx.services.jobs.runner().runDue();
   const patch = (id: number, value: string | null, method: 'PATCH' | 'PUT' = 'PATCH') =>
     t.app.inject({
       method,
@@ -60,7 +56,7 @@ describe.each(DIALECTS)('scheduled deletion lifecycle (%s)', (dialect) => {
     teamId = t.user.team_id;
     await t.ctx.identity.createUser({ email: CO_OWNER, team: 'acme', role: 'owner' });
     await t.ctx.identity.createUser({ email: MEMBER, team: 'acme', role: 'member' });
-    await startScheduledDeletion(t.ctx);
+    await t.ctx.services.scheduledDeletion.start();
   });
   afterEach(async () => {
     await t.close();
@@ -179,7 +175,7 @@ describe.each(DIALECTS)('scheduled deletion lifecycle (%s)', (dialect) => {
       .executeTakeFirstOrThrow();
     expect(sweep).toEqual({ run_at: at(MINUTE), state: 'queued' });
     clock.set(at(3 * DAY - MINUTE));
-    expect((await scheduledDeletionServiceOf(t.ctx).sweep()).runAgainAt.toISOString()).toBe(at(3 * DAY));
+    expect((await t.ctx.services.scheduledDeletion.sweep()).runAgainAt.toISOString()).toBe(at(3 * DAY));
 
     const steps: Array<[number, string[]]> = [
       [3 * DAY - MINUTE, []],
@@ -371,7 +367,7 @@ describe.each(DIALECTS)('scheduled deletion lifecycle (%s)', (dialect) => {
         .where('key', '=', SWEEP_JOB_KEY)
         .executeTakeFirstOrThrow();
     const { id } = await sweep();
-    const handler = scheduledDeletionJobHandlers(t.ctx)[SWEEP_JOB]!;
+    const handler = t.ctx.services.scheduledDeletion.jobHandlers()[SWEEP_JOB]!;
     const job = { id, type: SWEEP_JOB, key: SWEEP_JOB_KEY, payload: {}, attempts: 1, maxAttempts: 10 };
     const signal = new AbortController().signal;
     expect(await handler(job, { signal })).toEqual({ runAgainAt: new Date(at(MINUTE)) });

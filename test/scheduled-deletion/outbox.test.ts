@@ -6,9 +6,7 @@ import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createContext } from '../../src/context.js';
 import { createManualClock } from '../../src/domain/clock.js';
-import { createBackgroundWork } from '../../src/jobs/index.js';
 import { sendJobKey } from '../../src/services/notifications/index.js';
-import { startScheduledDeletion } from '../../src/services/scheduled-deletion/index.js';
 import { createTestApp, testConfig, type TestApp } from '../helpers/app.js';
 import { freePort } from '../helpers/processes.js';
 import { DIALECTS } from '../helpers/store.js';
@@ -41,8 +39,8 @@ describe.each(DIALECTS)('notification outbox (%s)', (dialect) => {
       name: 'web',
       scheduledDeletionAt: at(5 * HOUR),
     });
-    await startScheduledDeletion(t.ctx);
-    await createBackgroundWork(t.ctx).runDue();
+    await t.ctx.services.scheduledDeletion.start();
+    await t.ctx.services.jobs.runner().runDue();
 
     const note = await t.ctx.db.selectFrom('notifications').selectAll().executeTakeFirstOrThrow();
     expect(note).toMatchObject({ state: 'unsent', attempts: 1, sent_at: null });
@@ -55,10 +53,10 @@ describe.each(DIALECTS)('notification outbox (%s)', (dialect) => {
     expect(job).toEqual({ state: 'queued', run_at: at(1000), attempts: 1 });
 
     sink = await startSmtpSink(port);
-    await createBackgroundWork(t.ctx).runDue(); // the backoff has not passed: nothing is tried
+    await t.ctx.services.jobs.runner().runDue(); // the backoff has not passed: nothing is tried
     expect(sink.mails).toHaveLength(0);
     clock.set(at(1000));
-    await createBackgroundWork(t.ctx).runDue();
+    await t.ctx.services.jobs.runner().runDue();
     expect(sink.mails.map((m) => m.to)).toEqual([['owner@example.com']]);
     expect(sink.mails[0]?.from).toBe('ops@example.com');
     expect(await t.ctx.db.selectFrom('notifications').selectAll().executeTakeFirstOrThrow()).toMatchObject({
@@ -67,7 +65,7 @@ describe.each(DIALECTS)('notification outbox (%s)', (dialect) => {
       last_error: null,
       sent_at: at(1000),
     });
-    await createBackgroundWork(t.ctx).runDue();
+    await t.ctx.services.jobs.runner().runDue();
     expect(sink.mails).toHaveLength(1);
   });
 
@@ -84,8 +82,8 @@ describe.each(DIALECTS)('notification outbox (%s)', (dialect) => {
       name: 'moved',
       scheduledDeletionAt: at(6 * HOUR),
     });
-    await startScheduledDeletion(t.ctx);
-    await createBackgroundWork(t.ctx).runDue();
+    await t.ctx.services.scheduledDeletion.start();
+    await t.ctx.services.jobs.runner().runDue();
     let outbox = await t.ctx.db.selectFrom('notifications').select(['application_id', 'state']).execute();
     expect(outbox.map((n) => n.state)).toEqual(['unsent', 'unsent']);
 
@@ -106,8 +104,8 @@ describe.each(DIALECTS)('notification outbox (%s)', (dialect) => {
     });
     try {
       clock.set(at(HOUR));
-      await startScheduledDeletion(restarted);
-      await createBackgroundWork(restarted).runDue();
+      await restarted.services.scheduledDeletion.start();
+      await restarted.services.jobs.runner().runDue();
     } finally {
       await restarted.services.mailer?.close(); // not restarted.close(): the store belongs to `t`
     }
@@ -133,10 +131,10 @@ describe.each(DIALECTS)('notification outbox (%s)', (dialect) => {
       name: 'gone',
       scheduledDeletionAt: at(5 * HOUR),
     });
-    await startScheduledDeletion(t.ctx);
-    await createBackgroundWork(t.ctx).runDue();
+    await t.ctx.services.scheduledDeletion.start();
+    await t.ctx.services.jobs.runner().runDue();
     clock.set(at(5 * HOUR));
-    await createBackgroundWork(t.ctx).runDue();
+    await t.ctx.services.jobs.runner().runDue();
     expect(await t.ctx.db.selectFrom('applications').select('id').execute()).toEqual([]);
 
     const res = await t.app.inject({
@@ -166,11 +164,11 @@ describe.each(DIALECTS)('notification outbox (%s)', (dialect) => {
       name: 'gone',
       scheduledDeletionAt: at(HOUR),
     });
-    await startScheduledDeletion(t.ctx);
-    await createBackgroundWork(t.ctx).runDue();
+    await t.ctx.services.scheduledDeletion.start();
+    await t.ctx.services.jobs.runner().runDue();
     clock.set(at(HOUR));
-    await createBackgroundWork(t.ctx).runDue();
-    await createBackgroundWork(t.ctx).runDue();
+    await t.ctx.services.jobs.runner().runDue();
+    await t.ctx.services.jobs.runner().runDue();
     expect(sink.mails.map((m) => m.subject)).toEqual([
       'Application "gone" (team acme) will be deleted on 2026-09-01 01:00 UTC',
       'Application "gone" (team acme) was deleted on 2026-09-01 01:00 UTC',

@@ -5,11 +5,6 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createContext, type AppContext } from '../../src/context.js';
 import { createManualClock } from '../../src/domain/clock.js';
-import { createBackgroundWork } from '../../src/jobs/index.js';
-import {
-  scheduledDeletionServiceOf,
-  startScheduledDeletion,
-} from '../../src/services/scheduled-deletion/index.js';
 import { testConfig } from '../helpers/app.js';
 import { createTestPostgresDatabase } from '../helpers/store.js';
 import { DAY, HOUR, insertApplication, startSmtpSink, type SmtpSink } from './helpers.js';
@@ -55,10 +50,10 @@ describe('scheduled deletion with two runners on one PostgreSQL', () => {
       });
       apps.push({ id, name, when });
     }
-    await startScheduledDeletion(a);
-    await startScheduledDeletion(b);
-    const services = [scheduledDeletionServiceOf(a), scheduledDeletionServiceOf(b)];
-    const runners = [createBackgroundWork(a), createBackgroundWork(b)];
+    await a.services.scheduledDeletion.start();
+    await b.services.scheduledDeletion.start();
+    const services = [a.services.scheduledDeletion, b.services.scheduledDeletion];
+    const runners = [a.services.jobs.runner(), b.services.jobs.runner()];
 
     const moments = [...new Set(apps.flatMap((app) => [app.when - 7 * DAY, app.when - DAY, app.when]))].sort(
       (x, y) => x - y,

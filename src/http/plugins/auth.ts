@@ -2,11 +2,11 @@
 // of another kind is simply unknown there (401). Platform routes also take a browser session
 // (cookie), whose writes must carry its CSRF token. Then a per-credential rate limit.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { AppContext } from '../../context.js';
 import { AppError } from '../../domain/errors.js';
 import { createWindows } from '../../domain/rate-windows.js';
 import type { CredentialKind } from '../../db/schema/foundation.js';
-import type { Principal } from '../../services/identity.js';
+import type { AccountsService } from '../../services/accounts.js';
+import type { IdentityService, Principal } from '../../services/identity.js';
 import { readCookie, SESSION_COOKIE } from '../cookies.js';
 
 /** Methods a cross-site page could make a browser send with its cookie, and that change things. */
@@ -91,8 +91,17 @@ function rateLimited(retryAfter: number, message: string): AppError {
   return new AppError('rate_limited', message, { retryAfter, apiCode: 'TOO_MANY_REQUESTS' });
 }
 
-export function registerAuth(app: FastifyInstance, ctx: AppContext): void {
-  const limit = createRateLimiter(ctx.config.rateLimitPerMinute);
+export function registerAuth(
+  app: FastifyInstance,
+  deps: {
+    identity: Pick<IdentityService, 'authenticate'>;
+    /** Browser sessions (cookie) and their CSRF tokens. */
+    sessions: Pick<AccountsService, 'authenticateSession' | 'checkCsrf'>;
+    /** BERTH_RATE_LIMIT_PER_MINUTE. */
+    rateLimitPerMinute: number;
+  },
+): void {
+  const limit = createRateLimiter(deps.rateLimitPerMinute);
   app.decorateRequest('principal', undefined);
 
   const failures = createWindows();
@@ -110,14 +119,14 @@ export function registerAuth(app: FastifyInstance, ctx: AppContext): void {
         ? readCookie(request.headers.cookie, SESSION_COOKIE)
         : undefined;
     if (sessionToken !== undefined) {
-      const session = await ctx.services.accounts.authenticateSession(sessionToken);
+      const session = await deps.sessions.authenticateSession(sessionToken);
       if (!session) {
         failures.add(address, now);
         throw unauthenticated(kind, 'Unauthenticated. Your session has ended: sign in again.');
       }
       if (
         !SAFE_METHODS.has(request.method) &&
-        !ctx.services.accounts.checkCsrf(sessionToken, request.headers['x-csrf-token'] as string | undefined)
+        !deps.sessions.checkCsrf(sessionToken, request.headers['x-csrf-token'] as string | undefined)
       ) {
         throw new AppError(
           'forbidden',
@@ -142,7 +151,7 @@ export function registerAuth(app: FastifyInstance, ctx: AppContext): void {
     if (blockedName) {
       throw rateLimited(blockedName, 'Too many failed authentications for this user. Retry later.');
     }
-    const principal: Principal | undefined = await ctx.identity.authenticate(
+    const principal: Principal | undefined = await deps.identity.authenticate(
       kind,
       presented.id,
       presented.secret,

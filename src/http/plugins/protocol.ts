@@ -2,8 +2,8 @@
 // a request id on every answer, and every route declaring its authentication.
 import type { FastifyInstance } from 'fastify';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
-import type { AppContext } from '../../context.js';
 import { AppError } from '../../domain/errors.js';
+import type { MaintenanceSwitch } from '../../services/maintenance.js';
 import type { RouteAuth } from '../types.js';
 import { sendError } from './errors.js';
 
@@ -39,7 +39,10 @@ declare module 'fastify' {
   }
 }
 
-export function registerProtocol(app: FastifyInstance, ctx: AppContext): void {
+export function registerProtocol(
+  app: FastifyInstance,
+  deps: { maintenance: Pick<MaintenanceSwitch, 'isOn'> },
+): void {
   const routes = FindMyWay();
   const routeTable: RouteEntry[] = [];
   app.decorate('routeTable', routeTable);
@@ -64,7 +67,7 @@ export function registerProtocol(app: FastifyInstance, ctx: AppContext): void {
   app.addHook('onRequest', async (request, reply) => {
     void reply.header('x-request-id', request.id);
     const path = request.url.split('?')[0] ?? '';
-    if (!ALWAYS_OPEN.has(path) && (await ctx.maintenance.isOn())) {
+    if (!ALWAYS_OPEN.has(path) && (await deps.maintenance.isOn())) {
       throw new AppError('maintenance', 'Berth is down for maintenance. Please retry shortly.', {
         retryAfter: 60,
       });

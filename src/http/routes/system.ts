@@ -1,14 +1,13 @@
 // Probes and the generated API description. The only routes without authentication.
 import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.js';
-import { pingStore } from '../../db/connect.js';
+import type { RouteDeps } from '../deps.js';
 import { AppError } from '../../domain/errors.js';
 import { platformErrors } from '../schemas/errors.js';
 import { Health, OpenApiDocument, Ready } from '../schemas/platform.js';
 
 const tags = ['system'];
 
-export function registerSystemRoutes(app: FastifyInstance, ctx: AppContext): void {
+export function registerSystemRoutes(app: FastifyInstance, deps: Pick<RouteDeps, 'ping'>): void {
   app.get(
     '/healthz',
     {
@@ -33,7 +32,7 @@ export function registerSystemRoutes(app: FastifyInstance, ctx: AppContext): voi
       },
     },
     async () => {
-      if (!(await pingStore(ctx.store))) throw new AppError('internal', 'Store is not reachable');
+      if (!(await deps.ping())) throw new AppError('internal', 'Store is not reachable');
       return { status: 'ready' };
     },
   );

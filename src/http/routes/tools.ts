@@ -3,7 +3,7 @@
 import multipart from '@fastify/multipart';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type, type Static } from 'typebox';
-import type { AppContext } from '../../context.js';
+import type { RouteDeps } from '../deps.js';
 import { fieldError } from '../../domain/errors.js';
 import {
   TOOLS_LIMITS,
@@ -149,9 +149,9 @@ async function readUploads(
   return files;
 }
 
-export function registerToolsRoutes(app: FastifyInstance, ctx: AppContext): void {
+export function registerToolsRoutes(app: FastifyInstance, deps: RouteDeps): void {
   const config = { auth: 'tools_key' as const };
-  const tools = (): ToolsService => ctx.services.tools;
+  const tools = (): ToolsService => deps.services.tools;
 
   void app.register(async (scope) => {
     await scope.register(multipart, {

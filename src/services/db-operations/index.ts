@@ -7,8 +7,8 @@ import { handles } from '../jobs.js';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { AppContext } from '../../context.js';
 import type { Kysely } from 'kysely';
+import type { Logger } from 'pino';
 import type { Database } from '../../db/schema/index.js';
 import type { ManagedDatabaseTasksTable } from '../../db/schema/db-operations.js';
 import { stopCluster } from '../../drivers/databases/operations/cluster.js';
@@ -30,7 +30,9 @@ import {
   type MigrationStatus,
   type ResultCode,
 } from '../../drivers/databases/operations/index.js';
-import { iso } from '../../domain/clock.js';
+import { iso, type Clock } from '../../domain/clock.js';
+import type { SecretBox } from '../../crypto/secret-box.js';
+import type { ManagedDatabaseService } from '../managed-databases/service.js';
 import { AppError } from '../../domain/errors.js';
 import type { JobHandler, JobResult } from '../../jobs/runner.js';
 import {
@@ -47,6 +49,18 @@ export interface UpgradePayload {
   targetVersion: string;
 }
 
+/** What the /1.3 operations use; src/composition.ts builds it. */
+export interface DbOperationsDeps {
+  db: Kysely<Database>;
+  clock: Clock;
+  logger: Logger;
+  secretBox: SecretBox;
+  /** The managed-database service: its driver, credentials, restarts, upgrades and adopted copies. */
+  managedDatabases: ManagedDatabaseService;
+  /** BERTH_TOOLS_ALLOW_PRIVATE: the private addresses a migration source may have. */
+  toolsAllowPrivate: readonly string[];
+}
+
 /** What the clone job copies: from `source` into the freshly provisioned `target`. */
 export interface ClonePayload {
   source: string;
@@ -57,11 +71,11 @@ export interface ClonePayload {
 }
 
 /** The driver's base backups of a PostgreSQL instance, oldest first. */
-export function restorableBackups(ctx: AppContext, row: ManagedDatabaseRow): RestorableBackup[] {
-  return (
-    ctx.services.managedDatabases.driver.restorableBackups?.({ id: row.uuid, engine: engineOf(row.type) }) ??
-    []
-  );
+export function restorableBackups(
+  deps: Pick<DbOperationsDeps, 'managedDatabases'>,
+  row: ManagedDatabaseRow,
+): RestorableBackup[] {
+  return deps.managedDatabases.driver.restorableBackups?.({ id: row.uuid, engine: engineOf(row.type) }) ?? [];
 }
 
 export type TaskOperation = 'migration_check' | 'upgrade_check';
@@ -105,8 +119,12 @@ export function taskObject(task: TaskRow, type: string): Record<string, unknown>
  * Berth's own connection URI of a managed instance on this host (PostgreSQL or MariaDB): its
  * maintenance account, never the admin a team receives (which has no superuser rights).
  */
-export function adminUriOf(ctx: AppContext, row: ManagedDatabaseRow, instance: ManagedInstanceRow): string {
-  const driver = ctx.services.managedDatabases.driver;
+export function adminUriOf(
+  deps: Pick<DbOperationsDeps, 'managedDatabases'>,
+  row: ManagedDatabaseRow,
+  instance: ManagedInstanceRow,
+): string {
+  const driver = deps.managedDatabases.driver;
   if (!instance.port || !driver.maintenanceUri)
     throw new Error(`managed database ${row.uuid} has no port yet`);
   return driver.maintenanceUri({ id: row.uuid, engine: engineOf(row.type) }, instance.port);
@@ -140,23 +158,23 @@ function failureOf(error: unknown): { result: string; codes: ResultCode[] } {
  * (BERTH_TOOLS_ALLOW_PRIVATE): loopback, private and link-local addresses are refused otherwise, so
  * that a tenant cannot map the network behind Berth. Berth's own instances need no such rule.
  */
-const sourceGuard = (ctx: AppContext): AddressGuard =>
-  createAddressGuard({ allow: ctx.config.toolsAllowPrivate });
+const sourceGuard = (deps: Pick<DbOperationsDeps, 'toolsAllowPrivate'>): AddressGuard =>
+  createAddressGuard({ allow: deps.toolsAllowPrivate });
 
-export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandler> {
-  const guard = sourceGuard(ctx);
-  const log = ctx.logger.child({ component: 'db-operations' });
-  const now = () => iso(ctx.clock.now());
+export function dbOperationJobHandlers(deps: DbOperationsDeps): Record<string, JobHandler> {
+  const guard = sourceGuard(deps);
+  const log = deps.logger.child({ component: 'db-operations' });
+  const now = () => iso(deps.clock.now());
 
   async function runTask(id: string): Promise<void> {
-    const task = await ctx.db
+    const task = await deps.db
       .selectFrom('managed_database_tasks')
       .selectAll()
       .where('id', '=', id)
       .executeTakeFirst();
     if (!task || task.success !== null) return;
-    const request = JSON.parse(ctx.secretBox.decrypt(task.request)) as TaskRequest;
-    const { row, instance } = await loadDatabase(ctx.db, task.database_uuid);
+    const request = JSON.parse(deps.secretBox.decrypt(task.request)) as TaskRequest;
+    const { row, instance } = await loadDatabase(deps.db, task.database_uuid);
     let success = false;
     let result: string;
     let codes: ResultCode[];
@@ -181,7 +199,7 @@ export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandl
       } else {
         const version = request.targetVersion ?? '';
         const check = await upgradeCheck({
-          sourceUri: adminUriOf(ctx, row, instance),
+          sourceUri: adminUriOf(deps, row, instance),
           targetBinDir: pgBinDirFor(version),
           targetVersion: version,
         });
@@ -198,7 +216,7 @@ export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandl
       if (!isOperationError(error)) log.warn({ err: error, task: id }, 'database task failed');
       ({ result, codes } = failureOf(error));
     }
-    await ctx.db
+    await deps.db
       .updateTable('managed_database_tasks')
       .set({
         state: 'done',
@@ -213,7 +231,7 @@ export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandl
   }
 
   async function saveStatus(uuid: string, status: MigrationStatus): Promise<void> {
-    await ctx.db
+    await deps.db
       .updateTable('managed_database_migrations')
       .set({
         status: status.status,
@@ -228,13 +246,13 @@ export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandl
   }
 
   async function runMigration(uuid: string, signal: AbortSignal): Promise<void> {
-    const migration = await ctx.db
+    const migration = await deps.db
       .selectFrom('managed_database_migrations')
       .selectAll()
       .where('database_uuid', '=', uuid)
       .executeTakeFirst();
     if (!migration || migration.status !== 'running') return;
-    const { row, instance } = await loadDatabase(ctx.db, uuid);
+    const { row, instance } = await loadDatabase(deps.db, uuid);
     const method: MigrationStatus['method'] =
       migration.method === 'replication' ? 'replication' : row?.type === 'pg' ? 'pg_dump' : 'mysqldump';
     // Progress writes run one after the other and all end before the final status is written: on a
@@ -243,8 +261,8 @@ export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandl
     try {
       if (!row || !instance) throw new Error(`managed database ${uuid} is gone`);
       const input = {
-        sourceUri: ctx.secretBox.decrypt(migration.source),
-        targetUri: adminUriOf(ctx, row, instance),
+        sourceUri: deps.secretBox.decrypt(migration.source),
+        targetUri: adminUriOf(deps, row, instance),
         ssl: migration.ssl === 1,
         ...(migration.ignore_dbs ? { ignoreDbs: migration.ignore_dbs } : {}),
         signal,
@@ -289,7 +307,7 @@ export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandl
     work: string,
     keepRunning: boolean,
   ): Promise<RecoveredCopy> {
-    const driver = ctx.services.managedDatabases.driver;
+    const driver = deps.managedDatabases.driver;
     if (!driver.recoverCopy || !source.instance.port)
       throw new OperationError('PITR_NOT_SUPPORTED', 'The source keeps no WAL archive');
     return driver.recoverCopy(
@@ -323,7 +341,7 @@ export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandl
       const scratch = await recoverSourceCopy(source, payload.backup, payload.recoveryTime, work, true);
       try {
         // The scratch cluster is a copy of the source: same admin and password.
-        const scratchUri = new URL(adminUriOf(ctx, source.row, source.instance));
+        const scratchUri = new URL(adminUriOf(deps, source.row, source.instance));
         scratchUri.port = String(scratch.port);
         return await dumpMigrate({ sourceUri: scratchUri.toString(), targetUri, ssl: false });
       } finally {
@@ -354,7 +372,7 @@ export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandl
     target: { row: ManagedDatabaseRow; instance: ManagedInstanceRow },
     payload: ClonePayload,
   ): Promise<void> {
-    const backup = payload.backup ?? restorableBackups(ctx, source.row).at(-1);
+    const backup = payload.backup ?? restorableBackups(deps, source.row).at(-1);
     if (!backup) throw new OperationError('NO_BASE_BACKUP', 'The source has no base backup yet');
     if (!target.instance.data_dir)
       throw new OperationError('CLONE_FAILED', 'The clone has no data directory');
@@ -364,7 +382,7 @@ export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandl
     fs.mkdirSync(work, { mode: 0o711 });
     try {
       const copy = await recoverSourceCopy(source, backup, payload.recoveryTime, work, false);
-      await ctx.services.managedDatabases.adoptCopy(target.row.uuid, {
+      await deps.managedDatabases.adoptCopy(target.row.uuid, {
         dataDir: copy.dataDir,
         // The copy's superuser is the source's maintenance account, with the source's password.
         adminPassword: copy.adminPassword,
@@ -376,20 +394,20 @@ export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandl
 
   async function runClone(payload: ClonePayload, signal: AbortSignal): Promise<JobResult> {
     // Enqueued by the target's provisioning once its server runs (the target waits in `setup-service`).
-    const target = await loadDatabase(ctx.db, payload.target);
+    const target = await loadDatabase(deps.db, payload.target);
     if (!target.row || target.row.state === 'error' || target.row.state === 'deleted') return; // reason stands
     if (!target.instance?.port) {
-      return { runAgainAt: new Date(ctx.clock.now().getTime() + 1000) }; // restarting meanwhile
+      return { runAgainAt: new Date(deps.clock.now().getTime() + 1000) }; // restarting meanwhile
     }
     const targetRow = target.row;
-    const repo = createManagedDatabaseRepository(ctx.db);
+    const repo = createManagedDatabaseRepository(deps.db);
     try {
-      const source = await loadDatabase(ctx.db, payload.source);
+      const source = await loadDatabase(deps.db, payload.source);
       if (!source.row || !source.instance?.port) {
         throw new OperationError('CLONE_FAILED', 'The source database is not running');
       }
-      const sourceUri = adminUriOf(ctx, source.row, source.instance);
-      const targetUri = adminUriOf(ctx, targetRow, target.instance);
+      const sourceUri = adminUriOf(deps, source.row, source.instance);
+      const targetUri = adminUriOf(deps, targetRow, target.instance);
       const from = { row: source.row, instance: source.instance };
       if (source.row.type === 'pg' && (await needsPhysicalCopy(source.instance))) {
         await physicalCopy(from, { row: targetRow, instance: target.instance }, payload);
@@ -414,9 +432,9 @@ export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandl
 
   async function runUpgrade(payload: UpgradePayload): Promise<void> {
     // The route set `rebalancing`; a job claimed again after a crash finds it so and resumes.
-    const { row } = await loadDatabase(ctx.db, payload.uuid);
+    const { row } = await loadDatabase(deps.db, payload.uuid);
     if (row?.state !== 'rebalancing') return;
-    await ctx.services.managedDatabases.upgradeMajor(row.uuid, Number.parseInt(payload.targetVersion, 10));
+    await deps.managedDatabases.upgradeMajor(row.uuid, Number.parseInt(payload.targetVersion, 10));
   }
 
   return {
@@ -433,11 +451,11 @@ export function dbOperationJobHandlers(ctx: AppContext): Record<string, JobHandl
 
 /** The stored migration status; a replication migration is asked live (lag, source reachability). */
 export async function migrationStatusOf(
-  ctx: AppContext,
+  deps: DbOperationsDeps,
   row: ManagedDatabaseRow,
   instance: ManagedInstanceRow | undefined,
 ): Promise<MigrationStatus | undefined> {
-  const migration = await ctx.db
+  const migration = await deps.db
     .selectFrom('managed_database_migrations')
     .selectAll()
     .where('database_uuid', '=', row.uuid)
@@ -450,10 +468,10 @@ export async function migrationStatusOf(
   if (stored.databases.length === 0) return stored; // the subscriptions are still being created
   try {
     const live = await replicationStatus({
-      sourceUri: ctx.secretBox.decrypt(migration.source),
-      targetUri: adminUriOf(ctx, row, instance),
+      sourceUri: deps.secretBox.decrypt(migration.source),
+      targetUri: adminUriOf(deps, row, instance),
       ssl: migration.ssl === 1,
-      guard: sourceGuard(ctx),
+      guard: sourceGuard(deps),
     });
     const { lag_bytes: _lag, ...status } = live;
     return status;
@@ -470,11 +488,11 @@ export async function migrationStatusOf(
  * while a dump still copies (it runs to its end).
  */
 export async function stopMigration(
-  ctx: AppContext,
+  deps: DbOperationsDeps,
   row: ManagedDatabaseRow,
   instance: ManagedInstanceRow | undefined,
 ): Promise<MigrationStatus> {
-  const migration = await ctx.db
+  const migration = await deps.db
     .selectFrom('managed_database_migrations')
     .selectAll()
     .where('database_uuid', '=', row.uuid)
@@ -499,13 +517,13 @@ export async function stopMigration(
     }
     try {
       const stopped = await stopReplication({
-        sourceUri: ctx.secretBox.decrypt(migration.source),
-        targetUri: adminUriOf(ctx, row, instance),
+        sourceUri: deps.secretBox.decrypt(migration.source),
+        targetUri: adminUriOf(deps, row, instance),
         ssl: migration.ssl === 1,
-        guard: sourceGuard(ctx),
+        guard: sourceGuard(deps),
       });
       if (stopped.orphanedSlots.length > 0) {
-        ctx.logger.warn(
+        deps.logger.warn(
           { database: row.uuid, slots: stopped.orphanedSlots },
           'source unreachable: replication slots left on the source',
         );
@@ -523,13 +541,13 @@ export async function stopMigration(
     source_active: false,
     databases,
   };
-  await ctx.db
+  await deps.db
     .updateTable('managed_database_migrations')
     .set({
       status: 'stopped',
       status_json: JSON.stringify(status),
       error: null,
-      updated_at: iso(ctx.clock.now()),
+      updated_at: iso(deps.clock.now()),
     })
     .where('database_uuid', '=', row.uuid)
     .execute();

@@ -2,7 +2,6 @@
 // clones. Each checks ownership and the database's state, stores the sealed request and enqueues its
 // job in one transaction; the engine work runs in the jobs (index.ts). Routes parse, call one of
 // these and shape the answer.
-import type { AppContext } from '../../context.js';
 import { createDbOperationsRepository } from '../../db/repositories/db-operations.js';
 import {
   OPERATION_ERROR_STATUS,
@@ -33,8 +32,17 @@ import {
   stopMigration,
   taskObject,
   type TaskRequest,
+  type DbOperationsDeps,
   type UpgradePayload,
 } from './index.js';
+import type { IdGenerator } from '../../domain/clock.js';
+import type { IdentityService } from '../identity.js';
+
+/** The requests' dependencies: the jobs' and who the caller is, and new ids. */
+export interface DbOperationRequestsDeps extends DbOperationsDeps {
+  ids: IdGenerator;
+  identity: Pick<IdentityService, 'teamsOfUser'>;
+}
 
 const ERROR_CODE_OF_STATUS: Record<number, ErrorCode> = {
   400: 'bad_request',
@@ -92,10 +100,10 @@ export interface CloneInput {
 
 type ServiceObject = Record<string, unknown>;
 
-export function createDbOperationRequests(ctx: AppContext) {
-  const repo = createManagedDatabaseRepository(ctx.db);
-  const ops = createDbOperationsRepository(ctx.db);
-  const now = () => ctx.clock.now();
+export function createDbOperationRequests(deps: DbOperationRequestsDeps) {
+  const repo = createManagedDatabaseRepository(deps.db);
+  const ops = createDbOperationsRepository(deps.db);
+  const now = () => deps.clock.now();
 
   /** The database, 404 when unknown, 403 when none of the caller's teams holds it (as GET /1.3/database/{uuid}). */
   async function ownedDatabase(
@@ -106,7 +114,7 @@ export function createDbOperationRequests(ctx: AppContext) {
     if (!row) {
       throw new AppError('not_found', `Managed database ${uuid} not found`, { apiCode: 'SERVICE_NOT_FOUND' });
     }
-    const role = (await ctx.identity.teamsOfUser(userId)).find((t) => t.id === row.team_id)?.role;
+    const role = (await deps.identity.teamsOfUser(userId)).find((t) => t.id === row.team_id)?.role;
     if (role === undefined) {
       throw new AppError('forbidden', `Managed database ${row.uuid} belongs to another account`, {
         apiCode: 'ACCOUNT_FORBIDDEN',
@@ -120,8 +128,7 @@ export function createDbOperationRequests(ctx: AppContext) {
     instance: ManagedInstanceRow | undefined,
     role: string,
   ): ServiceObject {
-    const secrets =
-      role === 'owner' && instance ? ctx.services.managedDatabases.credentialsOf(instance) : undefined;
+    const secrets = role === 'owner' && instance ? deps.managedDatabases.credentialsOf(instance) : undefined;
     return serviceObject(row, instance, secrets);
   }
 
@@ -162,7 +169,7 @@ export function createDbOperationRequests(ctx: AppContext) {
 
   /** What a maintenance (a restart) would apply now: the URI and binaries the instance runs with. */
   const maintenanceInput = (row: ManagedDatabaseRow, running: ManagedInstanceRow) => ({
-    uri: adminUriOf(ctx, row, running),
+    uri: adminUriOf(deps, row, running),
     ...(row.type === 'pg' ? { binDir: pgBinDirFor(String(majorOf(running.version))) } : {}),
   });
 
@@ -213,13 +220,13 @@ export function createDbOperationRequests(ctx: AppContext) {
         }
         task = { operation: 'upgrade_check', targetVersion: version };
       }
-      const id = ctx.ids.uuid();
+      const id = deps.ids.uuid();
       const at = iso(now());
       const values = {
         id,
         database_uuid: row.uuid,
         operation: task.operation,
-        request: ctx.secretBox.encrypt(JSON.stringify(task)),
+        request: deps.secretBox.encrypt(JSON.stringify(task)),
         state: 'running',
         success: null,
         result: '',
@@ -229,7 +236,7 @@ export function createDbOperationRequests(ctx: AppContext) {
         create_time: at,
         update_time: at,
       };
-      await ctx.db.transaction().execute(async (trx) => {
+      await deps.db.transaction().execute(async (trx) => {
         await createDbOperationsRepository(trx).insertTask(values);
         await enqueue(trx, 'db_operation.task', { id }, { now: now(), maxAttempts: 1 });
       });
@@ -250,7 +257,7 @@ export function createDbOperationRequests(ctx: AppContext) {
       const engine = requireSqlEngine(row);
       const existing = await ops.findMigration(row.uuid);
       if (body.source_service_uri === null) {
-        await stopMigration(ctx, row, instance);
+        await stopMigration(deps, row, instance);
         return serviceObjectFor(row, instance, role);
       }
       const method = body.method ?? 'dump';
@@ -278,11 +285,11 @@ export function createDbOperationRequests(ctx: AppContext) {
         source_active: true,
         databases: [],
       };
-      await ctx.db.transaction().execute(async (trx) => {
+      await deps.db.transaction().execute(async (trx) => {
         await createDbOperationsRepository(trx).replaceMigration({
           database_uuid: row.uuid,
           method,
-          source: ctx.secretBox.encrypt(body.source_service_uri!),
+          source: deps.secretBox.encrypt(body.source_service_uri!),
           ignore_dbs: body.ignore_dbs ?? null,
           ssl: ssl ? 1 : 0,
           status: 'running',
@@ -317,7 +324,7 @@ export function createDbOperationRequests(ctx: AppContext) {
     async stopMigration(userId: number, uuid: string): Promise<ServiceObject> {
       const { row, instance, role } = await ownedDatabase(userId, uuid);
       requireSqlEngine(row);
-      await stopMigration(ctx, row, instance);
+      await stopMigration(deps, row, instance);
       return serviceObjectFor(row, instance, role);
     },
 
@@ -325,7 +332,7 @@ export function createDbOperationRequests(ctx: AppContext) {
     async migrationStatus(userId: number, uuid: string): Promise<unknown> {
       const { row, instance } = await ownedDatabase(userId, uuid);
       requireSqlEngine(row);
-      return (await migrationStatusOf(ctx, row, instance)) ?? IDLE_MIGRATION_STATUS;
+      return (await migrationStatusOf(deps, row, instance)) ?? IDLE_MIGRATION_STATUS;
     },
 
     /** POST /1.3/database/{uuid}/upgrade: the service object, its version already the target (201). */
@@ -345,7 +352,7 @@ export function createDbOperationRequests(ctx: AppContext) {
       const running = requireRunning(row, instance);
       const at = now();
       const payload: UpgradePayload = { uuid: row.uuid, targetVersion: target };
-      await ctx.db.transaction().execute(async (trx) => {
+      await deps.db.transaction().execute(async (trx) => {
         // `rebalancing` is UpCloud's state while upgrading; it also refuses a second upgrade meanwhile.
         await createManagedDatabaseRepository(trx).setState(
           row.id,
@@ -375,7 +382,7 @@ export function createDbOperationRequests(ctx: AppContext) {
         throw asAppError(error);
       }
       // A restart applies both kinds: settings waiting for it, and the newest installed minor's binaries.
-      await ctx.services.managedDatabases.restart(row.uuid);
+      await deps.managedDatabases.restart(row.uuid);
       return { message: `Maintenance applied: ${updates.map((u) => u.description).join('; ')}` };
     },
 
@@ -395,7 +402,7 @@ export function createDbOperationRequests(ctx: AppContext) {
       }
       requireRunning(row, instance);
       const at = now();
-      const payload: ClonePayload = { source: row.uuid, target: ctx.ids.uuid() };
+      const payload: ClonePayload = { source: row.uuid, target: deps.ids.uuid() };
       const recovery = body.recovery_time ?? body.clone_time;
       if (recovery !== undefined) {
         if (engine === 'mysql') {
@@ -405,7 +412,7 @@ export function createDbOperationRequests(ctx: AppContext) {
         }
         try {
           const time = parseRecoveryTime(recovery, at);
-          const backups = restorableBackups(ctx, row);
+          const backups = restorableBackups(deps, row);
           if (backups.length === 0) {
             throw new AppError('conflict', 'The database has no base backup yet', {
               apiCode: 'NO_BASE_BACKUP',
@@ -430,7 +437,7 @@ export function createDbOperationRequests(ctx: AppContext) {
           apiCode: 'SERVICE_EXISTS',
         });
       }
-      await ctx.db.transaction().execute(async (trx) => {
+      await deps.db.transaction().execute(async (trx) => {
         await createDbOperationsRepository(trx).insertDatabase({
           uuid: payload.target,
           team_id: row.team_id,

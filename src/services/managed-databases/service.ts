@@ -1,7 +1,6 @@
 // The managed-database service: the provisioning job, daily base backups, deletion and power jobs,
 // the panel's "apply pending plan/zone change", and the stop of every instance at close. One service
 // per context (src/composition.ts), shared by the job handlers, the supervisor and the routes.
-import type { AppContext } from '../../context.js';
 import { baseBackupRetention, limitsFor } from '../../drivers/databases/plan-limits.js';
 import {
   PermanentDriverError,
@@ -11,7 +10,10 @@ import {
 import type { Kysely, Transaction } from 'kysely';
 import type { Database } from '../../db/schema/index.js';
 import { redactPaths } from '../../drivers/databases/operations/redact.js';
-import { iso } from '../../domain/clock.js';
+import { iso, type Clock, type IdGenerator } from '../../domain/clock.js';
+import type { Logger } from 'pino';
+import type { SecretBox } from '../../crypto/secret-box.js';
+import type { IdentityService } from '../identity.js';
 import { recordAudit } from '../../db/repositories/audit.js';
 import { AppError } from '../../domain/errors.js';
 import { enqueueJob, type NewJob } from '../../jobs/queue.js';
@@ -46,6 +48,13 @@ export interface ManagedDatabaseService {
    * builds the local driver's engine templates in the background (a serving Berth does).
    */
   startSupervisor(options?: { intervalMs?: number; warmUp?: boolean }): Supervisor;
+  /** The instance of a database (its port, version, sealed credentials); undefined before provisioning. */
+  findInstance(databaseId: number): Promise<ManagedInstanceRow | undefined>;
+  /** One page of the databases of `userId`'s teams, each with its instance and the caller's role. */
+  databasesOfUser(
+    userId: number,
+    page: { offset: number; limit: number },
+  ): Promise<Array<{ row: ManagedDatabaseRow; instance: ManagedInstanceRow | undefined; role: string }>>;
   /** Passwords of an instance, unsealed: admin and per user. */
   credentialsOf(instance: ManagedInstanceRow): { admin: string; users: Record<string, string> };
   /**
@@ -83,18 +92,30 @@ export interface ManagedDatabaseService {
   requestPower(uuid: string, powered: boolean): Promise<void>;
   /** Removes the instance, its processes and files, and the database row. */
   remove(uuid: string): Promise<void>;
-  /** Stops the supervisor and every instance this data dir runs. Registered on ctx.onClose. */
+  /** Stops the supervisor and every instance this data dir runs. Registered on the context's onClose. */
   close(): Promise<void>;
 }
 
+/** What the managed-database service uses; src/composition.ts builds it. */
+export interface ManagedDatabaseDeps {
+  db: Kysely<Database>;
+  clock: Clock;
+  ids: IdGenerator;
+  logger: Logger;
+  secretBox: SecretBox;
+  identity: Pick<IdentityService, 'teamsOfUser'>;
+  /** BERTH_DATA_DIR: the instances under it are this process's to stop at close. */
+  dataDir: string;
+  /** The driver BERTH_MANAGED_DATABASE_DRIVER names (or a test's). */
+  driver: ManagedDatabaseDriver;
+}
+
 /** The managed-database service of a context; src/composition.ts makes the one each context has. */
-export function createManagedDatabaseService(
-  ctx: AppContext,
-  driver: ManagedDatabaseDriver,
-): ManagedDatabaseService {
-  const repo = createManagedDatabaseRepository(ctx.db);
-  const now = () => iso(ctx.clock.now());
-  const log = ctx.logger.child({ component: 'managed-databases' });
+export function createManagedDatabaseService(deps: ManagedDatabaseDeps): ManagedDatabaseService {
+  const { driver } = deps;
+  const repo = createManagedDatabaseRepository(deps.db);
+  const now = () => iso(deps.clock.now());
+  const log = deps.logger.child({ component: 'managed-databases' });
   const locks = new Map<string, Promise<unknown>>();
   const supervisors = new Set<Supervisor>();
   let closing = false;
@@ -113,8 +134,8 @@ export function createManagedDatabaseService(
 
   function credentialsOf(instance: ManagedInstanceRow) {
     return {
-      admin: ctx.secretBox.decrypt(instance.admin_password_encrypted),
-      users: JSON.parse(ctx.secretBox.decrypt(instance.user_passwords_encrypted)) as Record<string, string>,
+      admin: deps.secretBox.decrypt(instance.admin_password_encrypted),
+      users: JSON.parse(deps.secretBox.decrypt(instance.user_passwords_encrypted)) as Record<string, string>,
     };
   }
 
@@ -152,12 +173,12 @@ export function createManagedDatabaseService(
     let changed = !existing;
     for (const user of declaredUsers(row)) {
       if (!users[user.username]) {
-        users[user.username] = ctx.ids.token(18);
+        users[user.username] = deps.ids.token(18);
         changed = true;
       }
     }
     if (!changed && existing) return existing;
-    const sealedUsers = ctx.secretBox.encrypt(JSON.stringify(users));
+    const sealedUsers = deps.secretBox.encrypt(JSON.stringify(users));
     if (existing) {
       await repo.updateInstance(row.id, { user_passwords_encrypted: sealedUsers, updated_at: at });
     } else {
@@ -170,7 +191,7 @@ export function createManagedDatabaseService(
         version: null,
         applied_plan: null,
         admin_username: ADMIN_USER,
-        admin_password_encrypted: ctx.secretBox.encrypt(ctx.ids.token(18)),
+        admin_password_encrypted: deps.secretBox.encrypt(deps.ids.token(18)),
         user_passwords_encrypted: sealedUsers,
         powered: 1,
         storage_bytes: null,
@@ -188,7 +209,7 @@ export function createManagedDatabaseService(
 
   /** Runs the base-backup job now (it then repeats daily): a first backup, or the first of new data. */
   function queueBaseBackupNow(db: Kysely<Database> | Transaction<Database>, uuid: string): Promise<void> {
-    const at = ctx.clock.now();
+    const at = deps.clock.now();
     return enqueue(db, 'managed_database.base_backup', { uuid }, { now: at });
   }
 
@@ -199,7 +220,7 @@ export function createManagedDatabaseService(
     followUp?: Omit<NewJob, 'runAt'>,
   ): Promise<void> {
     const at = now();
-    await ctx.db.transaction().execute(async (trx) => {
+    await deps.db.transaction().execute(async (trx) => {
       const r = createManagedDatabaseRepository(trx);
       const instance = await r.findInstance(row.id);
       await r.updateInstance(row.id, {
@@ -214,7 +235,7 @@ export function createManagedDatabaseService(
       if (followUp) {
         // The server is up but not ready for its owner: the follow-up (a clone's copy) sets `running`.
         await r.setState(row.id, 'setup-service', 'server started; copying data', at);
-        await enqueueJob(trx, { ...followUp, runAt: ctx.clock.now() }, ctx.clock.now());
+        await enqueueJob(trx, { ...followUp, runAt: deps.clock.now() }, deps.clock.now());
       } else {
         await r.setState(row.id, 'running', null, at);
       }
@@ -229,7 +250,7 @@ export function createManagedDatabaseService(
     locked(uuid, async () => {
       const { row } = await forDatabase(uuid);
       await driver.stop({ id: uuid, engine: engineOf(row.type) });
-      await ctx.db.transaction().execute(async (trx) => {
+      await deps.db.transaction().execute(async (trx) => {
         const r = createManagedDatabaseRepository(trx);
         await r.updateInstance(row.id, { powered: 0, pid: null, updated_at: now() });
         await r.setState(row.id, 'stopped', null, now());
@@ -250,7 +271,7 @@ export function createManagedDatabaseService(
       if (!row) return;
       await repo.setState(row.id, 'delete-service', null, now());
       await driver.delete({ id: uuid, engine: engineOf(row.type) });
-      await ctx.db.transaction().execute(async (trx) => {
+      await deps.db.transaction().execute(async (trx) => {
         await trx
           .deleteFrom('jobs')
           .where('key', 'in', [provisionJobKey(uuid), baseBackupJobKey(uuid), powerJobKey(uuid)])
@@ -271,7 +292,7 @@ export function createManagedDatabaseService(
         apiCode: 'SERVICE_NOT_FOUND',
       });
     }
-    const role = (await ctx.identity.teamsOfUser(userId)).find((t) => t.id === row.team_id)?.role;
+    const role = (await deps.identity.teamsOfUser(userId)).find((t) => t.id === row.team_id)?.role;
     if (role === undefined) {
       throw new AppError('forbidden', `Managed database ${uuid} belongs to another account`, {
         apiCode: 'ACCOUNT_FORBIDDEN',
@@ -294,7 +315,7 @@ export function createManagedDatabaseService(
     const row = await repo.findDatabase(uuid);
     if (!row || row.state !== 'delete-service') return;
     await remove(uuid);
-    await ctx.db.transaction().execute(async (trx) => {
+    await deps.db.transaction().execute(async (trx) => {
       await trx.deleteFrom('managed_database_tasks').where('database_uuid', '=', uuid).execute();
       // The migration record holds the source's credentials, sealed: they go with the database.
       await trx.deleteFrom('managed_database_migrations').where('database_uuid', '=', uuid).execute();
@@ -342,7 +363,7 @@ export function createManagedDatabaseService(
       if (!instance || instance.applied_plan === null || row.state !== 'running') {
         // Not provisioned yet (or restarting): try again soon; powered off: tomorrow.
         const later = instance?.powered === 0 ? BASE_BACKUP_INTERVAL_MS : 60_000;
-        return { runAgainAt: new Date(ctx.clock.now().getTime() + later) };
+        return { runAgainAt: new Date(deps.clock.now().getTime() + later) };
       }
       const backups = await driver.baseBackup(specOf(row, instance), baseBackupRetention(row.plan));
       await repo.updateInstance(row.id, {
@@ -351,12 +372,12 @@ export function createManagedDatabaseService(
         updated_at: now(),
       });
       log.info({ uuid, kept: backups.length }, 'base backup taken');
-      return { runAgainAt: new Date(ctx.clock.now().getTime() + BASE_BACKUP_INTERVAL_MS) };
+      return { runAgainAt: new Date(deps.clock.now().getTime() + BASE_BACKUP_INTERVAL_MS) };
     });
   };
 
   const audit = (row: ManagedDatabaseRow, action: string, details: unknown): Promise<void> =>
-    recordAudit(ctx.db, { at: now(), userId: null, teamId: row.team_id, action, target: row.uuid, details });
+    recordAudit(deps.db, { at: now(), userId: null, teamId: row.team_id, action, target: row.uuid, details });
 
   const auditRestart = (row: ManagedDatabaseRow, reason: string): Promise<void> =>
     audit(row, 'managed_database.process_restarted', { reason });
@@ -366,7 +387,7 @@ export function createManagedDatabaseService(
     driver,
     repo,
     log,
-    dataDir: ctx.config.dataDir,
+    dataDir: deps.dataDir,
     now,
     closing: () => closing,
     warmUp() {
@@ -396,6 +417,22 @@ export function createManagedDatabaseService(
   return {
     driver,
     credentialsOf,
+    findInstance: (databaseId) => repo.findInstance(databaseId),
+    async databasesOfUser(userId, page) {
+      const roles = new Map((await deps.identity.teamsOfUser(userId)).map((t) => [t.id, t.role]));
+      const rows = (await repo.databasesOfTeams([...roles.keys()])).slice(
+        page.offset,
+        page.offset + page.limit,
+      );
+      const instances = new Map(
+        (await repo.instancesOf(rows.map((r) => r.id))).map((i) => [i.managed_database_id, i]),
+      );
+      return rows.map((row) => ({
+        row,
+        instance: instances.get(row.id),
+        role: roles.get(row.team_id) ?? '',
+      }));
+    },
     handlers: () => ({
       ...handles('managed_database.provision', provision),
       ...handles('managed_database.base_backup', baseBackup),
@@ -404,8 +441,8 @@ export function createManagedDatabaseService(
     }),
 
     async requestDeletion(uuid, userId) {
-      const at = ctx.clock.now();
-      await ctx.db.transaction().execute(async (trx) => {
+      const at = deps.clock.now();
+      await deps.db.transaction().execute(async (trx) => {
         const r = createManagedDatabaseRepository(trx);
         const row = await r.findDatabase(uuid);
         if (!row || row.state === 'delete-service') return;
@@ -423,8 +460,8 @@ export function createManagedDatabaseService(
     },
 
     async requestPower(uuid, powered) {
-      const at = ctx.clock.now();
-      await ctx.db.transaction().execute(async (trx) => {
+      const at = deps.clock.now();
+      await deps.db.transaction().execute(async (trx) => {
         const r = createManagedDatabaseRepository(trx);
         const row = await r.findDatabase(uuid);
         const instance = row && (await r.findInstance(row.id));
@@ -457,7 +494,7 @@ export function createManagedDatabaseService(
       const plan = row.pending_plan ?? row.plan;
       limitsFor(engineOf(row.type), plan); // rejects a plan name the driver cannot size
       const at = now();
-      await ctx.db.transaction().execute(async (trx) => {
+      await deps.db.transaction().execute(async (trx) => {
         // On one host every zone is this host: a zone change is recorded, nothing moves.
         await trx
           .updateTable('managed_databases')
@@ -472,7 +509,7 @@ export function createManagedDatabaseService(
           })
           .where('id', '=', row.id)
           .execute();
-        await enqueue(trx, 'managed_database.provision', { uuid }, { now: ctx.clock.now() });
+        await enqueue(trx, 'managed_database.provision', { uuid }, { now: deps.clock.now() });
       });
       return (await repo.findDatabase(uuid)) as ManagedDatabaseRow;
     },
@@ -495,7 +532,7 @@ export function createManagedDatabaseService(
           const runtime = await driver.upgrade(spec, targetMajor);
           await recordRunning(row, runtime, { backups: '[]' });
           // The new major's first base backup now; the job then repeats daily as before.
-          await queueBaseBackupNow(ctx.db, uuid);
+          await queueBaseBackupNow(deps.db, uuid);
           await audit(row, 'managed_database.upgraded', { from: instance.version, to: runtime.version });
           log.info({ uuid, from: instance.version, to: runtime.version }, 'managed database upgraded');
           return {};
@@ -520,7 +557,7 @@ export function createManagedDatabaseService(
           specOf(row, instance, instance.applied_plan ?? row.plan),
           copy,
         );
-        await ctx.db.transaction().execute(async (trx) => {
+        await deps.db.transaction().execute(async (trx) => {
           await createManagedDatabaseRepository(trx).updateInstance(row.id, {
             port: runtime.port,
             pid: runtime.pid,
@@ -547,7 +584,7 @@ export function createManagedDatabaseService(
       const instances = await repo.provisionedInstances().catch(() => []);
       await Promise.all(
         instances
-          .filter((i) => i.data_dir !== null && isUnder(i.data_dir, ctx.config.dataDir))
+          .filter((i) => i.data_dir !== null && isUnder(i.data_dir, deps.dataDir))
           .map(async (instance) => {
             const row = await repo.findDatabase(instance.uuid);
             if (!row) return;
@@ -558,14 +595,4 @@ export function createManagedDatabaseService(
       );
     },
   };
-}
-
-/** Starts the supervisor for a serving Berth (lifecycle.ts). */
-export function startManagedDatabases(ctx: AppContext, options: { intervalMs?: number } = {}): Supervisor {
-  return ctx.services.managedDatabases.startSupervisor({ warmUp: true, ...options });
-}
-
-/** Job handlers of this feature (jobs/index.ts). */
-export function managedDatabaseJobHandlers(ctx: AppContext): Record<string, JobHandler> {
-  return ctx.services.managedDatabases.handlers();
 }

@@ -95,6 +95,17 @@ export async function listTeamNotifications(
   return query.orderBy('id', 'desc').limit(options.limit).execute();
 }
 
+/** The outbox as the platform API reads it (src/composition.ts builds it). */
+export function createNotificationService(deps: { db: Kysely<Database> }) {
+  return {
+    /** A team's messages, newest first, `limit` at most, before the id `beforeId` when given. */
+    listForTeam: (teamId: number, options: { limit: number; beforeId?: number | undefined }) =>
+      listTeamNotifications(deps.db, teamId, options),
+  };
+}
+
+export type NotificationService = ReturnType<typeof createNotificationService>;
+
 export interface NotificationSenderDeps {
   db: Kysely<Database>;
   clock: Clock;

@@ -1,25 +1,26 @@
 // Object storage use cases: the provisioning job that apply enqueues, the endpoint's start, and the
-// owner's view of a storage (endpoint, buckets, credentials).
+// owner's view of a storage (endpoint, buckets, credentials). One service per context, built by
+// src/composition.ts from the driver its config names.
+import type { Kysely } from 'kysely';
 import { handles } from '../jobs.js';
-import type { AppContext } from '../../context.js';
-import { iso } from '../../domain/clock.js';
+import { iso, type Clock } from '../../domain/clock.js';
+import type { Database } from '../../db/schema/index.js';
 import { recordAudit } from '../../db/repositories/audit.js';
 import { AppError } from '../../domain/errors.js';
 import type { Role } from '../../db/schema/foundation.js';
-import { ProvisionError, type ServedEndpoint } from '../../drivers/objectstorage/driver.js';
+import {
+  ProvisionError,
+  type ObjectStorageDriver,
+  type ServedEndpoint,
+} from '../../drivers/objectstorage/driver.js';
 import type { JobHandler } from '../../jobs/runner.js';
 
-/** Starts what the object-storage driver serves here (the local S3 endpoint on BERTH_S3_PORT, 0: any free port). */
-export function serveObjectStorage(ctx: AppContext): Promise<ServedEndpoint | undefined> {
-  return ctx.services.objectStorage.serve({ host: ctx.config.host, port: ctx.config.s3Port });
-}
-
-/** The same where an endpoint must be served (tests, benchmarks, the S3 compatibility run). */
-export async function startObjectStorageEndpoint(ctx: AppContext): Promise<ServedEndpoint> {
-  const served = await serveObjectStorage(ctx);
-  if (!served)
-    throw new Error(`the ${ctx.services.objectStorage.name} object-storage driver serves no endpoint here`);
-  return served;
+export interface ObjectStorageDeps {
+  db: Kysely<Database>;
+  clock: Clock;
+  driver: ObjectStorageDriver;
+  /** Where the driver's endpoint listens (BERTH_HOST, BERTH_S3_PORT; 0: any free port). */
+  listen: { host: string; port: number };
 }
 
 interface StoredUser {
@@ -31,13 +32,11 @@ interface StoredUser {
  * Handler of `object_storage.provision` ({uuid}): the driver makes buckets and keys, then `running`.
  * A problem a retry cannot fix sets `error` with the reason; anything else throws and is retried.
  */
-export function provisionObjectStorageHandler(
-  ctx: AppContext,
-): Record<'object_storage.provision', JobHandler> {
-  const driver = ctx.services.objectStorage;
+function provisionHandler(deps: ObjectStorageDeps): Record<'object_storage.provision', JobHandler> {
+  const driver = deps.driver;
   return handles('object_storage.provision', async ({ uuid }) => {
     if (typeof uuid !== 'string') return;
-    const row = await ctx.db
+    const row = await deps.db
       .selectFrom('object_storages')
       .selectAll()
       .where('uuid', '=', uuid)
@@ -53,16 +52,16 @@ export function provisionObjectStorageHandler(
         users: users.map((u) => ({ username: u.username, policies: u.policies ?? [] })),
       });
       // After the driver: a crash between the two leaves the job to run again, and provision is idempotent.
-      await ctx.db
+      await deps.db
         .updateTable('object_storages')
-        .set({ state: 'running', state_reason: null, updated_at: iso(ctx.clock.now()) })
+        .set({ state: 'running', state_reason: null, updated_at: iso(deps.clock.now()) })
         .where('id', '=', row.id)
         .execute();
     } catch (error) {
       if (!(error instanceof ProvisionError)) throw error;
-      await ctx.db
+      await deps.db
         .updateTable('object_storages')
-        .set({ state: 'error', state_reason: error.message, updated_at: iso(ctx.clock.now()) })
+        .set({ state: 'error', state_reason: error.message, updated_at: iso(deps.clock.now()) })
         .where('id', '=', row.id)
         .execute();
     }
@@ -92,14 +91,14 @@ export interface ObjectStorageView {
  * 5). On one host every zone is this host: the zone is recorded and nothing moves; a driver for a
  * provider with zones would move the storage here.
  */
-export async function applyObjectStoragePendingChange(
-  ctx: AppContext,
+async function applyPendingChange(
+  deps: ObjectStorageDeps,
   team: { id: number },
   ref: string,
   userId: number,
 ): Promise<void> {
-  const at = iso(ctx.clock.now());
-  await ctx.db.transaction().execute(async (trx) => {
+  const at = iso(deps.clock.now());
+  await deps.db.transaction().execute(async (trx) => {
     const row = await trx
       .selectFrom('object_storages')
       .select(['id', 'uuid', 'name', 'zone', 'pending_zone'])
@@ -130,24 +129,24 @@ export async function applyObjectStoragePendingChange(
  * Deletes an object storage (team owners): its buckets, objects and access keys go, rows and files,
  * then the storage itself. Apply never deletes one; this is the explicit way.
  */
-export async function deleteObjectStorage(
-  ctx: AppContext,
+async function remove(
+  deps: ObjectStorageDeps,
   team: { id: number; role: Role },
   ref: string,
   userId: number,
 ): Promise<{ uuid: string; name: string }> {
   if (team.role !== 'owner')
     throw new AppError('forbidden', 'Only an owner of the team can delete an object storage');
-  const row = await ctx.db
+  const row = await deps.db
     .selectFrom('object_storages')
     .select(['id', 'uuid', 'name'])
     .where('team_id', '=', team.id)
     .where((eb) => eb.or([eb('uuid', '=', ref), eb('name', '=', ref)]))
     .executeTakeFirst();
   if (!row) throw new AppError('not_found', `Object storage '${ref}' not found`);
-  await ctx.services.objectStorage.remove(row.id);
-  const at = iso(ctx.clock.now());
-  await ctx.db.transaction().execute(async (trx) => {
+  await deps.driver.remove(row.id);
+  const at = iso(deps.clock.now());
+  await deps.db.transaction().execute(async (trx) => {
     await trx.deleteFrom('jobs').where('key', '=', `object_storage.provision:${row.uuid}`).execute();
     await trx.deleteFrom('object_storages').where('id', '=', row.id).execute();
     await recordAudit(trx, {
@@ -163,13 +162,17 @@ export async function deleteObjectStorage(
 }
 
 /** The team's object storages as its members see them; secret keys only for owners. */
-export async function viewObjectStorages(
-  ctx: AppContext,
+async function view(
+  deps: ObjectStorageDeps,
   team: { id: number; role: Role },
   ref?: string,
 ): Promise<ObjectStorageView[]> {
-  const driver = ctx.services.objectStorage;
-  let query = ctx.db.selectFrom('object_storages').selectAll().where('team_id', '=', team.id).orderBy('name');
+  const driver = deps.driver;
+  let query = deps.db
+    .selectFrom('object_storages')
+    .selectAll()
+    .where('team_id', '=', team.id)
+    .orderBy('name');
   if (ref !== undefined) query = query.where((eb) => eb.or([eb('uuid', '=', ref), eb('name', '=', ref)]));
   const rows = await query.execute();
   if (ref !== undefined && rows.length === 0)
@@ -198,3 +201,33 @@ export async function viewObjectStorages(
     })),
   );
 }
+
+/** Starts what the driver serves here (the local S3 endpoint); undefined where it serves none. */
+function serve(deps: ObjectStorageDeps): Promise<ServedEndpoint | undefined> {
+  return deps.driver.serve(deps.listen);
+}
+
+export function createObjectStorageService(deps: ObjectStorageDeps) {
+  return {
+    /** The driver BERTH_OBJECT_STORAGE_DRIVER names. */
+    driver: deps.driver,
+    /** Starts what the object-storage driver serves here (the lifecycle). */
+    serve: () => serve(deps),
+    /** The same where an endpoint must be served (tests, benchmarks, the S3 compatibility run). */
+    async serveEndpoint(): Promise<ServedEndpoint> {
+      const served = await serve(deps);
+      if (!served) throw new Error(`the ${deps.driver.name} object-storage driver serves no endpoint here`);
+      return served;
+    },
+    /** Where users reach the storages (the endpoint this process serves, or the provider's). */
+    endpoint: () => deps.driver.endpoint(),
+    jobHandlers: () => provisionHandler(deps),
+    view: (team: { id: number; role: Role }, ref?: string) => view(deps, team, ref),
+    remove: (team: { id: number; role: Role }, ref: string, userId: number) =>
+      remove(deps, team, ref, userId),
+    applyPendingChange: (team: { id: number }, ref: string, userId: number) =>
+      applyPendingChange(deps, team, ref, userId),
+  };
+}
+
+export type ObjectStorageService = ReturnType<typeof createObjectStorageService>;

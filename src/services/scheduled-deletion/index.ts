@@ -7,7 +7,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { sql, type Kysely, type Transaction } from 'kysely';
 import type { Logger } from 'pino';
-import type { AppContext } from '../../context.js';
+import type { Mailer } from '../../drivers/mail/index.js';
 import { iso, type Clock } from '../../domain/clock.js';
 import { recordAudit } from '../../db/repositories/audit.js';
 import type { Database } from '../../db/schema/index.js';
@@ -419,53 +419,57 @@ export async function wakeSweep(db: Db, now: Date): Promise<void> {
   );
 }
 
-export function scheduledDeletionServiceOf(ctx: AppContext): ScheduledDeletionService {
-  return createScheduledDeletionService({
-    db: ctx.db,
-    clock: ctx.clock,
-    logger: ctx.logger,
-    publicUrl: ctx.config.publicUrl,
-    dataDir: ctx.config.dataDir,
-    cleanups: () => ctx.services.applicationCleanups,
-    mailConfigured: ctx.config.smtpUrl !== undefined,
-  });
-}
-
-/** The job handlers of this feature, including the outbox's sender. */
-export function scheduledDeletionJobHandlers(ctx: AppContext): Record<string, JobHandler> {
-  const service = scheduledDeletionServiceOf(ctx);
-  return {
-    [SWEEP_JOB]: async (job): Promise<JobResult> => {
-      const { runAgainAt } = await service.sweep();
-      // A wake-up that arrived while this pass ran (a schedule changed meanwhile) sets `rerun`; the
-      // runner would let runAgainAt override it, so honour it here: run again at once.
-      const row = await ctx.db.selectFrom('jobs').select('rerun').where('id', '=', job.id).executeTakeFirst();
-      return { runAgainAt: row?.rerun === 1 ? ctx.clock.now() : runAgainAt };
-    },
-    ...handles('scheduled_deletion.delete', async ({ applicationId, scheduledFor }) => {
-      await service.deleteDue(applicationId, scheduledFor);
-    }),
-    [NOTIFICATION_SEND_JOB]: createNotificationSendHandler({
-      db: ctx.db,
-      clock: ctx.clock,
-      logger: ctx.logger,
-      mailer: ctx.services.mailer,
-      relevance: {
-        deletion_warning_7d: deletionWarningStillRelevant,
-        deletion_warning_1d: deletionWarningStillRelevant,
-      },
-    }),
-  };
+export interface ScheduledDeletionFeatureDeps extends ScheduledDeletionDeps {
+  /** The SMTP mailer, made on first use; undefined without BERTH_SMTP_URL (mail stays in the outbox). */
+  mailer: () => Mailer | undefined;
 }
 
 /**
- * At start: make sure the recurring sweep exists and runs now (it deletes what fell due while Berth was
- * down), and hand messages that waited for SMTP to the sender.
+ * The feature as the composition root builds it: the service (sweep, deleteDue), its job handlers
+ * (including the outbox's sender) and its start.
  */
-export async function startScheduledDeletion(ctx: AppContext): Promise<void> {
-  const now = ctx.clock.now();
-  // Files of applications deleted just before a crash, moved aside but not yet removed.
-  await fs.rm(trashDir(ctx.config.dataDir), { recursive: true, force: true });
-  await wakeSweep(ctx.db, now);
-  if (ctx.services.mailer) await requeueUnsent(ctx.db, now);
+export function createScheduledDeletion(deps: ScheduledDeletionFeatureDeps) {
+  const { db, clock, logger } = deps;
+  const service = createScheduledDeletionService(deps);
+  return {
+    ...service,
+    /** The job handlers of this feature, including the outbox's sender. */
+    jobHandlers(): Record<string, JobHandler> {
+      return {
+        [SWEEP_JOB]: async (job): Promise<JobResult> => {
+          const { runAgainAt } = await service.sweep();
+          // A wake-up that arrived while this pass ran (a schedule changed meanwhile) sets `rerun`; the
+          // runner would let runAgainAt override it, so honour it here: run again at once.
+          const row = await db.selectFrom('jobs').select('rerun').where('id', '=', job.id).executeTakeFirst();
+          return { runAgainAt: row?.rerun === 1 ? clock.now() : runAgainAt };
+        },
+        ...handles('scheduled_deletion.delete', async ({ applicationId, scheduledFor }) => {
+          await service.deleteDue(applicationId, scheduledFor);
+        }),
+        [NOTIFICATION_SEND_JOB]: createNotificationSendHandler({
+          db,
+          clock,
+          logger,
+          mailer: deps.mailer(),
+          relevance: {
+            deletion_warning_7d: deletionWarningStillRelevant,
+            deletion_warning_1d: deletionWarningStillRelevant,
+          },
+        }),
+      };
+    },
+    /**
+     * At start: make sure the recurring sweep exists and runs now (it deletes what fell due while Berth
+     * was down), and hand messages that waited for SMTP to the sender.
+     */
+    async start(): Promise<void> {
+      const now = clock.now();
+      // Files of applications deleted just before a crash, moved aside but not yet removed.
+      await fs.rm(trashDir(deps.dataDir), { recursive: true, force: true });
+      await wakeSweep(db, now);
+      if (deps.mailer()) await requeueUnsent(db, now);
+    },
+  };
 }
+
+export type ScheduledDeletion = ReturnType<typeof createScheduledDeletion>;

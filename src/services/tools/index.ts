@@ -1,9 +1,12 @@
 // The tools use cases: charge a credit, run the work on a warm engine, give the credit back on failure.
-// One ToolsService per AppContext, created on first use, so engines start lazily (never in buildApp) and
-// stop with the context.
+// One ToolsService per context, built by src/composition.ts on first use, so engines start lazily (never
+// in buildApp) and stop with the context.
 import os from 'node:os';
 import MarkdownIt from 'markdown-it';
-import type { AppContext } from '../../context.js';
+import type { Kysely } from 'kysely';
+import type { Logger } from 'pino';
+import type { Clock } from '../../domain/clock.js';
+import type { Database } from '../../db/schema/index.js';
 import { AppError, fieldError } from '../../domain/errors.js';
 import {
   CHROMIUM_PATH,
@@ -134,13 +137,24 @@ function engineFailure(error: unknown): AppError {
   });
 }
 
+/** What the tools service uses; src/composition.ts builds it. */
+export interface ToolsDeps {
+  db: Kysely<Database>;
+  clock: Clock;
+  logger: Logger;
+  /** BERTH_TOOLS_ALLOW_PRIVATE: the private addresses pages may reach. */
+  allowPrivate: readonly string[];
+  /** BERTH_TOOLS_MONTHLY_CREDITS: each key's monthly allowance. */
+  monthlyCredits: number;
+}
+
 /** The tools service of a context; src/composition.ts makes the one each context has. */
-export function createToolsService(ctx: AppContext, options: ToolsOptions): ToolsService {
-  const guard = createAddressGuard({ allow: ctx.config.toolsAllowPrivate });
+export function createToolsService(deps: ToolsDeps, options: ToolsOptions): ToolsService {
+  const guard = createAddressGuard({ allow: deps.allowPrivate });
   const credits = createCreditLedger({
-    db: ctx.db,
-    clock: ctx.clock,
-    allowance: () => ctx.config.toolsMonthlyCredits,
+    db: deps.db,
+    clock: deps.clock,
+    allowance: () => deps.monthlyCredits,
   });
   const chromium = new ChromiumEngine({
     executablePath: options.chromiumPath,
@@ -194,9 +208,9 @@ export function createToolsService(ctx: AppContext, options: ToolsOptions): Tool
       } catch (error) {
         const mapped = engineFailure(error);
         await credits.refund(reservation, mapped.message).catch((refundError: unknown) => {
-          ctx.logger.error({ err: refundError, chargeId: reservation.chargeId }, 'credit refund failed');
+          deps.logger.error({ err: refundError, chargeId: reservation.chargeId }, 'credit refund failed');
         });
-        if (mapped.status >= 500) ctx.logger.warn({ err: error, operation }, 'tools job failed');
+        if (mapped.status >= 500) deps.logger.warn({ err: error, operation }, 'tools job failed');
         throw mapped;
       }
     },

@@ -3,9 +3,8 @@
 // DELETE and PATCH {powered} as UpCloud has them, for the teams' owners.
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from 'typebox';
-import type { AppContext } from '../../../context.js';
+import type { RouteDeps } from '../../deps.js';
 import { AppError } from '../../../domain/errors.js';
-import { createManagedDatabaseRepository } from '../../../services/managed-databases/repository.js';
 import { serviceObject } from '../../../services/managed-databases/view.js';
 import { principalOf } from '../../types.js';
 import { NoContent } from '../../schemas/common.js';
@@ -27,13 +26,8 @@ const PatchBody = Type.Object(
 const tags = ['managed databases'];
 const security = [{ basic: [] }];
 
-export function registerManagedDatabaseApiRoutes(app: FastifyInstance, ctx: AppContext): void {
+export function registerManagedDatabaseApiRoutes(app: FastifyInstance, deps: RouteDeps): void {
   const config = { auth: 'db_api' as const };
-  const repo = createManagedDatabaseRepository(ctx.db);
-
-  async function teamsOf(userId: number): Promise<Map<number, string>> {
-    return new Map((await ctx.identity.teamsOfUser(userId)).map((t) => [t.id, t.role]));
-  }
 
   app.get<{ Querystring: Static<typeof ListQuery> }>(
     '/1.3/database',
@@ -48,17 +42,13 @@ export function registerManagedDatabaseApiRoutes(app: FastifyInstance, ctx: AppC
       },
     },
     async (request) => {
-      const teams = await teamsOf(principalOf(request).userId);
-      const rows = await repo.databasesOfTeams([...teams.keys()]);
-      const offset = request.query.offset ?? 0;
-      const page = rows.slice(offset, offset + (request.query.limit ?? 100));
-      const instances = new Map(
-        (await repo.instancesOf(page.map((r) => r.id))).map((i) => [i.managed_database_id, i]),
-      );
-      const service = ctx.services.managedDatabases;
-      return page.map((row) => {
-        const instance = instances.get(row.id);
-        const owner = teams.get(row.team_id) === 'owner';
+      const service = deps.services.managedDatabases;
+      const page = await service.databasesOfUser(principalOf(request).userId, {
+        offset: request.query.offset ?? 0,
+        limit: request.query.limit ?? 100,
+      });
+      return page.map(({ row, instance, role }) => {
+        const owner = role === 'owner';
         return serviceObject(row, instance, owner && instance ? service.credentialsOf(instance) : undefined);
       });
     },
@@ -77,17 +67,17 @@ export function registerManagedDatabaseApiRoutes(app: FastifyInstance, ctx: AppC
       },
     },
     async (request) => {
-      const { row, role } = await ctx.services.managedDatabases.databaseFor(
+      const { row, role } = await deps.services.managedDatabases.databaseFor(
         principalOf(request).userId,
         request.params.uuid,
         'member',
       );
-      const instance = await repo.findInstance(row.id);
+      const instance = await deps.services.managedDatabases.findInstance(row.id);
       const secrets =
-        role === 'owner' && instance ? ctx.services.managedDatabases.credentialsOf(instance) : undefined;
+        role === 'owner' && instance ? deps.services.managedDatabases.credentialsOf(instance) : undefined;
       const object = serviceObject(row, instance, secrets);
       // Asked live for the one database shown (not for listings): what the next maintenance applies.
-      const pending = await ctx.services.dbOperations.pendingUpdates(row, instance);
+      const pending = await deps.services.dbOperations.pendingUpdates(row, instance);
       return { ...object, maintenance: { ...(object.maintenance as object), pending_updates: pending } };
     },
   );
@@ -106,7 +96,7 @@ export function registerManagedDatabaseApiRoutes(app: FastifyInstance, ctx: AppC
     },
     async (request, reply) => {
       const userId = principalOf(request).userId;
-      const service = ctx.services.managedDatabases;
+      const service = deps.services.managedDatabases;
       const { row } = await service.databaseFor(userId, request.params.uuid, 'owner');
       await service.requestDeletion(row.uuid, userId);
       return reply.code(204).send();
@@ -128,7 +118,7 @@ export function registerManagedDatabaseApiRoutes(app: FastifyInstance, ctx: AppC
     },
     async (request) => {
       const userId = principalOf(request).userId;
-      const service = ctx.services.managedDatabases;
+      const service = deps.services.managedDatabases;
       const { row } = await service.databaseFor(userId, request.params.uuid, 'owner');
       if (row.state === 'delete-service') {
         throw new AppError('conflict', `Managed database ${row.uuid} is being deleted`, {
@@ -137,7 +127,7 @@ export function registerManagedDatabaseApiRoutes(app: FastifyInstance, ctx: AppC
       }
       await service.requestPower(row.uuid, request.body.powered);
       const fresh = await service.databaseFor(userId, row.uuid, 'owner');
-      const instance = await repo.findInstance(row.id);
+      const instance = await deps.services.managedDatabases.findInstance(row.id);
       return serviceObject(fresh.row, instance, instance ? service.credentialsOf(instance) : undefined);
     },
   );

@@ -3,7 +3,7 @@
 // engine work in its jobs.
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from 'typebox';
-import type { AppContext } from '../../../context.js';
+import type { RouteDeps } from '../../deps.js';
 import { principalOf } from '../../types.js';
 import {
   MaintenanceResponse,
@@ -76,9 +76,9 @@ const CloneBody = Type.Object(
 const tags = ['managed databases'];
 const security = [{ basic: [] }];
 
-export function registerDbOperationRoutes(app: FastifyInstance, ctx: AppContext): void {
+export function registerDbOperationRoutes(app: FastifyInstance, deps: RouteDeps): void {
   const config = { auth: 'db_api' as const };
-  const requests = () => ctx.services.dbOperations;
+  const requests = () => deps.services.dbOperations;
 
   app.post<{ Params: Static<typeof UuidParam>; Body: Static<typeof TaskBody> }>(
     '/1.3/database/:uuid/tasks',

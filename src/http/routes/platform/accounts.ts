@@ -3,12 +3,12 @@
 // writes must carry; API tokens keep working beside it. See docs/api/accounts.md.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type, type Static } from 'typebox';
-import type { AppContext } from '../../../context.js';
 import { AppError } from '../../../domain/errors.js';
 import { csrfTokenOf, SESSION_DAYS, type SignedIn } from '../../../services/accounts.js';
 import { clearedSessionCookie, readCookie, SESSION_COOKIE, sessionCookie } from '../../cookies.js';
 import { Data, NoContent, OneOf, Timestamp } from '../../schemas/common.js';
 import { platformErrors } from '../../schemas/errors.js';
+import type { RouteDeps } from '../../deps.js';
 import { principalOf } from '../../types.js';
 
 const tags = ['accounts'];
@@ -69,9 +69,15 @@ const TeamCreated = Data(
 );
 const Accepted = Data(Type.Object({ message: Type.String() }), 'Accepted');
 
-export function registerAccountRoutes(app: FastifyInstance, ctx: AppContext): void {
-  const accounts = () => ctx.services.accounts;
-  const secureCookies = ctx.config.publicUrl.startsWith('https:');
+export function registerAccountRoutes(
+  app: FastifyInstance,
+  deps: RouteDeps,
+  options: {
+    /** BERTH_PUBLIC_URL is https: cookies are Secure even behind a TLS-terminating proxy. */ secureCookies: boolean;
+  },
+): void {
+  const accounts = () => deps.services.accounts;
+  const { secureCookies } = options;
   const open = { auth: 'none' as const };
   const signedIn = { auth: 'api_token' as const };
 
@@ -182,7 +188,7 @@ export function registerAccountRoutes(app: FastifyInstance, ctx: AppContext): vo
       const session = (await accounts().listSessions(userId)).find((s) => s.id === sessionId);
       if (sessionId === undefined || !token || !session)
         throw new AppError('not_found', 'No browser session: this call was made with an API token.');
-      const user = await ctx.identity.findUser(userId);
+      const user = await deps.identity.findUser(userId);
       reply.header('cache-control', 'no-store');
       return {
         data: {

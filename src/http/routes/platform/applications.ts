@@ -4,9 +4,8 @@
 // Removing one domain, secret or volume: Ploi Cloud's DELETE routes.
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from 'typebox';
-import type { AppContext } from '../../../context.js';
-import { createInfrastructureQueries } from '../../../services/infrastructure/queries.js';
-import { createRemovals, type RemovableKind } from '../../../services/infrastructure/removals.js';
+import type { RouteDeps } from '../../deps.js';
+import type { RemovableKind } from '../../../services/infrastructure/removals.js';
 import { principalOf } from '../../types.js';
 import { YAML_PRODUCES } from './infrastructure.js';
 import { textResponse } from '../../schemas/common.js';
@@ -23,10 +22,8 @@ const ListQuery = Type.Object({ team: Type.Optional(Type.String({ minLength: 1, 
 const tags = ['applications'];
 const security = [{ bearer: [] }];
 
-export function registerApplicationRoutes(app: FastifyInstance, ctx: AppContext): void {
-  const queries = createInfrastructureQueries({ db: ctx.db, identity: ctx.identity });
+export function registerApplicationRoutes(app: FastifyInstance, deps: RouteDeps): void {
   const config = { auth: 'api_token' as const };
-  const removals = createRemovals({ db: ctx.db, clock: ctx.clock, queries });
 
   for (const [kind, segment, what] of [
     ['domain', 'domains', 'a domain (by name or id)'],
@@ -46,7 +43,7 @@ export function registerApplicationRoutes(app: FastifyInstance, ctx: AppContext)
         },
       },
       async (request) => {
-        const name = await removals.remove(
+        const name = await deps.services.removals.remove(
           principalOf(request).userId,
           request.params.id,
           kind,
@@ -70,7 +67,7 @@ export function registerApplicationRoutes(app: FastifyInstance, ctx: AppContext)
       },
     },
     async (request) => ({
-      data: await queries.listApplications(principalOf(request).userId, request.query.team),
+      data: await deps.services.resources.listApplications(principalOf(request).userId, request.query.team),
     }),
   );
 
@@ -87,7 +84,7 @@ export function registerApplicationRoutes(app: FastifyInstance, ctx: AppContext)
       },
     },
     async (request) => ({
-      data: await queries.getApplication(principalOf(request).userId, request.params.id),
+      data: await deps.services.resources.getApplication(principalOf(request).userId, request.params.id),
     }),
   );
 
@@ -107,7 +104,10 @@ export function registerApplicationRoutes(app: FastifyInstance, ctx: AppContext)
       },
     },
     async (request, reply) => {
-      const yaml = await queries.exportApplication(principalOf(request).userId, request.params.id);
+      const yaml = await deps.services.resources.exportApplication(
+        principalOf(request).userId,
+        request.params.id,
+      );
       return reply.type('application/yaml; charset=utf-8').send(yaml);
     },
   );

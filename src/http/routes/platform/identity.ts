@@ -1,7 +1,7 @@
 // The caller, their teams and their credentials, as Ploi Cloud has them (/api/v1/user, /teams).
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from 'typebox';
-import type { AppContext } from '../../../context.js';
+import type { RouteDeps } from '../../deps.js';
 import type { CredentialKind } from '../../../db/schema/foundation.js';
 import type { CredentialRow } from '../../../db/repositories/identity.js';
 import { principalOf } from '../../types.js';
@@ -48,7 +48,7 @@ const CREDENTIAL_PATHS: Array<{ path: string; kind: CredentialKind; what: string
   },
 ];
 
-export function registerIdentityRoutes(app: FastifyInstance, ctx: AppContext): void {
+export function registerIdentityRoutes(app: FastifyInstance, deps: RouteDeps): void {
   const config = { auth: 'api_token' as const };
 
   // The cheapest authenticated call: lets a client check its token (and is the benchmark's no-op route).
@@ -79,8 +79,8 @@ export function registerIdentityRoutes(app: FastifyInstance, ctx: AppContext): v
     },
     async (request) => {
       const { userId } = principalOf(request);
-      const user = await ctx.identity.findUser(userId);
-      const teams = await ctx.identity.teamsOfUser(userId);
+      const user = await deps.identity.findUser(userId);
+      const teams = await deps.identity.teamsOfUser(userId);
       return { data: { id: userId, email: user?.email, created_at: user?.created_at, teams } };
     },
   );
@@ -97,7 +97,7 @@ export function registerIdentityRoutes(app: FastifyInstance, ctx: AppContext): v
       },
     },
     async (request) => {
-      return { data: await ctx.identity.teamsOfUser(principalOf(request).userId) };
+      return { data: await deps.identity.teamsOfUser(principalOf(request).userId) };
     },
   );
 
@@ -114,8 +114,8 @@ export function registerIdentityRoutes(app: FastifyInstance, ctx: AppContext): v
       },
     },
     async (request) => {
-      const team = await ctx.identity.requireTeam(principalOf(request).userId, request.params.team);
-      const members = await ctx.identity.teamMembers(team.id);
+      const team = await deps.identity.requireTeam(principalOf(request).userId, request.params.team);
+      const members = await deps.identity.teamMembers(team.id);
       return { data: { ...team, members } };
     },
   );
@@ -133,7 +133,7 @@ export function registerIdentityRoutes(app: FastifyInstance, ctx: AppContext): v
         },
       },
       async (request) => {
-        const rows = await ctx.identity.listCredentials(principalOf(request).userId, kind);
+        const rows = await deps.identity.listCredentials(principalOf(request).userId, kind);
         return { data: rows.map(credentialView) };
       },
     );
@@ -156,7 +156,7 @@ export function registerIdentityRoutes(app: FastifyInstance, ctx: AppContext): v
         },
       },
       async (request, reply) => {
-        const issued = await ctx.identity.issueCredential(
+        const issued = await deps.identity.issueCredential(
           principalOf(request).userId,
           kind,
           request.body.name,
@@ -179,7 +179,7 @@ export function registerIdentityRoutes(app: FastifyInstance, ctx: AppContext): v
         },
       },
       async (request, reply) => {
-        await ctx.identity.revokeCredential(principalOf(request).userId, request.params.id, kind);
+        await deps.identity.revokeCredential(principalOf(request).userId, request.params.id, kind);
         return reply.code(204).send();
       },
     );

@@ -3,9 +3,8 @@
 // parses and validates it so that every problem is reported in one answer.
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from 'typebox';
-import type { AppContext } from '../../../context.js';
+import type { RouteDeps } from '../../deps.js';
 import { infrastructureJsonSchema } from '../../../domain/infrastructure/json-schema.js';
-import { createInfrastructureQueries } from '../../../services/infrastructure/queries.js';
 import { principalOf } from '../../types.js';
 import { textResponse } from '../../schemas/common.js';
 import { platformErrors } from '../../schemas/errors.js';
@@ -41,9 +40,8 @@ const flag = (value: string | undefined, fallback: boolean): boolean =>
 const tags = ['infrastructure'];
 const security = [{ bearer: [] }];
 
-export function registerInfrastructureRoutes(app: FastifyInstance, ctx: AppContext): void {
-  const applyService = ctx.services.apply;
-  const queries = createInfrastructureQueries({ db: ctx.db, identity: ctx.identity });
+export function registerInfrastructureRoutes(app: FastifyInstance, deps: RouteDeps): void {
+  const applyService = deps.services.apply;
   const schemaDocument = JSON.stringify(infrastructureJsonSchema(), null, 2);
 
   app.post<{ Querystring: Static<typeof ApplyQuery> }>(
@@ -88,7 +86,7 @@ export function registerInfrastructureRoutes(app: FastifyInstance, ctx: AppConte
       },
     },
     async (request, reply) => {
-      const yaml = await queries.exportTeam(principalOf(request).userId, request.params.team);
+      const yaml = await deps.services.resources.exportTeam(principalOf(request).userId, request.params.team);
       return reply.type('application/yaml; charset=utf-8').send(yaml);
     },
   );

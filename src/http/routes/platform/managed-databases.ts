@@ -4,8 +4,7 @@
 // and one database with how to connect to it, so that an API token is enough to find credentials.
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from 'typebox';
-import type { AppContext } from '../../../context.js';
-import { createManagedDatabaseRepository } from '../../../services/managed-databases/repository.js';
+import type { RouteDeps } from '../../deps.js';
 import { serviceObject } from '../../../services/managed-databases/view.js';
 import { principalOf } from '../../types.js';
 import { platformErrors } from '../../schemas/errors.js';
@@ -19,7 +18,7 @@ const UuidParam = Type.Object({ uuid: Type.String({ minLength: 1, maxLength: 64 
 const tags = ['managed databases'];
 const security = [{ bearer: [] }];
 
-export function registerManagedDatabasePanelRoutes(app: FastifyInstance, ctx: AppContext): void {
+export function registerManagedDatabasePanelRoutes(app: FastifyInstance, deps: RouteDeps): void {
   app.get<{ Params: Static<typeof UuidParam> }>(
     '/api/v1/managed-databases/:uuid',
     {
@@ -33,13 +32,13 @@ export function registerManagedDatabasePanelRoutes(app: FastifyInstance, ctx: Ap
       },
     },
     async (request) => {
-      const service = ctx.services.managedDatabases;
+      const service = deps.services.managedDatabases;
       const { row, role } = await service.databaseFor(
         principalOf(request).userId,
         request.params.uuid,
         'member',
       );
-      const instance = await createManagedDatabaseRepository(ctx.db).findInstance(row.id);
+      const instance = await service.findInstance(row.id);
       const secrets = role === 'owner' && instance ? service.credentialsOf(instance) : undefined;
       const object = serviceObject(row, instance, secrets);
       return {
@@ -80,7 +79,7 @@ export function registerManagedDatabasePanelRoutes(app: FastifyInstance, ctx: Ap
       },
     },
     async (request, reply) => {
-      const row = await ctx.services.managedDatabases.applyPendingChange(
+      const row = await deps.services.managedDatabases.applyPendingChange(
         principalOf(request).userId,
         request.params.uuid,
       );
@@ -112,7 +111,7 @@ export function registerManagedDatabasePanelRoutes(app: FastifyInstance, ctx: Ap
     },
     async (request, reply) => {
       const { userId } = principalOf(request);
-      const service = ctx.services.managedDatabases;
+      const service = deps.services.managedDatabases;
       const { row } = await service.databaseFor(userId, request.params.uuid, 'owner');
       await service.requestDeletion(row.uuid, userId);
       return reply.code(202).send({ data: { uuid: row.uuid, name: row.name, state: 'delete-service' } });

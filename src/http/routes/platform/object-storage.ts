@@ -4,12 +4,7 @@
 // Also the panel's action for a pending zone change.
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from 'typebox';
-import type { AppContext } from '../../../context.js';
-import {
-  applyObjectStoragePendingChange,
-  deleteObjectStorage,
-  viewObjectStorages,
-} from '../../../services/object-storage/index.js';
+import type { RouteDeps } from '../../deps.js';
 import { principalOf } from '../../types.js';
 import { platformErrors } from '../../schemas/errors.js';
 import { DeletedObjectStorageResponse, ObjectStorageResponse } from '../../schemas/infrastructure.js';
@@ -22,7 +17,7 @@ const StorageRef = Type.Object({
 const tags = ['object-storage'];
 const security = [{ bearer: [] }];
 
-export function registerObjectStorageRoutes(app: FastifyInstance, ctx: AppContext): void {
+export function registerObjectStorageRoutes(app: FastifyInstance, deps: RouteDeps): void {
   const config = { auth: 'api_token' as const };
 
   app.get<{ Params: Static<typeof StorageRef> }>(
@@ -39,8 +34,8 @@ export function registerObjectStorageRoutes(app: FastifyInstance, ctx: AppContex
       },
     },
     async (request) => {
-      const team = await ctx.identity.requireTeam(principalOf(request).userId, request.params.team);
-      const [storage] = await viewObjectStorages(ctx, team, request.params.storage);
+      const team = await deps.identity.requireTeam(principalOf(request).userId, request.params.team);
+      const [storage] = await deps.services.objectStorage.view(team, request.params.storage);
       return { data: storage };
     },
   );
@@ -59,8 +54,8 @@ export function registerObjectStorageRoutes(app: FastifyInstance, ctx: AppContex
     },
     async (request) => {
       const { userId } = principalOf(request);
-      const team = await ctx.identity.requireTeam(userId, request.params.team);
-      const removed = await deleteObjectStorage(ctx, team, request.params.storage, userId);
+      const team = await deps.identity.requireTeam(userId, request.params.team);
+      const removed = await deps.services.objectStorage.remove(team, request.params.storage, userId);
       return { data: { ...removed, deleted: true } };
     },
   );
@@ -80,9 +75,9 @@ export function registerObjectStorageRoutes(app: FastifyInstance, ctx: AppContex
     },
     async (request) => {
       const { userId } = principalOf(request);
-      const team = await ctx.identity.requireTeam(userId, request.params.team);
-      await applyObjectStoragePendingChange(ctx, team, request.params.storage, userId);
-      const [storage] = await viewObjectStorages(ctx, team, request.params.storage);
+      const team = await deps.identity.requireTeam(userId, request.params.team);
+      await deps.services.objectStorage.applyPendingChange(team, request.params.storage, userId);
+      const [storage] = await deps.services.objectStorage.view(team, request.params.storage);
       return { data: storage };
     },
   );

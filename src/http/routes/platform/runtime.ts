@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type, type Static, type TSchema } from 'typebox';
-import type { AppContext } from '../../../context.js';
+import type { RouteDeps } from '../../deps.js';
 import { DEPLOYMENT_STATUSES, type DeploymentStatus } from '../../../domain/deployments.js';
 import { validationError } from '../../../domain/errors.js';
 import { SOURCE_UPLOAD_LIMIT_BYTES } from '../../../services/applications/runtime.js';
@@ -141,8 +141,8 @@ function eventStream(request: FastifyRequest, reply: FastifyReply, openStreams: 
   return stream;
 }
 
-export function registerRuntimeRoutes(app: FastifyInstance, ctx: AppContext): void {
-  const service = () => ctx.services.applications;
+export function registerRuntimeRoutes(app: FastifyInstance, deps: RouteDeps): void {
+  const service = () => deps.services.applications;
   const user = (request: FastifyRequest) => principalOf(request).userId;
   const openStreams = new Set<{ end(): void }>();
   app.addHook('preClose', (done) => {
@@ -363,7 +363,7 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: AppContext): vo
       },
     },
     async (request, reply) => {
-      const since = parseSince(request.query.since, ctx.clock.now());
+      const since = parseSince(request.query.since, deps.clock.now());
       const lines = await service().logs(user(request), request.params.id, {
         tail: request.query.tail ?? 100,
         ...(since ? { since } : {}),

@@ -3,8 +3,7 @@
 // and a team's outbox of notifications. The use cases are in services/scheduled-deletion/schedules.ts.
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from 'typebox';
-import type { AppContext } from '../../../context.js';
-import { listTeamNotifications } from '../../../services/notifications/index.js';
+import type { RouteDeps } from '../../deps.js';
 import { principalOf } from '../../types.js';
 import { platformErrors } from '../../schemas/errors.js';
 import { NotificationsResponse, ScheduleResponse } from '../../schemas/platform.js';
@@ -35,9 +34,9 @@ const RescheduleBody = Type.Object({ scheduled_deletion_at: Timestamp }, { addit
 const tags = ['applications'];
 const security = [{ bearer: [] }];
 
-export function registerScheduledDeletionRoutes(app: FastifyInstance, ctx: AppContext): void {
+export function registerScheduledDeletionRoutes(app: FastifyInstance, deps: RouteDeps): void {
   const config = { auth: 'api_token' as const };
-  const schedules = () => ctx.services.schedules;
+  const schedules = () => deps.services.schedules;
 
   for (const method of ['PATCH', 'PUT'] as const) {
     app.route<{ Params: Static<typeof AppParam>; Body: unknown }>({
@@ -127,9 +126,12 @@ export function registerScheduledDeletionRoutes(app: FastifyInstance, ctx: AppCo
       },
     },
     async (request) => {
-      const team = await ctx.identity.requireTeam(principalOf(request).userId, request.params.team);
+      const team = await deps.identity.requireTeam(principalOf(request).userId, request.params.team);
       const limit = request.query.limit ?? 50;
-      const data = await listTeamNotifications(ctx.db, team.id, { limit, beforeId: request.query.before });
+      const data = await deps.services.notifications.listForTeam(team.id, {
+        limit,
+        beforeId: request.query.before,
+      });
       return { data, meta: { limit, next_before: data.length === limit ? data[data.length - 1]?.id : null } };
     },
   );

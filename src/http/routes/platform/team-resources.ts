@@ -1,8 +1,7 @@
 // A team's managed databases and object storage with their states (credentials never appear).
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from 'typebox';
-import type { AppContext } from '../../../context.js';
-import { createInfrastructureQueries } from '../../../services/infrastructure/queries.js';
+import type { RouteDeps } from '../../deps.js';
 import { principalOf } from '../../types.js';
 import { platformErrors } from '../../schemas/errors.js';
 import { TeamManagedDatabasesResponse, TeamObjectStoragesResponse } from '../../schemas/infrastructure.js';
@@ -11,8 +10,7 @@ const TeamRef = Type.Object({ team: Type.String({ minLength: 1, maxLength: 100 }
 const tags = ['infrastructure'];
 const security = [{ bearer: [] }];
 
-export function registerTeamResourceRoutes(app: FastifyInstance, ctx: AppContext): void {
-  const queries = createInfrastructureQueries({ db: ctx.db, identity: ctx.identity });
+export function registerTeamResourceRoutes(app: FastifyInstance, deps: RouteDeps): void {
   const config = { auth: 'api_token' as const };
 
   app.get<{ Params: Static<typeof TeamRef> }>(
@@ -28,7 +26,10 @@ export function registerTeamResourceRoutes(app: FastifyInstance, ctx: AppContext
       },
     },
     async (request) => ({
-      data: await queries.listManagedDatabases(principalOf(request).userId, request.params.team),
+      data: await deps.services.resources.listManagedDatabases(
+        principalOf(request).userId,
+        request.params.team,
+      ),
     }),
   );
 
@@ -45,7 +46,10 @@ export function registerTeamResourceRoutes(app: FastifyInstance, ctx: AppContext
       },
     },
     async (request) => ({
-      data: await queries.listObjectStorages(principalOf(request).userId, request.params.team),
+      data: await deps.services.resources.listObjectStorages(
+        principalOf(request).userId,
+        request.params.team,
+      ),
     }),
   );
 }
