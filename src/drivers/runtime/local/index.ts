@@ -33,7 +33,8 @@ export interface LocalRuntimeOptions {
   dataDir: string;
   /** Node.js runtimes, downloaded once (config.runtime.runtimesDir). */
   runtimesDir: string;
-  edge: { host: string; port: number; tlsPort: number | undefined };
+  /** `proxy`: the edge's data plane (config.runtime.edgeProxy; docs/decisions/0005-edge-data-plane.md). */
+  edge: { host: string; port: number; tlsPort: number | undefined; proxy?: 'node' | 'haproxy' };
   guard: AddressGuard;
   allowFileUrls: boolean;
   /** Bounds a fetch and every build command together with the deployment's own deadline. */
@@ -143,8 +144,9 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
       .map((r) => ({ host: '127.0.0.1', port: r.port as number }));
     const hostnames = entry.spec.hostnames.map((h) => h.toLowerCase());
     const gone = [...entry.routed].filter((h) => !hostnames.includes(h));
-    if (gone.length > 0) edge.removeRoute(gone);
-    edge.setRoute(hostnames, upstreams);
+    // Applied in this order by either edge; `drained` waits for changes made before it (edge.ts).
+    if (gone.length > 0) void edge.removeRoute(gone).catch(() => undefined);
+    void edge.setRoute(hostnames, upstreams).catch(() => undefined);
     entry.routed = new Set(hostnames);
   }
 
@@ -250,6 +252,19 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
       if (support && !edge) await removeTree(support, [cgroupTag]).catch(() => undefined);
       // Nothing builds yet: a release dir still `.building` is what a crash cut short.
       if (!edge) await removeUnfinishedBuilds(options.dataDir);
+      if (options.edge.proxy === 'haproxy') {
+        if (options.edge.tlsPort !== undefined)
+          throw new Error(
+            'the HAProxy edge has no TLS listener yet: unset BERTH_EDGE_TLS_PORT or use BERTH_EDGE_PROXY=node',
+          );
+        const { startHaproxyEdge } = await import('./edge-haproxy.js');
+        edge ??= await startHaproxyEdge({
+          host: options.edge.host,
+          port: options.edge.port,
+          dir: `${options.dataDir}/edge-haproxy`,
+          logger: options.log,
+        });
+      }
       edge ??= await startEdgeProxy({
         host: options.edge.host,
         port: options.edge.port,
@@ -320,7 +335,7 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
       const entry = apps.get(appId);
       if (entry) {
         await stopApp(entry);
-        if (edge && entry.routed.size > 0) edge.removeRoute([...entry.routed]);
+        if (edge && entry.routed.size > 0) await edge.removeRoute([...entry.routed]).catch(() => undefined);
         apps.delete(appId);
       }
       if (support) await removeTree(support, [cgroupTag, `app-${appId}`]).catch(() => undefined);
