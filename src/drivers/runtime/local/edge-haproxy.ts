@@ -282,6 +282,10 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
     }
   }
 
+  // Berth exiting without close() (an uncaught error, process.exit) takes HAProxy with it; a kill -9 of
+  // Berth cannot, and the next start on this data dir stops what it left (stopLeftover).
+  const onExit = () => child?.kill('SIGTERM');
+  process.once('exit', onExit);
   await launch();
 
   // ---- the runtime API, one change after the other ----
@@ -442,6 +446,7 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
     },
     async close() {
       closing = true;
+      process.off('exit', onExit);
       const running = child;
       child = undefined;
       // Soft stop: listeners close, idle connections end, requests in flight finish (hard-stop-after).
