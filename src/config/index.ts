@@ -216,7 +216,7 @@ export const CONFIG_VARIABLES: Record<keyof ConfigOverrides, { env: string; flag
   edgeProxy: {
     env: 'BERTH_EDGE_PROXY',
     flag: 'edge-proxy',
-    doc: "data plane of the edge proxy: node (in Berth's process; default) or haproxy (HAProxy 2.6 started by Berth, no TLS yet)",
+    doc: "data plane of the edge proxy: node (in Berth's process; default) or haproxy (HAProxy 2.6 started and fed by Berth)",
   },
   appsDomain: {
     env: 'BERTH_APPS_DOMAIN',

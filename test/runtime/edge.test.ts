@@ -184,13 +184,15 @@ const EDGES: readonly EdgeKind[] = ['node', 'haproxy'];
 /** Which one `edge()` starts: set by each block of tests. */
 let kind: EdgeKind = 'node';
 
-async function edge(options: Partial<EdgeOptions> = {}): Promise<EdgeProxy> {
+/** `certificatesDir`: where the HAProxy edge reads the pairs the Node edge's `tls.certificate` was loaded from. */
+async function edge(options: Partial<EdgeOptions> = {}, certificatesDir?: string): Promise<EdgeProxy> {
   let proxy: EdgeProxy;
   if (kind === 'haproxy') {
-    const { tls: _tls, ...rest } = options;
+    const { tls: nodeTls, ...rest } = options;
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'berth-edge-haproxy-'));
     cleanups.push(() => fs.rm(dir, { recursive: true, force: true }));
-    proxy = await startHaproxyEdge({ host: LOOPBACK, port: 0, ...rest, dir });
+    const tlsOption = nodeTls && certificatesDir ? { tls: { port: nodeTls.port, certificatesDir } } : {};
+    proxy = await startHaproxyEdge({ host: LOOPBACK, port: 0, ...rest, ...tlsOption, dir });
   } else {
     proxy = await startEdgeProxy({ host: LOOPBACK, port: 0, ...options });
   }
@@ -849,6 +851,20 @@ describe('the haproxy edge only', () => {
     expect((await request(proxy.port, 'shop.test')).status).toBe(404);
   });
 
+  it('fails every TLS handshake when no certificate is there, and still serves plain HTTP', async () => {
+    const app = await backend('app');
+    const proxy = await edge({ tls: { port: 0, certificate: () => undefined } }, '/nonexistent/certs');
+    await proxy.setRoute(['shop.test'], [app.upstream]);
+    const handshake = new Promise<string>((resolve) => {
+      const socket = tls.connect({ host: LOOPBACK, port: proxy.tlsPort ?? 0, servername: 'shop.test' }, () =>
+        resolve('connected'),
+      );
+      socket.on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
+    });
+    expect(await handshake).not.toBe('connected');
+    expect((await request(proxy.port, 'shop.test')).status).toBe(200);
+  });
+
   it('leaves no HAProxy process running after close, and its socket is private', async () => {
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'berth-edge-haproxy-own-'));
     cleanups.push(() => fs.rm(dir, { recursive: true, force: true }));
@@ -864,10 +880,9 @@ describe('the haproxy edge only', () => {
 
 // ---- TLS ----
 
-// Node edge only: the HAProxy edge has no TLS listener yet (docs/decisions/0005-edge-data-plane.md).
-describe('TLS', () => {
+describe.each(EDGES)('TLS on the %s edge', (which) => {
   beforeAll(() => {
-    kind = 'node';
+    kind = which;
   });
   let root: string;
   let certs: string;
@@ -941,7 +956,7 @@ describe('TLS', () => {
 
   async function secureEdge(): Promise<{ proxy: EdgeProxy; app: Backend; tlsPort: number }> {
     const app = await backend('app');
-    const proxy = await edge({ tls: { port: 0, certificate: await loadCertificateStore(certs) } });
+    const proxy = await edge({ tls: { port: 0, certificate: await loadCertificateStore(certs) } }, certs);
     await proxy.setRoute(['shop.test', 'x.apps.test'], [app.upstream]);
     expect(proxy.tlsPort).toBeGreaterThan(0);
     return { proxy, app, tlsPort: proxy.tlsPort ?? 0 };

@@ -27,8 +27,15 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freePort } from '../../net/ports.js';
 import type { EdgeOptions, EdgeProxy, Upstream } from './edge.js';
+import { loadCertificatePairs } from './edge-tls.js';
 
 export interface HaproxyEdgeOptions extends Omit<EdgeOptions, 'tls'> {
+  /**
+   * A second listener for HTTPS (0: any free port) with the pairs of `certificatesDir` (edge-tls.ts),
+   * chosen by SNI; a name no certificate covers fails the handshake. Read at every (re)start of
+   * HAProxy, as the Node edge reads them at its start.
+   */
+  tls?: { port: number; certificatesDir: string };
   /** A private directory (created 0700) for the configuration, the map, the socket and the pid file. */
   dir: string;
   /** The HAProxy executable (default: `haproxy` on PATH). */
@@ -117,10 +124,15 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
     socket: path.join(dir, 'admin.sock'),
     pid: path.join(dir, 'haproxy.pid'),
     bad: path.join(dir, '502.http'),
+    crtList: path.join(dir, 'crt-list'),
+    certs: path.join(dir, 'certs'),
   };
   await stopLeftover(files.pid, files.config);
 
   const port = options.port === 0 ? await freePort() : options.port;
+  const tlsPort = options.tls ? (options.tls.port === 0 ? await freePort() : options.tls.port) : undefined;
+  /** Whether the crt-list has a certificate (HAProxy cannot start an ssl listener without one). */
+  let certificates = 0;
   const slots: Slot[] = Array.from({ length: slotCount }, (_, i) => ({
     name: `r${i}`,
     state: 'free',
@@ -156,6 +168,9 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
       `  errorfile 503 ${files.bad}`,
       'frontend edge',
       `  bind ${options.host}:${port}`,
+      ...(tlsPort !== undefined && certificates > 0
+        ? [`  bind ${options.host}:${tlsPort} ssl crt-list ${files.crtList} strict-sni`]
+        : []),
       `  http-request return status 400 content-type text/plain string "Bad request: missing or malformed Host header." unless { req.hdr_cnt(host) eq 1 } { req.hdr(host) -m reg -i ${HOST_HEADER} }`,
       // A request that reached a replica (the connection was up) is retried only when it is idempotent; a
       // refused connection never carried it, so that retry is for any method (retry-on conn-failure).
@@ -170,11 +185,21 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
         'forwarded',
         'x-real-ip',
       ].map((name) => `  http-request del-header ${name}`),
-      '  http-request set-header x-forwarded-proto http',
+      '  http-request set-header x-forwarded-proto https if { ssl_fc }',
+      '  http-request set-header x-forwarded-proto http unless { ssl_fc }',
       '  http-request set-header x-forwarded-host %[req.hdr(host)]',
       '  option forwardfor',
       `  use_backend %[var(txn.route),map(${files.map},unknown)]`,
       '  default_backend unknown',
+      // No certificate at all: the TLS port is open but every handshake fails, as with the Node edge.
+      ...(tlsPort !== undefined && certificates === 0
+        ? [
+            'frontend edge_tls_none',
+            '  mode tcp',
+            `  bind ${options.host}:${tlsPort}`,
+            '  tcp-request connection reject',
+          ]
+        : []),
       'backend unknown',
       '  http-request return status 404 content-type text/plain string "The host is unknown here."',
       'backend unavailable',
@@ -217,7 +242,33 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
   let closing = false;
   let exited: Promise<void> = Promise.resolve();
 
+  /** The crt-list and one PEM (chain + key, 0600) per pair that serves a name, from the certificates. */
+  async function writeCertificates(): Promise<void> {
+    if (!options.tls) return;
+    const byName = await loadCertificatePairs(options.tls.certificatesDir, (file, error) =>
+      options.logger?.warn({ file, error: error.message }, 'edge: certificate pair skipped'),
+    );
+    fs.rmSync(files.certs, { recursive: true, force: true });
+    fs.mkdirSync(files.certs, { mode: 0o700 });
+    const pems = new Map<string, string>();
+    const lines: string[] = [];
+    for (const [name, pair] of byName) {
+      // Names come from certificates: only DNS names (optionally one leading wildcard) reach the list.
+      if (!/^(\*\.)?[a-z0-9_-]{1,63}(\.[a-z0-9_-]{1,63})*$/.test(name)) continue;
+      let pem = pems.get(pair.certFile);
+      if (!pem) {
+        pem = checkPath(path.join(files.certs, `${pems.size}.pem`));
+        fs.writeFileSync(pem, `${pair.cert.trim()}\n${pair.key.trim()}\n`, { mode: 0o600 });
+        pems.set(pair.certFile, pem);
+      }
+      lines.push(`${pem} ${name}`);
+    }
+    fs.writeFileSync(files.crtList, lines.map((line) => `${line}\n`).join(''), { mode: 0o600 });
+    certificates = lines.length;
+  }
+
   async function launch(): Promise<void> {
+    await writeCertificates();
     writeFiles();
     fs.rmSync(files.socket, { force: true });
     const started = spawn(binary, ['-db', '-f', files.config], { stdio: ['ignore', 'ignore', 'pipe'] });
@@ -409,7 +460,7 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
 
   return {
     port,
-    tlsPort: undefined,
+    tlsPort,
     setRoute(hostnames, upstreams) {
       const names = hostnames.map((h) => checkHostname(h.toLowerCase()));
       const checked = upstreams.map(checkUpstream);

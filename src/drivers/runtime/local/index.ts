@@ -264,16 +264,15 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
       // Nothing builds yet: a release dir still `.building` is what a crash cut short.
       if (!edge) await removeUnfinishedBuilds(options.dataDir);
       if (options.edge.proxy === 'haproxy') {
-        if (options.edge.tlsPort !== undefined)
-          throw new Error(
-            'the HAProxy edge has no TLS listener yet: unset BERTH_EDGE_TLS_PORT or use BERTH_EDGE_PROXY=node',
-          );
         const { startHaproxyEdge } = await import('./edge-haproxy.js');
         edge ??= await startHaproxyEdge({
           host: options.edge.host,
           port: options.edge.port,
           dir: `${options.dataDir}/edge-haproxy`,
           logger: options.log,
+          ...(options.edge.tlsPort !== undefined
+            ? { tls: { port: options.edge.tlsPort, certificatesDir: `${options.dataDir}/certs` } }
+            : {}),
         });
       }
       edge ??= await startEdgeProxy({
