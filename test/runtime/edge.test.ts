@@ -22,7 +22,7 @@ import {
   type EdgeProxy,
   type Upstream,
 } from '../../src/drivers/runtime/local/edge.js';
-import { startHaproxyEdge } from '../../src/drivers/runtime/local/edge-haproxy.js';
+import { startHaproxyEdge, type HaproxyEdgeOptions } from '../../src/drivers/runtime/local/edge-haproxy.js';
 import { loadCertificateStore } from '../../src/drivers/runtime/local/edge-tls.js';
 
 const run = promisify(execFile);
@@ -185,7 +185,10 @@ const EDGES: readonly EdgeKind[] = ['node', 'haproxy'];
 let kind: EdgeKind = 'node';
 
 /** `certificatesDir`: where the HAProxy edge reads the pairs the Node edge's `tls.certificate` was loaded from. */
-async function edge(options: Partial<EdgeOptions> = {}, certificatesDir?: string): Promise<EdgeProxy> {
+async function edge(
+  options: Partial<EdgeOptions> & Pick<HaproxyEdgeOptions, 'slots' | 'slotReuseAfterMs'> = {},
+  certificatesDir?: string,
+): Promise<EdgeProxy> {
   let proxy: EdgeProxy;
   if (kind === 'haproxy') {
     const { tls: nodeTls, ...rest } = options;
@@ -194,7 +197,8 @@ async function edge(options: Partial<EdgeOptions> = {}, certificatesDir?: string
     const tlsOption = nodeTls && certificatesDir ? { tls: { port: nodeTls.port, certificatesDir } } : {};
     proxy = await startHaproxyEdge({ host: LOOPBACK, port: 0, ...rest, ...tlsOption, dir });
   } else {
-    proxy = await startEdgeProxy({ host: LOOPBACK, port: 0, ...options });
+    const { slots: _slots, slotReuseAfterMs: _reuse, ...nodeOptions } = options;
+    proxy = await startEdgeProxy({ host: LOOPBACK, port: 0, ...nodeOptions });
   }
   cleanups.push(() => proxy.close());
   return proxy;
@@ -849,6 +853,26 @@ describe('the haproxy edge only', () => {
     // Later changes reach the restarted process.
     await proxy.removeRoute(['shop.test']);
     expect((await request(proxy.port, 'shop.test')).status).toBe(404);
+  });
+
+  it('reuses a retired route slot for another replica, and never sends to the replica it had before', async () => {
+    const [a, b, c] = [await backend('a'), await backend('b'), await backend('c')];
+    const proxy = await edge({ slots: 2, slotReuseAfterMs: 2500 });
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 2 });
+    cleanups.push(() => agent.destroy());
+    await proxy.setRoute(['app.test'], [a.upstream]);
+    expect(echoOf(await request(proxy.port, 'app.test', { agent })).backend).toBe('a');
+    await proxy.setRoute(['app.test'], [b.upstream]);
+    expect(echoOf(await request(proxy.port, 'app.test', { agent })).backend).toBe('b');
+    // Both slots taken (a's retired moments ago): no third route yet.
+    await expect(proxy.setRoute(['other.test'], [c.upstream])).rejects.toThrow(/more than 2 routes/);
+    await new Promise((resolve) => setTimeout(resolve, 2600));
+    // a's slot again, now with c's address: a, still up and keeping connections, gets nothing more.
+    await proxy.setRoute(['app.test'], [c.upstream]);
+    const served = a.requests.length;
+    for (let i = 0; i < 10; i++)
+      expect(echoOf(await request(proxy.port, 'app.test', { agent })).backend).toBe('c');
+    expect(a.requests).toHaveLength(served);
   });
 
   it('fails every TLS handshake when no certificate is there, and still serves plain HTTP', async () => {

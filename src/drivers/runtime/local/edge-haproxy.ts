@@ -42,6 +42,8 @@ export interface HaproxyEdgeOptions extends Omit<EdgeOptions, 'tls'> {
   binary?: string;
   /** Routes that may exist at once (backend slots; default 128). */
   slots?: number;
+  /** How long a retired slot waits before it is reused (default 5 s; its idle connections go first). */
+  slotReuseAfterMs?: number;
   /** Upstreams one route may have (servers per slot; default 16). */
   serversPerSlot?: number;
   logger?: { warn(obj: object, msg: string): void; info?(obj: object, msg: string): void };
@@ -54,6 +56,9 @@ const DEFAULT_SERVERS_PER_SLOT = 16;
 const START_TIMEOUT_MS = 10_000;
 const DRAIN_POLL_MS = 50;
 const RESTART_DELAY_MS = 500;
+const SLOT_REUSE_AFTER_MS = 5000;
+/** sun_path is 108 bytes on Linux. */
+const MAX_SOCKET_PATH = 100;
 
 /** A route key: lower-case DNS labels (what edge.ts's routeKeyOfHost produces for a name). */
 const ROUTE_HOSTNAME = /^[a-z0-9_-]{1,63}(?:\.[a-z0-9_-]{1,63})*$/;
@@ -90,6 +95,8 @@ const upstreamKey = (u: Upstream) => `${u.host}:${u.port}`;
 interface Slot {
   name: string;
   state: 'free' | 'live' | 'draining';
+  /** When it last went to draining (its idle upstream connections are purged within ~2 s). */
+  retiredAt: number;
   /** Server i (1-based in HAProxy) serves upstreams[i - 1]; the rest are off. */
   upstreams: Upstream[];
 }
@@ -112,9 +119,11 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
   const binary = options.binary ?? 'haproxy';
   const slotCount = options.slots ?? DEFAULT_SLOTS;
   const perSlot = options.serversPerSlot ?? DEFAULT_SERVERS_PER_SLOT;
+  const reuseAfterMs = options.slotReuseAfterMs ?? SLOT_REUSE_AFTER_MS;
   const headersTimeoutMs = options.upstreamHeadersTimeoutMs ?? DEFAULT_UPSTREAM_HEADERS_TIMEOUT_MS;
   const closeTimeoutMs = options.closeTimeoutMs ?? DEFAULT_CLOSE_TIMEOUT_MS;
-  if (!IPV4.test(options.host))
+  const listenHost = options.host === 'localhost' ? '127.0.0.1' : options.host;
+  if (!IPV4.test(listenHost))
     throw new Error(`edge: the HAProxy edge listens on an IPv4 address, got '${options.host}'`);
   fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
   fs.chmodSync(dir, 0o700);
@@ -127,6 +136,8 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
     crtList: path.join(dir, 'crt-list'),
     certs: path.join(dir, 'certs'),
   };
+  if (files.socket.length > MAX_SOCKET_PATH)
+    throw new Error(`edge: the data dir's path is too long for HAProxy's runtime socket (${files.socket})`);
   await stopLeftover(files.pid, files.config);
 
   const port = options.port === 0 ? await freePort() : options.port;
@@ -136,6 +147,7 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
   const slots: Slot[] = Array.from({ length: slotCount }, (_, i) => ({
     name: `r${i}`,
     state: 'free',
+    retiredAt: 0,
     upstreams: [],
   }));
   /** hostname → the slot serving it, or null: known host, no upstream (503). */
@@ -167,9 +179,9 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
       // HAProxy answers 503 when no replica could be reached; the Node edge says 502, and so does this.
       `  errorfile 503 ${files.bad}`,
       'frontend edge',
-      `  bind ${options.host}:${port}`,
+      `  bind ${listenHost}:${port}`,
       ...(tlsPort !== undefined && certificates > 0
-        ? [`  bind ${options.host}:${tlsPort} ssl crt-list ${files.crtList} strict-sni`]
+        ? [`  bind ${listenHost}:${tlsPort} ssl crt-list ${files.crtList} strict-sni`]
         : []),
       `  http-request return status 400 content-type text/plain string "Bad request: missing or malformed Host header." unless { req.hdr_cnt(host) eq 1 } { req.hdr(host) -m reg -i ${HOST_HEADER} }`,
       // A request that reached a replica (the connection was up) is retried only when it is idempotent; a
@@ -196,7 +208,7 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
         ? [
             'frontend edge_tls_none',
             '  mode tcp',
-            `  bind ${options.host}:${tlsPort}`,
+            `  bind ${listenHost}:${tlsPort}`,
             '  tcp-request connection reject',
           ]
         : []),
@@ -325,7 +337,8 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
       try {
         await sleep(RESTART_DELAY_MS);
         if (closing) return;
-        await launch();
+        // No route change between writing the table and HAProxy answering: it would be lost.
+        await serially(() => (closing ? Promise.resolve() : launch()));
         options.logger?.info?.({}, 'edge: haproxy restarted');
       } catch (error) {
         options.logger?.warn({ error: (error as Error).message }, 'edge: haproxy restart failed');
@@ -385,6 +398,7 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
   /** A slot no host name points at any longer: its servers take no new request. */
   async function retire(slot: Slot): Promise<void> {
     slot.state = 'draining';
+    slot.retiredAt = Date.now();
     for (let i = 1; i <= slot.upstreams.length; i += 1)
       await command(`set server ${slot.name}/u${i} state maint`);
   }
@@ -399,10 +413,12 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
     const free = slots.find((s) => s.state === 'free');
     if (free) return free;
     const counts = await sessions();
-    const idle = slots.find(
-      (s) =>
-        s.state === 'draining' && s.upstreams.every((_, i) => (counts.get(`${s.name}/u${i + 1}`) ?? 0) === 0),
-    );
+    // The one retired longest ago, and not in the last few seconds: before a server is given another
+    // address, its idle connections to the old one must be gone (pool-purge-delay).
+    const idle = slots
+      .filter((s) => s.state === 'draining' && Date.now() - s.retiredAt >= reuseAfterMs)
+      .sort((a, b) => a.retiredAt - b.retiredAt)
+      .find((s) => s.upstreams.every((_, i) => (counts.get(`${s.name}/u${i + 1}`) ?? 0) === 0));
     if (!idle) throw new Error(`edge: more than ${slotCount} routes at once (slots of the HAProxy edge)`);
     return idle;
   }
