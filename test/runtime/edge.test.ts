@@ -889,6 +889,21 @@ describe('the haproxy edge only', () => {
     expect((await request(proxy.port, 'shop.test')).status).toBe(200);
   });
 
+  it('fails to start at once, saying why, when HAProxy is not installed', async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'berth-edge-haproxy-none-'));
+    cleanups.push(() => fs.rm(dir, { recursive: true, force: true }));
+    const started = Date.now();
+    await expect(
+      startHaproxyEdge({
+        host: LOOPBACK,
+        port: 0,
+        dir: path.join(dir, 'edge'),
+        binary: path.join(dir, 'no-haproxy'),
+      }),
+    ).rejects.toThrow(/did not start: .*ENOENT/);
+    expect(Date.now() - started).toBeLessThan(5000);
+  });
+
   it('leaves no HAProxy process running after close, and its socket is private', async () => {
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'berth-edge-haproxy-own-'));
     cleanups.push(() => fs.rm(dir, { recursive: true, force: true }));

@@ -294,12 +294,16 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
           options.logger?.warn({ haproxy: line.trim() }, 'edge: haproxy says');
       }
     });
-    const done = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-      started.once('exit', (code, signal) => resolve({ code, signal })),
-    );
-    started.once('error', (error) => (stderr += String(error)));
+    const done = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+      started.once('exit', (code, signal) => resolve({ code, signal }));
+      // Not started at all (no haproxy installed: see scripts/install-system.sh).
+      started.once('error', (error) => {
+        stderr += String(error);
+        resolve({ code: null, signal: null });
+      });
+    });
     exited = done.then(() => undefined);
-    // Ready once the runtime API answers and the listener accepts.
+    // Ready once the runtime API answers: HAProxy binds every listener before it serves any.
     const end = Date.now() + START_TIMEOUT_MS;
     let gone = false;
     void done.then(() => (gone = true));
