@@ -6,6 +6,7 @@
 # Application runtime: git (sources), bubblewrap (sandbox), nginx-light and PHP 8.2 FPM with common
 # extensions (laravel and wordpress), Debian's wordpress with a default theme (a wordpress application
 # without a repository).
+# Edge: haproxy (BERTH_EDGE_PROXY=haproxy; Berth starts its own process, never the system service).
 set -euo pipefail
 
 PACKAGES=(
@@ -18,6 +19,7 @@ PACKAGES=(
   git nginx-light php8.2-fpm php8.2-cli php8.2-mysql php8.2-pgsql php8.2-sqlite3 php8.2-mbstring
   php8.2-xml php8.2-curl php8.2-intl php8.2-gd php8.2-zip php8.2-bcmath php8.2-redis
   wordpress wordpress-theme-twentytwentythree
+  haproxy
 )
 
 missing=()
@@ -40,4 +42,14 @@ DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommen
   { grep --line-buffered -E '^(Setting up|Get:[0-9]+ )' || true; } |
   sed -u -E 's/^Get:[0-9]+ [^ ]+ [^ ]+ [^ ]+ ([^ ]+) .*/berth:   downloading \1/; s/^Setting up ([^ ]+).*/berth:   set up \1/' >&2
 $SUDO rm -f /usr/sbin/policy-rc.d
+# haproxy's package enables a system-wide service for the next boot: Berth runs its own HAProxy.
+if dpkg-query -W -f='${Status}' haproxy 2>/dev/null | grep -q "install ok installed"; then
+  if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+    $SUDO systemctl disable --now haproxy.service >/dev/null 2>&1 || true
+  else
+    $SUDO rm -f /etc/systemd/system/multi-user.target.wants/haproxy.service
+  fi
+  $SUDO update-rc.d haproxy disable >/dev/null 2>&1 || true
+  [ -x /etc/init.d/haproxy ] && $SUDO /etc/init.d/haproxy stop >/dev/null 2>&1 || true
+fi
 echo "berth: Debian packages installed in $((SECONDS - started)) s" >&2

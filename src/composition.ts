@@ -150,7 +150,12 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
         const driver = createLocalRuntimeDriver({
           dataDir: config.dataDir,
           runtimesDir: runtime.runtimesDir,
-          edge: { host: config.host, port: runtime.edgePort, tlsPort: runtime.edgeTlsPort },
+          edge: {
+            host: config.host,
+            port: runtime.edgePort,
+            tlsPort: runtime.edgeTlsPort,
+            proxy: runtime.edgeProxy,
+          },
           guard: createAddressGuard({ allow: runtime.sourcesAllowPrivate }),
           allowFileUrls: runtime.sourcesAllowFileUrls,
           deploymentTimeoutMs: runtime.deploymentTimeoutSeconds * 1000,

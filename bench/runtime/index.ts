@@ -11,7 +11,8 @@
 //      3 rolling deploys, against the same load without deploys; then during one skip_build redeploy;
 //   5. a hung replica (GET /hang) found by its health checks and replaced: the hang to the first 200 of
 //      the new replica, against 3 intervals + 1 s.
-// Run: npx tsx bench/runtime/index.ts [--rounds 5] [--seconds 3] [--connections 10]
+// Run: npx tsx bench/runtime/index.ts [--rounds 5] [--seconds 3] [--connections 10] [--only 3]
+// BERTH_EDGE_PROXY=haproxy measures the HAProxy edge (edge-haproxy.ts) instead of the Node one.
 // The load generator (autocannon) runs in a child process (load.ts), never on Berth's event loop.
 import { fork } from 'node:child_process';
 import fs from 'node:fs';
@@ -46,8 +47,13 @@ const { values } = parseArgs({
     rounds: { type: 'string', default: '5' },
     seconds: { type: 'string', default: '3' },
     connections: { type: 'string', default: '10' },
+    // Comma-separated item numbers to run (1 and 2 run together); default all. Item 4 needs 3's setup,
+    // which always runs.
+    only: { type: 'string' },
   },
 });
+const ONLY = values.only?.split(',').map((item) => Number(item.trim()));
+const runs = (item: number) => !ONLY || ONLY.includes(item);
 const ROUNDS = Number(values.rounds);
 const SECONDS = Number(values.seconds);
 const CONNECTIONS = Number(values.connections);
@@ -114,6 +120,13 @@ async function startBareProxy(
       await exited;
     },
   };
+}
+
+/** CPU time (user + system) of the HAProxy edge's process, in µs (its pid file, then /proc). */
+function haproxyCpu(dataDir: string): number {
+  const pid = fs.readFileSync(path.join(dataDir, 'edge-haproxy', 'haproxy.pid'), 'utf8').trim();
+  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1_000_000) / 100; // USER_HZ is 100 on Linux.
 }
 
 // ---- the deployment's own times, from its log ----
@@ -253,96 +266,97 @@ async function main(): Promise<void> {
     // Warm-up of the by-hand path (the page cache, npm's first start).
     await deployByHand(url, work);
 
-    // 1 and 2: deploys, by hand and by Berth, alternating which goes first.
-    const hand: ByHandTimes[] = [];
-    const deploys: number[] = [];
-    const overheads: number[] = [];
-    const phases: Phases[] = [];
-    const skips: number[] = [];
-    const skipPhases: Phases[] = [];
-    const starts: number[] = [];
-    let skipRestarts = 0;
-    for (let round = 1; round <= ROUNDS; round += 1) {
-      const version = `r${round}`;
-      await commit(repository, nodeAppFiles(version));
-      const byHand = async () => hand.push(await deployByHand(url, work));
-      const byBerth = async () => {
-        const deployed = await deployAndSee(berth, appId, {}, (a) => a.version === version);
-        deploys.push(deployed.ms);
-        if (deployed.phases) phases.push(deployed.phases);
+    if (runs(1) || runs(2)) {
+      // 1 and 2: deploys, by hand and by Berth, alternating which goes first.
+      const hand: ByHandTimes[] = [];
+      const deploys: number[] = [];
+      const overheads: number[] = [];
+      const phases: Phases[] = [];
+      const skips: number[] = [];
+      const skipPhases: Phases[] = [];
+      const starts: number[] = [];
+      let skipRestarts = 0;
+      for (let round = 1; round <= ROUNDS; round += 1) {
+        const version = `r${round}`;
+        await commit(repository, nodeAppFiles(version));
+        const byHand = async () => hand.push(await deployByHand(url, work));
+        const byBerth = async () => {
+          const deployed = await deployAndSee(berth, appId, {}, (a) => a.version === version);
+          deploys.push(deployed.ms);
+          if (deployed.phases) phases.push(deployed.phases);
+        };
+        if (round % 2 === 1) {
+          await byHand();
+          await byBerth();
+        } else {
+          await byBerth();
+          await byHand();
+        }
+        overheads.push(deploys[deploys.length - 1]! - hand[hand.length - 1]!.totalMs);
+        // skip_build: the same release again, a new replica (seen by its port).
+        const before = (await edgeGet(berth)).body;
+        const oldPort = (JSON.parse(before) as AppAnswer).port;
+        const skipped = await deployAndSee(berth, appId, { skip_build: true }, (a) => a.port !== oldPort);
+        skips.push(skipped.ms);
+        if (skipped.phases) skipPhases.push(skipped.phases);
+        // Whether the new replica had to be started again after the switch (and why).
+        const [live] = await instances(berth, appId);
+        const restarted = live && live.restarts > 0 ? `, then restarted: ${live.last_restart_reason}` : '';
+        if (restarted) skipRestarts += 1;
+        // Its baseline: the start command by hand in a checkout.
+        const dir = fs.mkdtempSync(path.join(work, 'start-'));
+        const home = fs.mkdtempSync(path.join(work, 'home-'));
+        for (const [file, content] of Object.entries(nodeAppFiles(version))) {
+          fs.writeFileSync(path.join(dir, file), content);
+        }
+        const started = await startByHand(dir, home);
+        starts.push(started.ms);
+        await started.stop();
+        fs.rmSync(dir, { recursive: true, force: true });
+        fs.rmSync(home, { recursive: true, force: true });
+        console.log(
+          `  round ${round}: deploy ${ms(deploys[deploys.length - 1]!)} vs by hand ${ms(hand[hand.length - 1]!.totalMs)}` +
+            ` (clone ${ms(hand[hand.length - 1]!.cloneMs)}, build ${ms(hand[hand.length - 1]!.buildMs)}, start ${ms(hand[hand.length - 1]!.startMs)});` +
+            ` skip_build ${ms(skips[skips.length - 1]!)}${restarted} vs start by hand ${ms(started.ms)}`,
+        );
+      }
+      const deployMedian = median(deploys);
+      const handMedian = median(hand.map((h) => h.totalMs));
+      const overhead = median(overheads);
+      rows.push({
+        name: '1. deploy → serving (overhead)',
+        measured: `${s(deployMedian)} (+${s(overhead)})`,
+        baseline: s(handMedian),
+        ratio: (deployMedian / handMedian).toFixed(2),
+        target: 'overhead ≤ 1.50 s',
+        met: overhead <= 1500,
+      });
+      const skipMedian = median(skips);
+      const startMedian = median(starts);
+      // Request to the route switch, from the deployment's log: what the client would see without a
+      // restart of the new replica in between.
+      const routedMedian = median(skipPhases.map((p) => routedAfter(p)));
+      rows.push({
+        name: '2. skip_build redeploy → serving',
+        measured: `${s(skipMedian)} (routed ${s(routedMedian)}; ${skipRestarts}/${ROUNDS} killed after)`,
+        baseline: s(startMedian),
+        ratio: (skipMedian / startMedian).toFixed(2),
+        target: '≤ 2.00 s',
+        met: skipMedian <= 2000,
+      });
+      const phaseTable = (label: string, list: Phases[]) => {
+        const keys = Object.keys(list[0] ?? {}) as Array<keyof Phases>;
+        console.log(
+          `${label} (medians over ${list.length}): ` +
+            keys.map((k) => `${k} ${ms(median(list.map((p) => p[k])))}`).join(', '),
+        );
       };
-      if (round % 2 === 1) {
-        await byHand();
-        await byBerth();
-      } else {
-        await byBerth();
-        await byHand();
-      }
-      overheads.push(deploys[deploys.length - 1]! - hand[hand.length - 1]!.totalMs);
-      // skip_build: the same release again, a new replica (seen by its port).
-      const before = (await edgeGet(berth)).body;
-      const oldPort = (JSON.parse(before) as AppAnswer).port;
-      const skipped = await deployAndSee(berth, appId, { skip_build: true }, (a) => a.port !== oldPort);
-      skips.push(skipped.ms);
-      if (skipped.phases) skipPhases.push(skipped.phases);
-      // Whether the new replica had to be started again after the switch (and why).
-      const [live] = await instances(berth, appId);
-      const restarted = live && live.restarts > 0 ? `, then restarted: ${live.last_restart_reason}` : '';
-      if (restarted) skipRestarts += 1;
-      // Its baseline: the start command by hand in a checkout.
-      const dir = fs.mkdtempSync(path.join(work, 'start-'));
-      const home = fs.mkdtempSync(path.join(work, 'home-'));
-      for (const [file, content] of Object.entries(nodeAppFiles(version))) {
-        fs.writeFileSync(path.join(dir, file), content);
-      }
-      const started = await startByHand(dir, home);
-      starts.push(started.ms);
-      await started.stop();
-      fs.rmSync(dir, { recursive: true, force: true });
-      fs.rmSync(home, { recursive: true, force: true });
+      phaseTable('deploy steps', phases);
+      phaseTable('skip_build steps', skipPhases);
       console.log(
-        `  round ${round}: deploy ${ms(deploys[deploys.length - 1]!)} vs by hand ${ms(hand[hand.length - 1]!.totalMs)}` +
-          ` (clone ${ms(hand[hand.length - 1]!.cloneMs)}, build ${ms(hand[hand.length - 1]!.buildMs)}, start ${ms(hand[hand.length - 1]!.startMs)});` +
-          ` skip_build ${ms(skips[skips.length - 1]!)}${restarted} vs start by hand ${ms(started.ms)}`,
+        `by hand (medians): clone ${ms(median(hand.map((h) => h.cloneMs)))}, build ${ms(median(hand.map((h) => h.buildMs)))}, start ${ms(median(hand.map((h) => h.startMs)))}`,
       );
     }
-    const deployMedian = median(deploys);
-    const handMedian = median(hand.map((h) => h.totalMs));
-    const overhead = median(overheads);
-    rows.push({
-      name: '1. deploy → serving (overhead)',
-      measured: `${s(deployMedian)} (+${s(overhead)})`,
-      baseline: s(handMedian),
-      ratio: (deployMedian / handMedian).toFixed(2),
-      target: 'overhead ≤ 1.50 s',
-      met: overhead <= 1500,
-    });
-    const skipMedian = median(skips);
-    const startMedian = median(starts);
-    // Request to the route switch, from the deployment's log: what the client would see without a
-    // restart of the new replica in between.
-    const routedMedian = median(skipPhases.map((p) => routedAfter(p)));
-    rows.push({
-      name: '2. skip_build redeploy → serving',
-      measured: `${s(skipMedian)} (routed ${s(routedMedian)}; ${skipRestarts}/${ROUNDS} killed after)`,
-      baseline: s(startMedian),
-      ratio: (skipMedian / startMedian).toFixed(2),
-      target: '≤ 2.00 s',
-      met: skipMedian <= 2000,
-    });
-    const phaseTable = (label: string, list: Phases[]) => {
-      const keys = Object.keys(list[0] ?? {}) as Array<keyof Phases>;
-      console.log(
-        `${label} (medians over ${list.length}): ` +
-          keys.map((k) => `${k} ${ms(median(list.map((p) => p[k])))}`).join(', '),
-      );
-    };
-    phaseTable('deploy steps', phases);
-    phaseTable('skip_build steps', skipPhases);
-    console.log(
-      `by hand (medians): clone ${ms(median(hand.map((h) => h.cloneMs)))}, build ${ms(median(hand.map((h) => h.buildMs)))}, start ${ms(median(hand.map((h) => h.startMs)))}`,
-    );
-
     // 3. Edge against direct, and against the floor of any proxy on Node's http module.
     const replica = (await instances(berth, appId)).find((i) => i.state === 'running');
     if (!replica?.port) throw new Error('no running replica');
@@ -359,222 +373,229 @@ async function main(): Promise<void> {
     };
     const edge = variants.edge;
     /** CPU time (user + system) of the process that serves the variant, in µs. */
-    const cpuOf = async (variant: Variant): Promise<number | undefined> => {
-      if (variant === 'edge') {
-        const usage = process.cpuUsage();
-        return usage.user + usage.system;
-      }
-      return variant === 'bare' ? bare.cpu() : undefined;
-    };
-    const results: Record<Variant, LoadResult[]> = { direct: [], edge: [], bare: [] };
-    const cpuPerRequest: Record<Variant, number[]> = { direct: [], edge: [], bare: [] };
-    try {
-      for (const variant of VARIANTS) await load({ ...variants[variant], seconds: 1 });
-      for (let round = 1; round <= ROUNDS; round += 1) {
-        // Each round in another order, so that no variant always follows the same one.
-        const order = VARIANTS.map((_, i) => VARIANTS[(i + round) % VARIANTS.length]!);
-        for (const variant of order) {
-          const before = await cpuOf(variant);
-          const result = await load(variants[variant]);
-          const after = await cpuOf(variant);
-          if (result.non2xx + result.errors > 0)
-            throw new Error(`${variant}: ${result.non2xx} non-2xx, ${result.errors} errors`);
-          results[variant].push(result);
-          if (before !== undefined && after !== undefined)
-            cpuPerRequest[variant].push((after - before) / result.requests);
+    if (runs(3)) {
+      const cpuOf = async (variant: Variant): Promise<number | undefined> => {
+        if (variant === 'edge') {
+          if (berth.ctx.config.runtime.edgeProxy === 'haproxy') return haproxyCpu(berth.ctx.config.dataDir);
+          const usage = process.cpuUsage();
+          return usage.user + usage.system;
         }
-        const line = VARIANTS.map((v) => {
-          const r = results[v][results[v].length - 1]!;
-          const cpu = cpuPerRequest[v][cpuPerRequest[v].length - 1];
-          return `${v} ${r.perSecond.toFixed(0)} req/s p50 ${r.p50.toFixed(3)} ms p99 ${r.p99.toFixed(2)} ms${cpu === undefined ? '' : ` ${cpu.toFixed(0)} µs CPU/req`}`;
-        });
-        console.log(`  round ${round}: ${line.join('; ')}`);
-      }
-    } finally {
-      await bare.stop();
-    }
-    const perRound = (f: (r: LoadResult) => number, v: Variant, w: Variant) =>
-      results[v].map((r, i) => f(r) / f(results[w][i]!));
-    const addedPerRound = (v: Variant) => results[v].map((r, i) => r.p50 - results.direct[i]!.p50);
-    const rate = (v: Variant) => median(results[v].map((r) => r.perSecond));
-    const p50 = (v: Variant) => median(results[v].map((r) => r.p50));
-    const ratio = median(perRound((r) => r.perSecond, 'edge', 'direct'));
-    const added = median(addedPerRound('edge'));
-    console.log(
-      `edge (medians): ${rate('edge').toFixed(0)} req/s, ${median(cpuPerRequest.edge).toFixed(0)} µs CPU/req; ` +
-        `bare Node proxy ${rate('bare').toFixed(0)} req/s (${median(perRound((r) => r.perSecond, 'bare', 'direct')).toFixed(2)} of direct, ` +
-        `p50 +${median(addedPerRound('bare')).toFixed(3)} ms, ${median(cpuPerRequest.bare).toFixed(0)} µs CPU/req); ` +
-        `edge ÷ bare proxy ${median(perRound((r) => r.perSecond, 'edge', 'bare')).toFixed(2)}`,
-    );
-    rows.push({
-      name: `3a. edge throughput (${CONNECTIONS} conns)`,
-      measured: `${rate('edge').toFixed(0)} req/s`,
-      baseline: `${rate('direct').toFixed(0)} req/s`,
-      ratio: ratio.toFixed(2),
-      target: 'ratio ≥ 0.50',
-      met: ratio >= 0.5,
-    });
-    rows.push({
-      name: '3b. edge p50 latency (added)',
-      measured: `${p50('edge').toFixed(3)} ms (+${added.toFixed(3)})`,
-      baseline: `${p50('direct').toFixed(3)} ms`,
-      ratio: (p50('edge') / p50('direct')).toFixed(2),
-      target: 'added ≤ 1 ms',
-      met: added <= 1,
-    });
-    rows.push({
-      name: '3c. bare Node proxy (floor, info)',
-      measured: `${rate('bare').toFixed(0)} req/s, p50 ${p50('bare').toFixed(3)} ms`,
-      baseline: `${rate('direct').toFixed(0)} req/s`,
-      ratio: median(perRound((r) => r.perSecond, 'bare', 'direct')).toFixed(2),
-      target: '–',
-      met: undefined,
-    });
-
-    // Without queueing: one connection, where the added latency is the hop itself.
-    const single = { direct: [] as LoadResult[], edge: [] as LoadResult[] };
-    for (let round = 1; round <= ROUNDS; round += 1) {
-      for (const variant of round % 2 === 1 ? (['direct', 'edge'] as const) : (['edge', 'direct'] as const)) {
-        single[variant].push(await load({ ...variants[variant], connections: 1, seconds: 2 }));
-      }
-    }
-    const singleAdded = median(single.edge.map((r, i) => r.p50 - single.direct[i]!.p50));
-    const singleP50 = (v: 'direct' | 'edge') => median(single[v].map((r) => r.p50));
-    console.log(
-      `one connection (medians): direct p50 ${singleP50('direct').toFixed(3)} ms, edge p50 ${singleP50('edge').toFixed(3)} ms (+${singleAdded.toFixed(3)}); ` +
-        `${median(single.direct.map((r) => r.perSecond)).toFixed(0)} vs ${median(single.edge.map((r) => r.perSecond)).toFixed(0)} req/s`,
-    );
-    rows.push({
-      name: '3d. edge p50 added, 1 conn (info)',
-      measured: `${singleP50('edge').toFixed(3)} ms (+${singleAdded.toFixed(3)})`,
-      baseline: `${singleP50('direct').toFixed(3)} ms`,
-      ratio: (singleP50('edge') / singleP50('direct')).toFixed(2),
-      target: '–',
-      met: undefined,
-    });
-
-    // 4. Failed requests during rolling deploys under load, against the same load without.
-    // Berth's event loop is the edge's: what blocks it (synchronous SQLite commits, execFileSync,
-    // /proc scans) delays every proxied request. Its delay is sampled during each load.
-    const loopDelay = () => {
-      const histogram = monitorEventLoopDelay({ resolution: 1 });
-      histogram.enable();
-      return () => {
-        histogram.disable();
-        return `event loop delay p99 ${(histogram.percentile(99) / 1e6).toFixed(1)} ms, max ${(histogram.max / 1e6).toFixed(1)} ms`;
+        return variant === 'bare' ? bare.cpu() : undefined;
       };
-    };
-    const steadyDelay = loopDelay();
-    const steady = await load({ ...edge, seconds: 6 });
-    const steadyDelayText = steadyDelay();
-    const underLoad = async (deploys: () => Promise<string[]>) => {
-      const delay = loopDelay();
-      const running = startLoad({ ...edge, seconds: 0 });
-      const t0 = performance.now();
-      await sleep(1000);
-      const seen = await deploys();
-      // The old replica drains and stops under the same load.
-      await sleep(1000);
-      running.stop();
-      const result = await running.result;
-      return { result, seen, seconds: (performance.now() - t0) / 1000, delay: delay() };
-    };
-    const describe = (r: LoadResult) =>
-      `${r.requests} requests: ${r.non2xx} non-2xx ${JSON.stringify(r.statuses)}, ${r.errors} errors ` +
-      `(${r.timeouts} timeouts, ${r.resets} resets); p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, max ${r.max.toFixed(1)} ms`;
-    const rolling = await underLoad(async () => {
-      const seen: string[] = [];
-      for (let i = 1; i <= ROLLING_DEPLOYS; i += 1) {
-        const version = `roll${i}`;
-        await commit(repository, nodeAppFiles(version));
-        seen.push((await deployAndSee(berth, appId, {}, (a) => a.version === version)).answer.version);
+      const results: Record<Variant, LoadResult[]> = { direct: [], edge: [], bare: [] };
+      const cpuPerRequest: Record<Variant, number[]> = { direct: [], edge: [], bare: [] };
+      try {
+        for (const variant of VARIANTS) await load({ ...variants[variant], seconds: 1 });
+        for (let round = 1; round <= ROUNDS; round += 1) {
+          // Each round in another order, so that no variant always follows the same one.
+          const order = VARIANTS.map((_, i) => VARIANTS[(i + round) % VARIANTS.length]!);
+          for (const variant of order) {
+            const before = await cpuOf(variant);
+            const result = await load(variants[variant]);
+            const after = await cpuOf(variant);
+            if (result.non2xx + result.errors > 0)
+              throw new Error(`${variant}: ${result.non2xx} non-2xx, ${result.errors} errors`);
+            results[variant].push(result);
+            if (before !== undefined && after !== undefined)
+              cpuPerRequest[variant].push((after - before) / result.requests);
+          }
+          const line = VARIANTS.map((v) => {
+            const r = results[v][results[v].length - 1]!;
+            const cpu = cpuPerRequest[v][cpuPerRequest[v].length - 1];
+            return `${v} ${r.perSecond.toFixed(0)} req/s p50 ${r.p50.toFixed(3)} ms p99 ${r.p99.toFixed(2)} ms${cpu === undefined ? '' : ` ${cpu.toFixed(0)} µs CPU/req`}`;
+          });
+          console.log(`  round ${round}: ${line.join('; ')}`);
+        }
+      } finally {
+        await bare.stop();
       }
-      return seen;
-    });
-    const failures = rolling.result.non2xx + rolling.result.errors;
-    const steadyFailures = steady.non2xx + steady.errors;
-    console.log(
-      `rolling, ${ROLLING_DEPLOYS} deploys (${rolling.seen.join(', ')}) in ${rolling.seconds.toFixed(1)} s: ${describe(rolling.result)}`,
-    );
-    console.log(`  Berth during them: ${rolling.delay}`);
-    console.log(`steady, no deploy, 6 s: ${describe(steady)}; ${steadyDelayText}`);
-    rows.push({
-      name: `4. failed requests, ${ROLLING_DEPLOYS} rolling deploys`,
-      measured: `${failures} of ${rolling.result.requests}`,
-      baseline: `${steadyFailures} of ${steady.requests} (no deploy)`,
-      ratio: '–',
-      target: '0',
-      met: failures === 0,
-    });
-    // The same for one skip_build redeploy (the live release again).
-    const skipLoad = await underLoad(async () => {
-      const oldPort = (JSON.parse((await edgeGet(berth)).body) as AppAnswer).port;
-      const seen = await deployAndSee(berth, appId, { skip_build: true }, (a) => a.port !== oldPort);
-      return [`port ${oldPort} → ${seen.answer.port}`];
-    });
-    const skipFailures = skipLoad.result.non2xx + skipLoad.result.errors;
-    console.log(
-      `skip_build redeploy under load (${skipLoad.seen.join('')}): ${describe(skipLoad.result)}; Berth: ${skipLoad.delay}`,
-    );
-    rows.push({
-      name: '4b. failed requests, 1 skip_build redeploy',
-      measured: `${skipFailures} of ${skipLoad.result.requests}`,
-      baseline: `${steadyFailures} of ${steady.requests} (no deploy)`,
-      ratio: '–',
-      target: '0',
-      met: skipFailures === 0,
-    });
-
-    // 5. A hung replica found by its health checks and replaced.
-    const bound = 3 * HEALTH.intervalSeconds * 1000 + 1000;
-    const hangs: number[] = [];
-    const detections: number[] = [];
-    const unrouted: number[] = [];
-    for (let round = 1; round <= ROUNDS; round += 1) {
-      const before = (await instances(berth, appId)).find((i) => i.state === 'running');
-      if (!before?.port) throw new Error('no running replica');
-      const oldPort = String(before.port);
-      const hang = await edgeGet(berth, '/hang');
-      const hungAt = performance.now();
-      const hungWall = Date.now();
-      if (hang.body !== 'hanging') throw new Error(`/hang answered ${hang.status} ${hang.body}`);
-      let firstNot200: number | undefined;
-      const seen = await until(
-        async () => {
-          const answer = await edgeGet(berth);
-          if (answer.status !== 200) firstNot200 ??= performance.now();
-          return answer;
-        },
-        (a) => a.port !== oldPort,
-        30_000,
-      );
-      const after = (await instances(berth, appId)).find((i) => i.state === 'running');
-      if (!after || after.restarts <= before.restarts)
-        throw new Error(`the replica was not restarted: ${JSON.stringify(after)}`);
-      const restartedWall = new Date(after.started_at ?? '').getTime();
-      hangs.push(seen.at - hungAt);
-      detections.push(restartedWall - hungWall);
-      unrouted.push((firstNot200 ?? seen.at) - hungAt);
+      const perRound = (f: (r: LoadResult) => number, v: Variant, w: Variant) =>
+        results[v].map((r, i) => f(r) / f(results[w][i]!));
+      const addedPerRound = (v: Variant) => results[v].map((r, i) => r.p50 - results.direct[i]!.p50);
+      const rate = (v: Variant) => median(results[v].map((r) => r.perSecond));
+      const p50 = (v: Variant) => median(results[v].map((r) => r.p50));
+      const ratio = median(perRound((r) => r.perSecond, 'edge', 'direct'));
+      const added = median(addedPerRound('edge'));
       console.log(
-        `  round ${round}: ${ms(seen.at - hungAt)} to a 200 from the new replica (unrouted after ${ms((firstNot200 ?? seen.at) - hungAt)},` +
-          ` restart launched after ${ms(restartedWall - hungWall)}; ${after.last_restart_reason})`,
+        `edge (medians): ${rate('edge').toFixed(0)} req/s, ${median(cpuPerRequest.edge).toFixed(0)} µs CPU/req; ` +
+          `bare Node proxy ${rate('bare').toFixed(0)} req/s (${median(perRound((r) => r.perSecond, 'bare', 'direct')).toFixed(2)} of direct, ` +
+          `p50 +${median(addedPerRound('bare')).toFixed(3)} ms, ${median(cpuPerRequest.bare).toFixed(0)} µs CPU/req); ` +
+          `edge ÷ bare proxy ${median(perRound((r) => r.perSecond, 'edge', 'bare')).toFixed(2)}`,
       );
-      // The next hang comes at a random point of the new replica's check interval, as a real one
-      // would: detection takes from (threshold − 1) intervals + the timeout to one interval more.
-      await sleep(1000 + Math.random() * HEALTH.intervalSeconds * 1000);
+      rows.push({
+        name: `3a. edge throughput (${CONNECTIONS} conns)`,
+        measured: `${rate('edge').toFixed(0)} req/s`,
+        baseline: `${rate('direct').toFixed(0)} req/s`,
+        ratio: ratio.toFixed(2),
+        target: 'ratio ≥ 0.50',
+        met: ratio >= 0.5,
+      });
+      rows.push({
+        name: '3b. edge p50 latency (added)',
+        measured: `${p50('edge').toFixed(3)} ms (+${added.toFixed(3)})`,
+        baseline: `${p50('direct').toFixed(3)} ms`,
+        ratio: (p50('edge') / p50('direct')).toFixed(2),
+        target: 'added ≤ 1 ms',
+        met: added <= 1,
+      });
+      rows.push({
+        name: '3c. bare Node proxy (floor, info)',
+        measured: `${rate('bare').toFixed(0)} req/s, p50 ${p50('bare').toFixed(3)} ms`,
+        baseline: `${rate('direct').toFixed(0)} req/s`,
+        ratio: median(perRound((r) => r.perSecond, 'bare', 'direct')).toFixed(2),
+        target: '–',
+        met: undefined,
+      });
+
+      // Without queueing: one connection, where the added latency is the hop itself.
+      const single = { direct: [] as LoadResult[], edge: [] as LoadResult[] };
+      for (let round = 1; round <= ROUNDS; round += 1) {
+        for (const variant of round % 2 === 1
+          ? (['direct', 'edge'] as const)
+          : (['edge', 'direct'] as const)) {
+          single[variant].push(await load({ ...variants[variant], connections: 1, seconds: 2 }));
+        }
+      }
+      const singleAdded = median(single.edge.map((r, i) => r.p50 - single.direct[i]!.p50));
+      const singleP50 = (v: 'direct' | 'edge') => median(single[v].map((r) => r.p50));
+      console.log(
+        `one connection (medians): direct p50 ${singleP50('direct').toFixed(3)} ms, edge p50 ${singleP50('edge').toFixed(3)} ms (+${singleAdded.toFixed(3)}); ` +
+          `${median(single.direct.map((r) => r.perSecond)).toFixed(0)} vs ${median(single.edge.map((r) => r.perSecond)).toFixed(0)} req/s`,
+      );
+      rows.push({
+        name: '3d. edge p50 added, 1 conn (info)',
+        measured: `${singleP50('edge').toFixed(3)} ms (+${singleAdded.toFixed(3)})`,
+        baseline: `${singleP50('direct').toFixed(3)} ms`,
+        ratio: (singleP50('edge') / singleP50('direct')).toFixed(2),
+        target: '–',
+        met: undefined,
+      });
     }
-    const hangMedian = median(hangs);
-    rows.push({
-      name: '5. hung replica → new replica serving',
-      measured: `${s(hangMedian)} (max ${s(Math.max(...hangs))})`,
-      baseline: `bound ${s(bound)}`,
-      ratio: (hangMedian / bound).toFixed(2),
-      target: `≤ 3 intervals + 1 s = ${s(bound)}`,
-      met: hangMedian <= bound,
-    });
-    console.log(
-      `hang (medians): unrouted ${ms(median(unrouted))}, restart launched ${ms(median(detections))} (interval ${HEALTH.intervalSeconds} s, timeout ${HEALTH.timeoutSeconds} s, threshold ${HEALTH.failureThreshold})`,
-    );
+    if (runs(4)) {
+      // 4. Failed requests during rolling deploys under load, against the same load without.
+      // Berth's event loop is the edge's: what blocks it (synchronous SQLite commits, execFileSync,
+      // /proc scans) delays every proxied request. Its delay is sampled during each load.
+      const loopDelay = () => {
+        const histogram = monitorEventLoopDelay({ resolution: 1 });
+        histogram.enable();
+        return () => {
+          histogram.disable();
+          return `event loop delay p99 ${(histogram.percentile(99) / 1e6).toFixed(1)} ms, max ${(histogram.max / 1e6).toFixed(1)} ms`;
+        };
+      };
+      const steadyDelay = loopDelay();
+      const steady = await load({ ...edge, seconds: 6 });
+      const steadyDelayText = steadyDelay();
+      const underLoad = async (deploys: () => Promise<string[]>) => {
+        const delay = loopDelay();
+        const running = startLoad({ ...edge, seconds: 0 });
+        const t0 = performance.now();
+        await sleep(1000);
+        const seen = await deploys();
+        // The old replica drains and stops under the same load.
+        await sleep(1000);
+        running.stop();
+        const result = await running.result;
+        return { result, seen, seconds: (performance.now() - t0) / 1000, delay: delay() };
+      };
+      const describe = (r: LoadResult) =>
+        `${r.requests} requests: ${r.non2xx} non-2xx ${JSON.stringify(r.statuses)}, ${r.errors} errors ` +
+        `(${r.timeouts} timeouts, ${r.resets} resets); p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, max ${r.max.toFixed(1)} ms`;
+      const rolling = await underLoad(async () => {
+        const seen: string[] = [];
+        for (let i = 1; i <= ROLLING_DEPLOYS; i += 1) {
+          const version = `roll${i}`;
+          await commit(repository, nodeAppFiles(version));
+          seen.push((await deployAndSee(berth, appId, {}, (a) => a.version === version)).answer.version);
+        }
+        return seen;
+      });
+      const failures = rolling.result.non2xx + rolling.result.errors;
+      const steadyFailures = steady.non2xx + steady.errors;
+      console.log(
+        `rolling, ${ROLLING_DEPLOYS} deploys (${rolling.seen.join(', ')}) in ${rolling.seconds.toFixed(1)} s: ${describe(rolling.result)}`,
+      );
+      console.log(`  Berth during them: ${rolling.delay}`);
+      console.log(`steady, no deploy, 6 s: ${describe(steady)}; ${steadyDelayText}`);
+      rows.push({
+        name: `4. failed requests, ${ROLLING_DEPLOYS} rolling deploys`,
+        measured: `${failures} of ${rolling.result.requests}`,
+        baseline: `${steadyFailures} of ${steady.requests} (no deploy)`,
+        ratio: '–',
+        target: '0',
+        met: failures === 0,
+      });
+      // The same for one skip_build redeploy (the live release again).
+      const skipLoad = await underLoad(async () => {
+        const oldPort = (JSON.parse((await edgeGet(berth)).body) as AppAnswer).port;
+        const seen = await deployAndSee(berth, appId, { skip_build: true }, (a) => a.port !== oldPort);
+        return [`port ${oldPort} → ${seen.answer.port}`];
+      });
+      const skipFailures = skipLoad.result.non2xx + skipLoad.result.errors;
+      console.log(
+        `skip_build redeploy under load (${skipLoad.seen.join('')}): ${describe(skipLoad.result)}; Berth: ${skipLoad.delay}`,
+      );
+      rows.push({
+        name: '4b. failed requests, 1 skip_build redeploy',
+        measured: `${skipFailures} of ${skipLoad.result.requests}`,
+        baseline: `${steadyFailures} of ${steady.requests} (no deploy)`,
+        ratio: '–',
+        target: '0',
+        met: skipFailures === 0,
+      });
+    }
+    if (runs(5)) {
+      // 5. A hung replica found by its health checks and replaced.
+      const bound = 3 * HEALTH.intervalSeconds * 1000 + 1000;
+      const hangs: number[] = [];
+      const detections: number[] = [];
+      const unrouted: number[] = [];
+      for (let round = 1; round <= ROUNDS; round += 1) {
+        const before = (await instances(berth, appId)).find((i) => i.state === 'running');
+        if (!before?.port) throw new Error('no running replica');
+        const oldPort = String(before.port);
+        const hang = await edgeGet(berth, '/hang');
+        const hungAt = performance.now();
+        const hungWall = Date.now();
+        if (hang.body !== 'hanging') throw new Error(`/hang answered ${hang.status} ${hang.body}`);
+        let firstNot200: number | undefined;
+        const seen = await until(
+          async () => {
+            const answer = await edgeGet(berth);
+            if (answer.status !== 200) firstNot200 ??= performance.now();
+            return answer;
+          },
+          (a) => a.port !== oldPort,
+          30_000,
+        );
+        const after = (await instances(berth, appId)).find((i) => i.state === 'running');
+        if (!after || after.restarts <= before.restarts)
+          throw new Error(`the replica was not restarted: ${JSON.stringify(after)}`);
+        const restartedWall = new Date(after.started_at ?? '').getTime();
+        hangs.push(seen.at - hungAt);
+        detections.push(restartedWall - hungWall);
+        unrouted.push((firstNot200 ?? seen.at) - hungAt);
+        console.log(
+          `  round ${round}: ${ms(seen.at - hungAt)} to a 200 from the new replica (unrouted after ${ms((firstNot200 ?? seen.at) - hungAt)},` +
+            ` restart launched after ${ms(restartedWall - hungWall)}; ${after.last_restart_reason})`,
+        );
+        // The next hang comes at a random point of the new replica's check interval, as a real one
+        // would: detection takes from (threshold − 1) intervals + the timeout to one interval more.
+        await sleep(1000 + Math.random() * HEALTH.intervalSeconds * 1000);
+      }
+      const hangMedian = median(hangs);
+      rows.push({
+        name: '5. hung replica → new replica serving',
+        measured: `${s(hangMedian)} (max ${s(Math.max(...hangs))})`,
+        baseline: `bound ${s(bound)}`,
+        ratio: (hangMedian / bound).toFixed(2),
+        target: `≤ 3 intervals + 1 s = ${s(bound)}`,
+        met: hangMedian <= bound,
+      });
+      console.log(
+        `hang (medians): unrouted ${ms(median(unrouted))}, restart launched ${ms(median(detections))} (interval ${HEALTH.intervalSeconds} s, timeout ${HEALTH.timeoutSeconds} s, threshold ${HEALTH.failureThreshold})`,
+      );
+    }
   } finally {
     await berth.close();
     fs.rmSync(work, { recursive: true, force: true });

@@ -35,6 +35,8 @@ export interface RuntimeSettings {
   edgePort: number;
   /** Port of the edge's TLS listener; undefined: no TLS. */
   edgeTlsPort: number | undefined;
+  /** The edge's data plane: Node's http in Berth's process, or HAProxy started by Berth (decision 0005). */
+  edgeProxy: 'node' | 'haproxy';
   /** Every application is also served at `<name>-<id>.<appsDomain>`. */
   appsDomain: string;
   /** A deployment that has not finished after this long is failed (the spec leaves it open). */
@@ -94,6 +96,7 @@ export interface ConfigOverrides {
   runtimeDriver?: string;
   edgePort?: string;
   edgeTlsPort?: string;
+  edgeProxy?: string;
   appsDomain?: string;
   deploymentTimeout?: string;
   gitBaseUrl?: string;
@@ -209,6 +212,11 @@ export const CONFIG_VARIABLES: Record<keyof ConfigOverrides, { env: string; flag
     env: 'BERTH_EDGE_TLS_PORT',
     flag: 'edge-tls-port',
     doc: 'TCP port of the edge proxy over TLS, certificates from <data dir>/certs (default: no TLS)',
+  },
+  edgeProxy: {
+    env: 'BERTH_EDGE_PROXY',
+    flag: 'edge-proxy',
+    doc: "data plane of the edge proxy: node (in Berth's process; default) or haproxy (HAProxy 2.6 started and fed by Berth)",
   },
   appsDomain: {
     env: 'BERTH_APPS_DOMAIN',
@@ -347,6 +355,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     return (offered.includes(value) ? value : offered[0]) as DriverChoice[F];
   };
 
+  const edgeProxyChoice = (): 'node' | 'haproxy' => {
+    const value = raw('edgeProxy') ?? 'node';
+    if (value === 'node' || value === 'haproxy') return value;
+    problems.push(`BERTH_EDGE_PROXY must be one of node, haproxy, got '${value}'`);
+    return 'node';
+  };
+
   const config: Config = {
     port,
     host,
@@ -375,6 +390,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     runtime: Object.freeze({
       edgePort: integer('edgePort', 8000, 0, 65535),
       edgeTlsPort: raw('edgeTlsPort') === undefined ? undefined : integer('edgeTlsPort', 0, 0, 65535),
+      edgeProxy: edgeProxyChoice(),
       appsDomain: hostName('appsDomain', 'localhost'),
       deploymentTimeoutSeconds: integer('deploymentTimeout', 600, 10, 24 * 3600),
       gitBaseUrl: (raw('gitBaseUrl') ?? 'https://github.com').replace(/\/+$/, ''),

@@ -32,7 +32,17 @@ const data = <T>(response: { json<U>(): U }): T => response.json<{ data: T }>().
 const versionAt = async (edgePort: number, host = 'shop.test'): Promise<string> =>
   (JSON.parse((await edgeRequest(edgePort, host, '/')).body) as { version: string }).version;
 
-describe.each(DIALECTS)('running applications (%s)', (dialect) => {
+/**
+ * Every store dialect behind the default edge (Node), and the first one behind the HAProxy edge too
+ * (BERTH_EDGE_PROXY=haproxy, decision 0005): the rollout under load, suspend's 503 and deletion's
+ * routes through either data plane.
+ */
+const CASES: ReadonlyArray<readonly [(typeof DIALECTS)[number], 'node' | 'haproxy']> = [
+  ...DIALECTS.map((dialect) => [dialect, 'node'] as const),
+  [DIALECTS[0]!, 'haproxy'],
+];
+
+describe.each(CASES)('running applications (%s, %s edge)', (dialect, edgeProxy) => {
   let h: RuntimeHarness;
   let appId: number;
   let firstDeployment: number;
@@ -49,7 +59,7 @@ describe.each(DIALECTS)('running applications (%s)', (dialect) => {
     });
 
   beforeAll(async () => {
-    h = await startRuntime(dialect);
+    h = await startRuntime(dialect, { BERTH_EDGE_PROXY: edgeProxy });
     repository = repo();
     firstCommit = repository.commit(nodeAppFiles('v1'));
   }, 180_000);

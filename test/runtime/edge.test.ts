@@ -22,6 +22,7 @@ import {
   type EdgeProxy,
   type Upstream,
 } from '../../src/drivers/runtime/local/edge.js';
+import { startHaproxyEdge, type HaproxyEdgeOptions } from '../../src/drivers/runtime/local/edge-haproxy.js';
 import { loadCertificateStore } from '../../src/drivers/runtime/local/edge-tls.js';
 
 const run = promisify(execFile);
@@ -177,8 +178,28 @@ async function closedPort(): Promise<Upstream> {
   return { host: LOOPBACK, port };
 }
 
-async function edge(options: Partial<EdgeOptions> = {}): Promise<EdgeProxy> {
-  const proxy = await startEdgeProxy({ host: LOOPBACK, port: 0, ...options });
+/** The two data planes of the edge (BERTH_EDGE_PROXY): Node's http in Berth's process, and HAProxy. */
+type EdgeKind = 'node' | 'haproxy';
+const EDGES: readonly EdgeKind[] = ['node', 'haproxy'];
+/** Which one `edge()` starts: set by each block of tests. */
+let kind: EdgeKind = 'node';
+
+/** `certificatesDir`: where the HAProxy edge reads the pairs the Node edge's `tls.certificate` was loaded from. */
+async function edge(
+  options: Partial<EdgeOptions> & Pick<HaproxyEdgeOptions, 'slots' | 'slotReuseAfterMs'> = {},
+  certificatesDir?: string,
+): Promise<EdgeProxy> {
+  let proxy: EdgeProxy;
+  if (kind === 'haproxy') {
+    const { tls: nodeTls, ...rest } = options;
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'berth-edge-haproxy-'));
+    cleanups.push(() => fs.rm(dir, { recursive: true, force: true }));
+    const tlsOption = nodeTls && certificatesDir ? { tls: { port: nodeTls.port, certificatesDir } } : {};
+    proxy = await startHaproxyEdge({ host: LOOPBACK, port: 0, ...rest, ...tlsOption, dir });
+  } else {
+    const { slots: _slots, slotReuseAfterMs: _reuse, ...nodeOptions } = options;
+    proxy = await startEdgeProxy({ host: LOOPBACK, port: 0, ...nodeOptions });
+  }
   cleanups.push(() => proxy.close());
   return proxy;
 }
@@ -218,6 +239,21 @@ function request(port: number, host: string, options: RequestOptions = {}): Prom
   });
 }
 
+/** Resolves once a connection to `port` is refused; a connection still accepted is closed again. */
+async function refused(port: number): Promise<void> {
+  for (;;) {
+    const outcome = await new Promise<string>((resolve) => {
+      const socket = net.connect(port, LOOPBACK, () => {
+        socket.destroy();
+        resolve('accepted');
+      });
+      socket.on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
+    });
+    if (outcome === 'ECONNREFUSED') return;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
 const echoOf = (reply: Reply): Echo => JSON.parse(reply.body) as Echo;
 
 /** Sends `text` as is on a new connection and returns all the edge answers until it closes. */
@@ -229,169 +265,531 @@ function rawExchange(port: number, text: string): Promise<string> {
   });
 }
 
-// ---- routing ----
+// ---- the behaviours both edges have (edge.ts in Berth's process, edge-haproxy.ts) ----
 
-describe('routing', () => {
-  it('routes by Host, whatever its case and port, and passes the Host on as the client wrote it', async () => {
-    const shop = await backend('shop');
-    const blog = await backend('blog');
-    const proxy = await edge();
-    proxy.setRoute(['shop.test'], [shop.upstream]);
-    proxy.setRoute(['Blog.Test'], [blog.upstream]);
-
-    const toShop = await request(proxy.port, 'SHOP.Test:8080', { path: '/cart?items=2' });
-    expect(toShop.status).toBe(200);
-    expect(echoOf(toShop)).toMatchObject({ backend: 'shop', url: '/cart?items=2' });
-    expect(echoOf(toShop).headers.host).toBe('SHOP.Test:8080');
-    // A trailing dot names the same host; route names are stored lower-case.
-    expect(echoOf(await request(proxy.port, 'blog.test.')).backend).toBe('blog');
-    expect([...proxy.routes().keys()].sort()).toEqual(['blog.test', 'shop.test']);
+describe.each(EDGES)('the %s edge', (which) => {
+  beforeAll(() => {
+    kind = which;
   });
 
-  it('spreads requests round-robin over the upstreams of a route, shared by its host names', async () => {
-    const replicas = [await backend('r0'), await backend('r1'), await backend('r2')];
-    const proxy = await edge();
-    proxy.setRoute(
-      ['app.test', 'www.app.test'],
-      replicas.map((r) => r.upstream),
-    );
-    const served: string[] = [];
-    for (const host of ['app.test', 'www.app.test', 'app.test', 'app.test', 'www.app.test', 'app.test']) {
-      served.push(echoOf(await request(proxy.port, host)).backend);
-    }
-    expect(served).toEqual(['r0', 'r1', 'r2', 'r0', 'r1', 'r2']);
-  });
+  // ---- routing ----
 
-  it('answers 404 for an unknown host, also once its route is removed', async () => {
-    const shop = await backend('shop');
-    const proxy = await edge();
-    proxy.setRoute(['shop.test'], [shop.upstream]);
-    expect((await request(proxy.port, 'elsewhere.test')).status).toBe(404);
-    proxy.removeRoute(['shop.test']);
-    expect((await request(proxy.port, 'shop.test')).status).toBe(404);
-    expect(shop.requests).toHaveLength(0);
-  });
+  describe('routing', () => {
+    it('routes by Host, whatever its case and port, and passes the Host on as the client wrote it', async () => {
+      const shop = await backend('shop');
+      const blog = await backend('blog');
+      const proxy = await edge();
+      await proxy.setRoute(['shop.test'], [shop.upstream]);
+      await proxy.setRoute(['Blog.Test'], [blog.upstream]);
 
-  it('answers 400 for a missing or malformed Host', async () => {
-    const proxy = await edge();
-    // HTTP/1.0 may omit Host, so the edge itself sees none; HTTP/1.1 without one Node refuses first.
-    const statusOf = async (text: string) => (await rawExchange(proxy.port, text)).split('\r\n')[0];
-    expect(await statusOf('GET / HTTP/1.0\r\n\r\n')).toBe('HTTP/1.1 400 Bad Request');
-    expect(await statusOf('GET / HTTP/1.1\r\nconnection: close\r\n\r\n')).toBe('HTTP/1.1 400 Bad Request');
-    for (const host of ['shop.test:http', 'shop test', 'shop..test', '[::1', 'shop.test/x']) {
-      expect(await statusOf(`GET / HTTP/1.1\r\nhost: ${host}\r\nconnection: close\r\n\r\n`)).toBe(
-        'HTTP/1.1 400 Bad Request',
+      const toShop = await request(proxy.port, 'SHOP.Test:8080', { path: '/cart?items=2' });
+      expect(toShop.status).toBe(200);
+      expect(echoOf(toShop)).toMatchObject({ backend: 'shop', url: '/cart?items=2' });
+      expect(echoOf(toShop).headers.host).toBe('SHOP.Test:8080');
+      // A trailing dot names the same host; route names are stored lower-case.
+      expect(echoOf(await request(proxy.port, 'blog.test.')).backend).toBe('blog');
+      expect([...proxy.routes().keys()].sort()).toEqual(['blog.test', 'shop.test']);
+    });
+
+    it('spreads requests round-robin over the upstreams of a route, shared by its host names', async () => {
+      const replicas = [await backend('r0'), await backend('r1'), await backend('r2')];
+      const proxy = await edge();
+      await proxy.setRoute(
+        ['app.test', 'www.app.test'],
+        replicas.map((r) => r.upstream),
       );
-    }
+      const served: string[] = [];
+      for (const host of ['app.test', 'www.app.test', 'app.test', 'app.test', 'www.app.test', 'app.test']) {
+        served.push(echoOf(await request(proxy.port, host)).backend);
+      }
+      expect(served).toEqual(['r0', 'r1', 'r2', 'r0', 'r1', 'r2']);
+    });
+
+    it('answers 404 for an unknown host, also once its route is removed', async () => {
+      const shop = await backend('shop');
+      const proxy = await edge();
+      await proxy.setRoute(['shop.test'], [shop.upstream]);
+      expect((await request(proxy.port, 'elsewhere.test')).status).toBe(404);
+      await proxy.removeRoute(['shop.test']);
+      expect((await request(proxy.port, 'shop.test')).status).toBe(404);
+      expect(shop.requests).toHaveLength(0);
+    });
+
+    it('answers 400 for a missing or malformed Host', async () => {
+      const proxy = await edge();
+      // HTTP/1.0 may omit Host, so the edge itself sees none; HTTP/1.1 without one Node refuses first.
+      const statusOf = async (text: string) => (await rawExchange(proxy.port, text)).split('\r\n')[0];
+      expect(await statusOf('GET / HTTP/1.0\r\n\r\n')).toBe('HTTP/1.1 400 Bad Request');
+      expect(await statusOf('GET / HTTP/1.1\r\nconnection: close\r\n\r\n')).toBe('HTTP/1.1 400 Bad Request');
+      for (const host of ['shop.test:http', 'shop test', 'shop..test', '[::1', 'shop.test/x']) {
+        expect(await statusOf(`GET / HTTP/1.1\r\nhost: ${host}\r\nconnection: close\r\n\r\n`)).toBe(
+          'HTTP/1.1 400 Bad Request',
+        );
+      }
+    });
+
+    it('answers 503 with Retry-After for a known host without any upstream', async () => {
+      const proxy = await edge();
+      await proxy.setRoute(['starting.test'], []);
+      const reply = await request(proxy.port, 'starting.test');
+      expect(reply.status).toBe(503);
+      expect(Number(reply.headers['retry-after'])).toBeGreaterThan(0);
+    });
   });
 
-  it('answers 503 with Retry-After for a known host without any upstream', async () => {
-    const proxy = await edge();
-    proxy.setRoute(['starting.test'], []);
-    const reply = await request(proxy.port, 'starting.test');
-    expect(reply.status).toBe(503);
-    expect(Number(reply.headers['retry-after'])).toBeGreaterThan(0);
+  // ---- retries ----
+
+  describe('retry on a failed connection', () => {
+    it('retries a GET once on the next upstream when the connection is refused', async () => {
+      const down = await closedPort();
+      const up = await backend('up');
+      const proxy = await edge();
+      await proxy.setRoute(['shop.test'], [down, up.upstream]);
+      const reply = await request(proxy.port, 'shop.test');
+      expect(reply.status).toBe(200);
+      expect(echoOf(reply).backend).toBe('up');
+      expect(up.requests).toHaveLength(1);
+    });
+
+    it('retries a PUT with a body, which the refused connection never consumed', async () => {
+      const down = await closedPort();
+      const up = await backend('up');
+      const proxy = await edge();
+      await proxy.setRoute(['shop.test'], [down, up.upstream]);
+      const reply = await request(proxy.port, 'shop.test', { method: 'PUT', body: 'the whole body' });
+      expect(reply.status).toBe(200);
+      expect(echoOf(reply)).toMatchObject({ backend: 'up', method: 'PUT', body: 'the whole body' });
+    });
+
+    it('retries a GET whose connection the replica resets before answering', async () => {
+      const resetting = net.createServer((socket) => socket.resetAndDestroy());
+      await new Promise<void>((resolve) => resetting.listen(0, LOOPBACK, resolve));
+      cleanups.push(() => new Promise<void>((resolve) => resetting.close(() => resolve())));
+      const up = await backend('up');
+      const proxy = await edge();
+      await proxy.setRoute(
+        ['shop.test'],
+        [{ host: LOOPBACK, port: (resetting.address() as net.AddressInfo).port }, up.upstream],
+      );
+      const reply = await request(proxy.port, 'shop.test');
+      expect(reply.status).toBe(200);
+      expect(echoOf(reply).backend).toBe('up');
+    });
+
+    it('does not retry a POST whose connection the replica reset before answering: 502, no other replica sees it', async () => {
+      const resetting = net.createServer((socket) => socket.once('data', () => socket.resetAndDestroy()));
+      await new Promise<void>((resolve) => resetting.listen(0, LOOPBACK, resolve));
+      cleanups.push(() => new Promise<void>((resolve) => resetting.close(() => resolve())));
+      const up = await backend('up');
+      const proxy = await edge();
+      await proxy.setRoute(
+        ['shop.test'],
+        [{ host: LOOPBACK, port: (resetting.address() as net.AddressInfo).port }, up.upstream],
+      );
+      const reply = await request(proxy.port, 'shop.test', { method: 'POST', body: 'order=1' });
+      expect(reply.status).toBe(502);
+      expect(up.requests).toHaveLength(0);
+    });
+
+    it('gives up after one retry: 502 when both upstreams refuse', async () => {
+      const proxy = await edge();
+      await proxy.setRoute(['shop.test'], [await closedPort(), await closedPort()]);
+      expect((await request(proxy.port, 'shop.test')).status).toBe(502);
+    });
+  });
+
+  // ---- headers ----
+
+  describe('forwarding headers', () => {
+    it('states X-Forwarded-For/-Proto/-Host itself and drops what the client claimed', async () => {
+      const app = await backend('app');
+      const proxy = await edge();
+      await proxy.setRoute(['shop.test'], [app.upstream]);
+      const reply = await request(proxy.port, 'Shop.Test:80', {
+        headers: {
+          'x-forwarded-for': '203.0.113.9',
+          'x-forwarded-proto': 'https',
+          'x-forwarded-host': 'bank.test',
+          'x-forwarded-port': '443',
+          forwarded: 'for=203.0.113.9;proto=https',
+          'x-real-ip': '203.0.113.9',
+          'x-app': 'kept',
+        },
+      });
+      const { headers } = echoOf(reply);
+      expect(headers['x-forwarded-for']).toBe('127.0.0.1');
+      expect(headers['x-forwarded-proto']).toBe('http');
+      expect(headers['x-forwarded-host']).toBe('Shop.Test:80');
+      expect(headers.host).toBe('Shop.Test:80');
+      expect(headers['x-forwarded-port']).toBeUndefined();
+      expect(headers.forwarded).toBeUndefined();
+      expect(headers['x-real-ip']).toBeUndefined();
+      expect(headers['x-app']).toBe('kept');
+    });
+  });
+
+  // ---- WebSockets ----
+
+  const WEBSOCKET_GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11';
+  const acceptOf = (key: string) =>
+    createHash('sha1')
+      .update(key + WEBSOCKET_GUID)
+      .digest('base64');
+
+  /** A replica that completes a WebSocket handshake, greets, then echoes every byte back. */
+  async function webSocketBackend(): Promise<Backend & { upgrades: http.IncomingMessage[] }> {
+    const upgrades: http.IncomingMessage[] = [];
+    const app = await backend('ws');
+    app.server.on('upgrade', (req: http.IncomingMessage, socket: Duplex) => {
+      upgrades.push(req);
+      const key = String(req.headers['sec-websocket-key']);
+      socket.write(
+        'HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n' +
+          `Sec-WebSocket-Accept: ${acceptOf(key)}\r\n\r\nhello from upstream;`,
+      );
+      socket.on('data', (chunk: Buffer) => socket.write(`echo:${chunk.toString()};`));
+      // As WebSocket servers do (ws among them): the client's end of the connection ends the server's.
+      socket.on('end', () => socket.end());
+      socket.on('error', () => socket.destroy());
+    });
+    return Object.assign(app, { upgrades });
+  }
+
+  /** A WebSocket handshake through the edge; resolves with the tunnel once the 101 arrived. */
+  function openWebSocket(
+    port: number,
+    host: string,
+  ): Promise<{ res: http.IncomingMessage; socket: Duplex; received: ReturnType<typeof collect> }> {
+    return new Promise((resolve, reject) => {
+      const req = http.request({
+        host: LOOPBACK,
+        port,
+        path: '/socket',
+        headers: {
+          host,
+          connection: 'Upgrade',
+          upgrade: 'websocket',
+          'sec-websocket-key': randomBytes(16).toString('base64'),
+          'sec-websocket-version': '13',
+        },
+        agent: false,
+      });
+      req.on('error', reject);
+      req.on('response', (res) => reject(new Error(`no upgrade: ${res.statusCode}`)));
+      req.on('upgrade', (res, socket, head) => {
+        const received = collect(socket, head.toString());
+        resolve({ res, socket, received });
+      });
+      req.end();
+    });
+  }
+
+  describe('WebSockets', () => {
+    it('passes the upgrade to the replica and bytes both ways after the 101', async () => {
+      const app = await webSocketBackend();
+      const proxy = await edge();
+      await proxy.setRoute(['chat.test'], [app.upstream]);
+      const { res, socket, received } = await within(
+        openWebSocket(proxy.port, 'chat.test'),
+        5000,
+        'handshake',
+      );
+      cleanups.push(() => void socket.destroy());
+      expect(res.statusCode).toBe(101);
+      expect(res.headers['sec-websocket-accept']).toBe(
+        acceptOf(String(app.upgrades[0]?.headers['sec-websocket-key'])),
+      );
+      expect(app.upgrades[0]?.headers).toMatchObject({
+        upgrade: 'websocket',
+        'x-forwarded-proto': 'http',
+        'x-forwarded-host': 'chat.test',
+      });
+      expect(app.upgrades[0]?.url).toBe('/socket');
+
+      await within(received.until('hello from upstream;'), 5000, 'upstream to client');
+      socket.write('ping');
+      await within(received.until('echo:ping;'), 5000, 'client to upstream and back');
+      socket.write('pong');
+      await within(received.until('echo:pong;'), 5000, 'second round trip');
+    });
+
+    it('counts an open tunnel as in flight until it closes', async () => {
+      const app = await webSocketBackend();
+      const proxy = await edge();
+      await proxy.setRoute(['chat.test'], [app.upstream]);
+      const { socket, received } = await within(openWebSocket(proxy.port, 'chat.test'), 5000, 'handshake');
+      await within(received.until('hello from upstream;'), 5000, 'greeting');
+      expect(await proxy.drained(app.upstream, 20)).toBe(false);
+      const drained = proxy.drained(app.upstream, 5000);
+      socket.destroy();
+      expect(await drained).toBe(true);
+    });
+
+    it('answers an upgrade for an unknown host with 404 and closes', async () => {
+      const proxy = await edge();
+      const answer = await rawExchange(
+        proxy.port,
+        // A complete handshake request: HAProxy refuses one without its key with 400 before routing.
+        'GET / HTTP/1.1\r\nhost: nobody.test\r\nconnection: Upgrade\r\nupgrade: websocket\r\n' +
+          `sec-websocket-key: ${randomBytes(16).toString('base64')}\r\nsec-websocket-version: 13\r\n\r\n`,
+      );
+      expect(answer.split('\r\n')[0]).toBe('HTTP/1.1 404 Not Found');
+    });
+  });
+
+  // ---- streaming ----
+
+  describe('streamed bodies', () => {
+    it('passes a chunked request body on as it is sent', async () => {
+      const firstChunk = deferred<string>();
+      const app = await backend('app', (req, res) => {
+        let body = '';
+        req.on('data', (chunk: Buffer) => {
+          if (body === '') firstChunk.resolve(chunk.toString());
+          body += chunk.toString();
+        });
+        req.on('end', () => res.end(`got ${body}`));
+      });
+      const proxy = await edge();
+      await proxy.setRoute(['upload.test'], [app.upstream]);
+
+      const replied = deferred<Reply>();
+      const req = http.request({
+        host: LOOPBACK,
+        port: proxy.port,
+        method: 'POST',
+        headers: { host: 'upload.test', 'transfer-encoding': 'chunked' },
+        agent: false,
+      });
+      req.on('error', (error) => replied.resolve({ status: 0, headers: {}, body: String(error) }));
+      req.on('response', (res) => {
+        void readBody(res).then((body) =>
+          replied.resolve({ status: res.statusCode ?? 0, headers: res.headers, body }),
+        );
+      });
+      req.write('first|');
+      // The second chunk waits for the replica to have the first: a buffering edge never gets there.
+      expect(await within(firstChunk.promise, 5000, 'first chunk at the replica')).toBe('first|');
+      expect(app.requests[0]?.headers['transfer-encoding']).toBe('chunked');
+      req.end('second');
+      const reply = await within(replied.promise, 5000, 'response');
+      expect(reply).toMatchObject({ status: 200, body: 'got first|second' });
+    });
+
+    it('passes a streamed response (server-sent events) on chunk by chunk', async () => {
+      const clientGot = [deferred(), deferred(), deferred()];
+      const app = await backend('events', (_req, res) => {
+        res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+        res.flushHeaders();
+        // Each event waits until the client has the one before (the headers, first).
+        void (async () => {
+          for (const [i, got] of clientGot.entries()) {
+            await got.promise;
+            res.write(`data: event ${i}\n\n`);
+          }
+          res.end();
+        })();
+      });
+      const proxy = await edge();
+      await proxy.setRoute(['events.test'], [app.upstream]);
+
+      const res = await within(
+        new Promise<http.IncomingMessage>((resolve, reject) => {
+          http
+            .get(
+              { host: LOOPBACK, port: proxy.port, headers: { host: 'events.test' }, agent: false },
+              resolve,
+            )
+            .on('error', reject);
+        }),
+        5000,
+        'response headers before any event',
+      );
+      expect(res.headers['content-type']).toBe('text/event-stream');
+      const received = collect(res);
+      const ended = new Promise((resolve) => res.once('end', resolve));
+      clientGot[0]?.resolve();
+      await within(received.until('data: event 0\n\n'), 5000, 'event 0');
+      clientGot[1]?.resolve();
+      await within(received.until('data: event 1\n\n'), 5000, 'event 1');
+      clientGot[2]?.resolve();
+      await within(ended, 5000, 'end of the stream');
+      expect(received.text()).toBe('data: event 0\n\ndata: event 1\n\ndata: event 2\n\n');
+    });
+  });
+
+  // ---- switching routes and draining ----
+
+  describe('route switch and drained', () => {
+    it('switches a route under keep-alive load without failing a request, then drains the old upstream', async () => {
+      const a = await backend('a');
+      const b = await backend('b');
+      const proxy = await edge();
+      await proxy.setRoute(['load.test'], [a.upstream]);
+      const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
+      cleanups.push(() => agent.destroy());
+
+      let stop = false;
+      const failures: string[] = [];
+      const loop = async () => {
+        while (!stop) {
+          try {
+            const reply = await request(proxy.port, 'load.test', { agent });
+            if (reply.status !== 200) failures.push(`status ${reply.status}: ${reply.body}`);
+          } catch (error) {
+            failures.push(String(error));
+          }
+        }
+      };
+      const loops = Array.from({ length: 8 }, () => loop());
+      await within(a.received(150), 10_000, 'load on a');
+      await proxy.setRoute(['load.test'], [b.upstream]);
+      await within(b.received(150), 10_000, 'load on b');
+      stop = true;
+      await Promise.all(loops);
+
+      expect(failures).toEqual([]);
+      expect(await proxy.drained(a.upstream, 5000)).toBe(true);
+      const servedByA = a.requests.length;
+      for (let i = 0; i < 20; i++)
+        expect(echoOf(await request(proxy.port, 'load.test', { agent })).backend).toBe('b');
+      expect(a.requests).toHaveLength(servedByA);
+      // The edge keeps no idle connection to an upstream that left every route.
+      await within(a.unconnected(), 5000, 'connections to a closed');
+    });
+
+    it('resolves drained false while a slow request is in flight past the timeout, true once it finished', async () => {
+      const release = deferred();
+      const slow = await backend('slow', (_req, res) => void release.promise.then(() => res.end('late')));
+      const proxy = await edge();
+      await proxy.setRoute(['slow.test'], [slow.upstream]);
+      const reply = request(proxy.port, 'slow.test');
+      await within(slow.received(1), 5000, 'request at the replica');
+
+      expect(await proxy.drained(slow.upstream, 30)).toBe(false);
+      const drained = proxy.drained(slow.upstream, 5000);
+      release.resolve();
+      expect(await drained).toBe(true);
+      expect(await reply).toMatchObject({ status: 200, body: 'late' });
+      // An upstream that never had a request is drained at once.
+      expect(await proxy.drained(await closedPort(), 1)).toBe(true);
+    });
+
+    it('closes the idle connection of the last request to an upstream switched away from', async () => {
+      const release = deferred();
+      const old = await backend('old', (_req, res) => void release.promise.then(() => res.end('old')));
+      const next = await backend('next');
+      const proxy = await edge();
+      await proxy.setRoute(['app.test'], [old.upstream]);
+      const reply = request(proxy.port, 'app.test');
+      await within(old.received(1), 5000, 'request at the old replica');
+      await proxy.setRoute(['app.test'], [next.upstream]);
+
+      const drained = proxy.drained(old.upstream, 5000);
+      release.resolve();
+      expect(await drained).toBe(true);
+      expect((await reply).body).toBe('old');
+      await within(old.unconnected(), 5000, 'connections to old closed');
+    });
+  });
+
+  // ---- close ----
+
+  describe('close', () => {
+    it('stops accepting at once and waits for the requests in flight', async () => {
+      const release = deferred();
+      const slow = await backend('slow', (_req, res) => void release.promise.then(() => res.end('finished')));
+      const proxy = await edge();
+      await proxy.setRoute(['slow.test'], [slow.upstream]);
+      const reply = request(proxy.port, 'slow.test');
+      await within(slow.received(1), 5000, 'request at the replica');
+
+      let closed = false;
+      const closing = proxy.close().then(() => (closed = true));
+      // The Node edge refuses the next connection at once; HAProxy once it has handled its stop signal.
+      await within(refused(proxy.port), 2000, 'new connections refused');
+      expect(closed).toBe(false);
+      release.resolve();
+      expect(await reply).toMatchObject({ status: 200, body: 'finished' });
+      await within(closing, 5000, 'close');
+    });
+
+    it('ends idle keep-alive connections', async () => {
+      const app = await backend('app');
+      const proxy = await edge();
+      await proxy.setRoute(['app.test'], [app.upstream]);
+      const agent = new http.Agent({ keepAlive: true });
+      cleanups.push(() => agent.destroy());
+      expect((await request(proxy.port, 'app.test', { agent })).status).toBe(200);
+      const idle = Object.values(agent.freeSockets).flat()[0];
+      expect(idle).toBeDefined();
+      const socketClosed = new Promise((resolve) => idle?.once('close', resolve));
+      await within(proxy.close(), 5000, 'close');
+      await within(socketClosed, 5000, 'idle client connection closed');
+    });
+
+    it('cuts requests still in flight after closeTimeoutMs', async () => {
+      const never = await backend('never', () => undefined);
+      const proxy = await edge({ closeTimeoutMs: 100 });
+      await proxy.setRoute(['never.test'], [never.upstream]);
+      const reply = request(proxy.port, 'never.test');
+      // Handled at once, so the rejection of a cut request is never unhandled.
+      const outcome = reply.then(
+        () => 'answered',
+        (error: NodeJS.ErrnoException) => error.code ?? error.message,
+      );
+      await within(never.received(1), 5000, 'request at the replica');
+      await within(proxy.close(), 5000, 'close');
+      expect(await outcome).toBe('ECONNRESET');
+    });
   });
 });
 
-// ---- retries ----
+// ---- what only one of the two edges does ----
 
-describe('retry on a failed connection', () => {
-  it('retries a GET once on the next upstream when the connection is refused', async () => {
-    const down = await closedPort();
-    const up = await backend('up');
-    const proxy = await edge();
-    proxy.setRoute(['shop.test'], [down, up.upstream]);
-    const reply = await request(proxy.port, 'shop.test');
-    expect(reply.status).toBe(200);
-    expect(echoOf(reply).backend).toBe('up');
-    expect(up.requests).toHaveLength(1);
+// The Node edge only. HAProxy 2.6 differs here: it retries any request whose connection was refused
+// (the request never left the edge; `retry-on conn-failure`), and it passes on headers a Connection
+// header names (RFC 9110 7.6.1 says a proxy removes them; HAProxy removes only the standard hop-by-hop
+// ones, and dropping arbitrary names would need Lua). The Node edge's logger is its own.
+describe('the node edge only', () => {
+  beforeAll(() => {
+    kind = 'node';
   });
 
-  it('retries a PUT with a body, which the refused connection never consumed', async () => {
-    const down = await closedPort();
-    const up = await backend('up');
-    const proxy = await edge();
-    proxy.setRoute(['shop.test'], [down, up.upstream]);
-    const reply = await request(proxy.port, 'shop.test', { method: 'PUT', body: 'the whole body' });
-    expect(reply.status).toBe(200);
-    expect(echoOf(reply)).toMatchObject({ backend: 'up', method: 'PUT', body: 'the whole body' });
-  });
-
-  it('retries a GET whose connection the replica resets before answering', async () => {
-    const resetting = net.createServer((socket) => socket.resetAndDestroy());
-    await new Promise<void>((resolve) => resetting.listen(0, LOOPBACK, resolve));
-    cleanups.push(() => new Promise<void>((resolve) => resetting.close(() => resolve())));
-    const up = await backend('up');
-    const proxy = await edge();
-    proxy.setRoute(
-      ['shop.test'],
-      [{ host: LOOPBACK, port: (resetting.address() as net.AddressInfo).port }, up.upstream],
-    );
-    const reply = await request(proxy.port, 'shop.test');
-    expect(reply.status).toBe(200);
-    expect(echoOf(reply).backend).toBe('up');
-  });
-
-  it('does not retry a POST: the client gets 502 and no other replica sees it', async () => {
+  it('does not retry a POST on a refused connection: the client gets 502 and no other replica sees it', async () => {
     const down = await closedPort();
     const up = await backend('up');
     const warnings: string[] = [];
     const proxy = await edge({ logger: { warn: (_obj, msg) => warnings.push(msg) } });
-    proxy.setRoute(['shop.test'], [down, up.upstream]);
+    await proxy.setRoute(['shop.test'], [down, up.upstream]);
     const reply = await request(proxy.port, 'shop.test', { method: 'POST', body: 'order=1' });
     expect(reply.status).toBe(502);
     expect(up.requests).toHaveLength(0);
     expect(warnings).toEqual(['edge: upstream connection failed']);
   });
 
-  it('gives up after one retry: 502 when both upstreams refuse', async () => {
-    const proxy = await edge();
-    proxy.setRoute(['shop.test'], [await closedPort(), await closedPort()]);
-    expect((await request(proxy.port, 'shop.test')).status).toBe(502);
-  });
-});
-
-// ---- headers ----
-
-describe('forwarding headers', () => {
-  it('states X-Forwarded-For/-Proto/-Host itself and drops what the client claimed', async () => {
+  it("drops request headers the client's Connection header names", async () => {
     const app = await backend('app');
     const proxy = await edge();
-    proxy.setRoute(['shop.test'], [app.upstream]);
-    const reply = await request(proxy.port, 'Shop.Test:80', {
-      headers: {
-        'x-forwarded-for': '203.0.113.9',
-        'x-forwarded-proto': 'https',
-        'x-forwarded-host': 'bank.test',
-        'x-forwarded-port': '443',
-        forwarded: 'for=203.0.113.9;proto=https',
-        'x-real-ip': '203.0.113.9',
-        // Hop-by-hop by the client's own Connection header: for the edge only.
-        connection: 'x-hop',
-        'x-hop': 'secret',
-        'x-app': 'kept',
-      },
+    await proxy.setRoute(['shop.test'], [app.upstream]);
+    const reply = await request(proxy.port, 'shop.test', {
+      headers: { connection: 'x-hop', 'x-hop': 'secret', 'x-app': 'kept' },
     });
-    const { headers } = echoOf(reply);
-    expect(headers['x-forwarded-for']).toBe('127.0.0.1');
-    expect(headers['x-forwarded-proto']).toBe('http');
-    expect(headers['x-forwarded-host']).toBe('Shop.Test:80');
-    expect(headers.host).toBe('Shop.Test:80');
-    expect(headers['x-forwarded-port']).toBeUndefined();
-    expect(headers.forwarded).toBeUndefined();
-    expect(headers['x-real-ip']).toBeUndefined();
-    expect(headers['x-hop']).toBeUndefined();
-    expect(headers['x-app']).toBe('kept');
+    expect(echoOf(reply).headers['x-hop']).toBeUndefined();
+    expect(echoOf(reply).headers['x-app']).toBe('kept');
   });
 
   it('keeps hop-by-hop headers of the response from the client', async () => {
     const app = await backend('app', (_req, res) => {
-      res.writeHead(200, { connection: 'keep-alive, x-upstream-hop', 'x-upstream-hop': '1', 'x-app': 'yes' });
+      res.writeHead(200, {
+        connection: 'keep-alive, x-upstream-hop',
+        'x-upstream-hop': '1',
+        'x-app': 'yes',
+      });
       res.end('ok');
     });
     const proxy = await edge();
-    proxy.setRoute(['shop.test'], [app.upstream]);
+    await proxy.setRoute(['shop.test'], [app.upstream]);
     const reply = await request(proxy.port, 'shop.test');
     expect(reply.body).toBe('ok');
     expect(reply.headers['x-upstream-hop']).toBeUndefined();
@@ -399,265 +797,132 @@ describe('forwarding headers', () => {
   });
 });
 
-// ---- WebSockets ----
-
-const WEBSOCKET_GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11';
-const acceptOf = (key: string) =>
-  createHash('sha1')
-    .update(key + WEBSOCKET_GUID)
-    .digest('base64');
-
-/** A replica that completes a WebSocket handshake, greets, then echoes every byte back. */
-async function webSocketBackend(): Promise<Backend & { upgrades: http.IncomingMessage[] }> {
-  const upgrades: http.IncomingMessage[] = [];
-  const app = await backend('ws');
-  app.server.on('upgrade', (req: http.IncomingMessage, socket: Duplex) => {
-    upgrades.push(req);
-    const key = String(req.headers['sec-websocket-key']);
-    socket.write(
-      'HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n' +
-        `Sec-WebSocket-Accept: ${acceptOf(key)}\r\n\r\nhello from upstream;`,
-    );
-    socket.on('data', (chunk: Buffer) => socket.write(`echo:${chunk.toString()};`));
-    // As WebSocket servers do (ws among them): the client's end of the connection ends the server's.
-    socket.on('end', () => socket.end());
-    socket.on('error', () => socket.destroy());
+describe('the haproxy edge only', () => {
+  beforeAll(() => {
+    kind = 'haproxy';
   });
-  return Object.assign(app, { upgrades });
-}
 
-/** A WebSocket handshake through the edge; resolves with the tunnel once the 101 arrived. */
-function openWebSocket(
-  port: number,
-  host: string,
-): Promise<{ res: http.IncomingMessage; socket: Duplex; received: ReturnType<typeof collect> }> {
-  return new Promise((resolve, reject) => {
-    const req = http.request({
-      host: LOOPBACK,
-      port,
-      path: '/socket',
-      headers: {
-        host,
-        connection: 'Upgrade',
-        upgrade: 'websocket',
-        'sec-websocket-key': randomBytes(16).toString('base64'),
-        'sec-websocket-version': '13',
-      },
-      agent: false,
-    });
-    req.on('error', reject);
-    req.on('response', (res) => reject(new Error(`no upgrade: ${res.statusCode}`)));
-    req.on('upgrade', (res, socket, head) => {
-      const received = collect(socket, head.toString());
-      resolve({ res, socket, received });
-    });
-    req.end();
-  });
-}
-
-describe('WebSockets', () => {
-  it('passes the upgrade to the replica and bytes both ways after the 101', async () => {
-    const app = await webSocketBackend();
+  it('retries a POST on a refused connection, which never carried the request', async () => {
+    const down = await closedPort();
+    const up = await backend('up');
     const proxy = await edge();
-    proxy.setRoute(['chat.test'], [app.upstream]);
-    const { res, socket, received } = await within(openWebSocket(proxy.port, 'chat.test'), 5000, 'handshake');
-    cleanups.push(() => void socket.destroy());
-    expect(res.statusCode).toBe(101);
-    expect(res.headers['sec-websocket-accept']).toBe(
-      acceptOf(String(app.upgrades[0]?.headers['sec-websocket-key'])),
-    );
-    expect(app.upgrades[0]?.headers).toMatchObject({
-      upgrade: 'websocket',
-      'x-forwarded-proto': 'http',
-      'x-forwarded-host': 'chat.test',
-    });
-    expect(app.upgrades[0]?.url).toBe('/socket');
-
-    await within(received.until('hello from upstream;'), 5000, 'upstream to client');
-    socket.write('ping');
-    await within(received.until('echo:ping;'), 5000, 'client to upstream and back');
-    socket.write('pong');
-    await within(received.until('echo:pong;'), 5000, 'second round trip');
+    await proxy.setRoute(['shop.test'], [down, up.upstream]);
+    const reply = await request(proxy.port, 'shop.test', { method: 'POST', body: 'order=1' });
+    expect(reply.status).toBe(200);
+    expect(echoOf(reply)).toMatchObject({ backend: 'up', method: 'POST', body: 'order=1' });
   });
 
-  it('counts an open tunnel as in flight until it closes', async () => {
-    const app = await webSocketBackend();
+  it('refuses a host name or an upstream that is not of the strict form, before any command', async () => {
     const proxy = await edge();
-    proxy.setRoute(['chat.test'], [app.upstream]);
-    const { socket, received } = await within(openWebSocket(proxy.port, 'chat.test'), 5000, 'handshake');
-    await within(received.until('hello from upstream;'), 5000, 'greeting');
-    expect(await proxy.drained(app.upstream, 20)).toBe(false);
-    const drained = proxy.drained(app.upstream, 5000);
-    socket.destroy();
-    expect(await drained).toBe(true);
+    const app = await backend('app');
+    for (const hostname of ['shop.test show stat', 'shop.test;shutdown', 'a\nb', '', 'ex ample.test'])
+      expect(() => proxy.setRoute([hostname], [app.upstream])).toThrow(/invalid host name/);
+    expect(() => proxy.setRoute(['shop.test'], [{ host: '127.0.0.1 port 1', port: 80 }])).toThrow(/IPv4/);
+    expect(() => proxy.setRoute(['shop.test'], [{ host: LOOPBACK, port: 70_000 }])).toThrow(/port/);
+    expect(proxy.routes().size).toBe(0);
+    await proxy.setRoute(['shop.test'], [app.upstream]);
+    expect((await request(proxy.port, 'shop.test')).status).toBe(200);
   });
 
-  it('answers an upgrade for an unknown host with 404 and closes', async () => {
-    const proxy = await edge();
-    const answer = await rawExchange(
-      proxy.port,
-      'GET / HTTP/1.1\r\nhost: nobody.test\r\nconnection: Upgrade\r\nupgrade: websocket\r\n\r\n',
-    );
-    expect(answer.split('\r\n')[0]).toBe('HTTP/1.1 404 Not Found');
-  });
-});
-
-// ---- streaming ----
-
-describe('streamed bodies', () => {
-  it('passes a chunked request body on as it is sent', async () => {
-    const firstChunk = deferred<string>();
-    const app = await backend('app', (req, res) => {
-      let body = '';
-      req.on('data', (chunk: Buffer) => {
-        if (body === '') firstChunk.resolve(chunk.toString());
-        body += chunk.toString();
-      });
-      req.on('end', () => res.end(`got ${body}`));
-    });
-    const proxy = await edge();
-    proxy.setRoute(['upload.test'], [app.upstream]);
-
-    const replied = deferred<Reply>();
-    const req = http.request({
-      host: LOOPBACK,
-      port: proxy.port,
-      method: 'POST',
-      headers: { host: 'upload.test', 'transfer-encoding': 'chunked' },
-      agent: false,
-    });
-    req.on('error', (error) => replied.resolve({ status: 0, headers: {}, body: String(error) }));
-    req.on('response', (res) => {
-      void readBody(res).then((body) =>
-        replied.resolve({ status: res.statusCode ?? 0, headers: res.headers, body }),
-      );
-    });
-    req.write('first|');
-    // The second chunk waits for the replica to have the first: a buffering edge never gets there.
-    expect(await within(firstChunk.promise, 5000, 'first chunk at the replica')).toBe('first|');
-    expect(app.requests[0]?.headers['transfer-encoding']).toBe('chunked');
-    req.end('second');
-    const reply = await within(replied.promise, 5000, 'response');
-    expect(reply).toMatchObject({ status: 200, body: 'got first|second' });
-  });
-
-  it('passes a streamed response (server-sent events) on chunk by chunk', async () => {
-    const clientGot = [deferred(), deferred(), deferred()];
-    const app = await backend('events', (_req, res) => {
-      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-      res.flushHeaders();
-      // Each event waits until the client has the one before (the headers, first).
-      void (async () => {
-        for (const [i, got] of clientGot.entries()) {
-          await got.promise;
-          res.write(`data: event ${i}\n\n`);
-        }
-        res.end();
-      })();
-    });
-    const proxy = await edge();
-    proxy.setRoute(['events.test'], [app.upstream]);
-
-    const res = await within(
-      new Promise<http.IncomingMessage>((resolve, reject) => {
-        http
-          .get({ host: LOOPBACK, port: proxy.port, headers: { host: 'events.test' }, agent: false }, resolve)
-          .on('error', reject);
-      }),
-      5000,
-      'response headers before any event',
-    );
-    expect(res.headers['content-type']).toBe('text/event-stream');
-    const received = collect(res);
-    const ended = new Promise((resolve) => res.once('end', resolve));
-    clientGot[0]?.resolve();
-    await within(received.until('data: event 0\n\n'), 5000, 'event 0');
-    clientGot[1]?.resolve();
-    await within(received.until('data: event 1\n\n'), 5000, 'event 1');
-    clientGot[2]?.resolve();
-    await within(ended, 5000, 'end of the stream');
-    expect(received.text()).toBe('data: event 0\n\ndata: event 1\n\ndata: event 2\n\n');
-  });
-});
-
-// ---- switching routes and draining ----
-
-describe('route switch and drained', () => {
-  it('switches a route under keep-alive load without failing a request, then drains the old upstream', async () => {
-    const a = await backend('a');
-    const b = await backend('b');
-    const proxy = await edge();
-    proxy.setRoute(['load.test'], [a.upstream]);
-    const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
-    cleanups.push(() => agent.destroy());
-
-    let stop = false;
-    const failures: string[] = [];
-    const loop = async () => {
-      while (!stop) {
-        try {
-          const reply = await request(proxy.port, 'load.test', { agent });
-          if (reply.status !== 200) failures.push(`status ${reply.status}: ${reply.body}`);
-        } catch (error) {
-          failures.push(String(error));
-        }
-      }
+  it('restarts HAProxy when it dies, says so, and serves the same routes again', async () => {
+    const app = await backend('app');
+    const messages: string[] = [];
+    const logger = {
+      warn: (_obj: object, msg: string) => messages.push(msg),
+      info: (_obj: object, msg: string) => messages.push(msg),
     };
-    const loops = Array.from({ length: 8 }, () => loop());
-    await within(a.received(150), 10_000, 'load on a');
-    proxy.setRoute(['load.test'], [b.upstream]);
-    await within(b.received(150), 10_000, 'load on b');
-    stop = true;
-    await Promise.all(loops);
-
-    expect(failures).toEqual([]);
-    expect(await proxy.drained(a.upstream, 5000)).toBe(true);
-    const servedByA = a.requests.length;
-    for (let i = 0; i < 20; i++)
-      expect(echoOf(await request(proxy.port, 'load.test', { agent })).backend).toBe('b');
-    expect(a.requests).toHaveLength(servedByA);
-    // The edge keeps no idle connection to an upstream that left every route.
-    await within(a.unconnected(), 5000, 'connections to a closed');
+    const proxy = await edge({ logger });
+    await proxy.setRoute(['shop.test'], [app.upstream]);
+    await proxy.setRoute(['down.test'], []);
+    const pidOf = async () =>
+      Number(
+        (await run('pgrep', ['-f', `haproxy -db -f .*berth-edge-haproxy-`])).stdout.trim().split('\n')[0],
+      );
+    process.kill(await pidOf(), 'SIGKILL');
+    await within(
+      (async () => {
+        while (!messages.includes('edge: haproxy restarted'))
+          await new Promise((resolve) => setTimeout(resolve, 50));
+      })(),
+      10_000,
+      'restart',
+    );
+    expect(messages).toContain('edge: haproxy exited; restarting it');
+    expect(echoOf(await request(proxy.port, 'shop.test')).backend).toBe('app');
+    expect((await request(proxy.port, 'down.test')).status).toBe(503);
+    // Later changes reach the restarted process.
+    await proxy.removeRoute(['shop.test']);
+    expect((await request(proxy.port, 'shop.test')).status).toBe(404);
   });
 
-  it('resolves drained false while a slow request is in flight past the timeout, true once it finished', async () => {
-    const release = deferred();
-    const slow = await backend('slow', (_req, res) => void release.promise.then(() => res.end('late')));
-    const proxy = await edge();
-    proxy.setRoute(['slow.test'], [slow.upstream]);
-    const reply = request(proxy.port, 'slow.test');
-    await within(slow.received(1), 5000, 'request at the replica');
-
-    expect(await proxy.drained(slow.upstream, 30)).toBe(false);
-    const drained = proxy.drained(slow.upstream, 5000);
-    release.resolve();
-    expect(await drained).toBe(true);
-    expect(await reply).toMatchObject({ status: 200, body: 'late' });
-    // An upstream that never had a request is drained at once.
-    expect(await proxy.drained(await closedPort(), 1)).toBe(true);
+  it('reuses a retired route slot for another replica, and never sends to the replica it had before', async () => {
+    const [a, b, c] = [await backend('a'), await backend('b'), await backend('c')];
+    const proxy = await edge({ slots: 2, slotReuseAfterMs: 2500 });
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 2 });
+    cleanups.push(() => agent.destroy());
+    await proxy.setRoute(['app.test'], [a.upstream]);
+    expect(echoOf(await request(proxy.port, 'app.test', { agent })).backend).toBe('a');
+    await proxy.setRoute(['app.test'], [b.upstream]);
+    expect(echoOf(await request(proxy.port, 'app.test', { agent })).backend).toBe('b');
+    // Both slots taken (a's retired moments ago): no third route yet.
+    await expect(proxy.setRoute(['other.test'], [c.upstream])).rejects.toThrow(/more than 2 routes/);
+    await new Promise((resolve) => setTimeout(resolve, 2600));
+    // a's slot again, now with c's address: a, still up and keeping connections, gets nothing more.
+    await proxy.setRoute(['app.test'], [c.upstream]);
+    const served = a.requests.length;
+    for (let i = 0; i < 10; i++)
+      expect(echoOf(await request(proxy.port, 'app.test', { agent })).backend).toBe('c');
+    expect(a.requests).toHaveLength(served);
   });
 
-  it('closes the idle connection of the last request to an upstream switched away from', async () => {
-    const release = deferred();
-    const old = await backend('old', (_req, res) => void release.promise.then(() => res.end('old')));
-    const next = await backend('next');
-    const proxy = await edge();
-    proxy.setRoute(['app.test'], [old.upstream]);
-    const reply = request(proxy.port, 'app.test');
-    await within(old.received(1), 5000, 'request at the old replica');
-    proxy.setRoute(['app.test'], [next.upstream]);
+  it('fails every TLS handshake when no certificate is there, and still serves plain HTTP', async () => {
+    const app = await backend('app');
+    const proxy = await edge({ tls: { port: 0, certificate: () => undefined } }, '/nonexistent/certs');
+    await proxy.setRoute(['shop.test'], [app.upstream]);
+    const handshake = new Promise<string>((resolve) => {
+      const socket = tls.connect({ host: LOOPBACK, port: proxy.tlsPort ?? 0, servername: 'shop.test' }, () =>
+        resolve('connected'),
+      );
+      socket.on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
+    });
+    expect(await handshake).not.toBe('connected');
+    expect((await request(proxy.port, 'shop.test')).status).toBe(200);
+  });
 
-    const drained = proxy.drained(old.upstream, 5000);
-    release.resolve();
-    expect(await drained).toBe(true);
-    expect((await reply).body).toBe('old');
-    await within(old.unconnected(), 5000, 'connections to old closed');
+  it('fails to start at once, saying why, when HAProxy is not installed', async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'berth-edge-haproxy-none-'));
+    cleanups.push(() => fs.rm(dir, { recursive: true, force: true }));
+    const started = Date.now();
+    await expect(
+      startHaproxyEdge({
+        host: LOOPBACK,
+        port: 0,
+        dir: path.join(dir, 'edge'),
+        binary: path.join(dir, 'no-haproxy'),
+      }),
+    ).rejects.toThrow(/did not start: .*ENOENT/);
+    expect(Date.now() - started).toBeLessThan(5000);
+  });
+
+  it('leaves no HAProxy process running after close, and its socket is private', async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'berth-edge-haproxy-own-'));
+    cleanups.push(() => fs.rm(dir, { recursive: true, force: true }));
+    const proxy = await startHaproxyEdge({ host: LOOPBACK, port: 0, dir: path.join(dir, 'edge') });
+    expect((await fs.stat(path.join(dir, 'edge'))).mode & 0o777).toBe(0o700);
+    expect((await fs.stat(path.join(dir, 'edge', 'admin.sock'))).mode & 0o777).toBe(0o600);
+    const pid = Number(await fs.readFile(path.join(dir, 'edge', 'haproxy.pid'), 'utf8'));
+    expect(() => process.kill(pid, 0)).not.toThrow();
+    await proxy.close();
+    expect(() => process.kill(pid, 0)).toThrow();
   });
 });
 
 // ---- TLS ----
 
-describe('TLS', () => {
+describe.each(EDGES)('TLS on the %s edge', (which) => {
+  beforeAll(() => {
+    kind = which;
+  });
   let root: string;
   let certs: string;
   let ca: string;
@@ -730,8 +995,8 @@ describe('TLS', () => {
 
   async function secureEdge(): Promise<{ proxy: EdgeProxy; app: Backend; tlsPort: number }> {
     const app = await backend('app');
-    const proxy = await edge({ tls: { port: 0, certificate: await loadCertificateStore(certs) } });
-    proxy.setRoute(['shop.test', 'x.apps.test'], [app.upstream]);
+    const proxy = await edge({ tls: { port: 0, certificate: await loadCertificateStore(certs) } }, certs);
+    await proxy.setRoute(['shop.test', 'x.apps.test'], [app.upstream]);
     expect(proxy.tlsPort).toBeGreaterThan(0);
     return { proxy, app, tlsPort: proxy.tlsPort ?? 0 };
   }
@@ -793,55 +1058,5 @@ describe('TLS', () => {
   it('serves no name from a missing directory', async () => {
     const lookup = await loadCertificateStore(path.join(root, 'no-such-dir'));
     expect(lookup('shop.test')).toBeUndefined();
-  });
-});
-
-// ---- close ----
-
-describe('close', () => {
-  it('stops accepting at once and waits for the requests in flight', async () => {
-    const release = deferred();
-    const slow = await backend('slow', (_req, res) => void release.promise.then(() => res.end('finished')));
-    const proxy = await edge();
-    proxy.setRoute(['slow.test'], [slow.upstream]);
-    const reply = request(proxy.port, 'slow.test');
-    await within(slow.received(1), 5000, 'request at the replica');
-
-    let closed = false;
-    const closing = proxy.close().then(() => (closed = true));
-    await expect(request(proxy.port, 'slow.test')).rejects.toMatchObject({ code: 'ECONNREFUSED' });
-    expect(closed).toBe(false);
-    release.resolve();
-    expect(await reply).toMatchObject({ status: 200, body: 'finished' });
-    await within(closing, 5000, 'close');
-  });
-
-  it('ends idle keep-alive connections', async () => {
-    const app = await backend('app');
-    const proxy = await edge();
-    proxy.setRoute(['app.test'], [app.upstream]);
-    const agent = new http.Agent({ keepAlive: true });
-    cleanups.push(() => agent.destroy());
-    expect((await request(proxy.port, 'app.test', { agent })).status).toBe(200);
-    const idle = Object.values(agent.freeSockets).flat()[0];
-    expect(idle).toBeDefined();
-    const socketClosed = new Promise((resolve) => idle?.once('close', resolve));
-    await within(proxy.close(), 5000, 'close');
-    await within(socketClosed, 5000, 'idle client connection closed');
-  });
-
-  it('cuts requests still in flight after closeTimeoutMs', async () => {
-    const never = await backend('never', () => undefined);
-    const proxy = await edge({ closeTimeoutMs: 100 });
-    proxy.setRoute(['never.test'], [never.upstream]);
-    const reply = request(proxy.port, 'never.test');
-    // Handled at once, so the rejection of a cut request is never unhandled.
-    const outcome = reply.then(
-      () => 'answered',
-      (error: NodeJS.ErrnoException) => error.code ?? error.message,
-    );
-    await within(never.received(1), 5000, 'request at the replica');
-    await within(proxy.close(), 5000, 'close');
-    expect(await outcome).toBe('ECONNRESET');
   });
 });

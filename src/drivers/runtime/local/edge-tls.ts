@@ -9,25 +9,31 @@ import tls from 'node:tls';
 
 export type CertificateLookup = (servername: string) => tls.SecureContext | undefined;
 
-interface Loaded {
+/** One usable pair: its PEM texts, and the context Node's TLS serves it with. */
+export interface CertificatePair {
+  certFile: string;
+  cert: string;
+  key: string;
   context: tls.SecureContext;
   validTo: number;
 }
 
 /**
- * Reads every pair in `dir` (a missing directory serves no name). A pair that cannot be used (no key,
- * a key that does not match) is skipped and reported through `onInvalid`.
+ * Reads every pair in `dir` and maps each DNS name (lower-case, `*.` for a wildcard) to the pair that
+ * serves it: during a renewal both certificates may be present, and the one valid longer wins. A
+ * missing directory serves no name. A pair that cannot be used (no key, a key that does not match) is
+ * skipped and reported through `onInvalid`. The HAProxy edge writes its crt-list from this.
  */
-export async function loadCertificateStore(
+export async function loadCertificatePairs(
   dir: string,
   onInvalid: (file: string, error: Error) => void = () => undefined,
-): Promise<CertificateLookup> {
-  const byName = new Map<string, Loaded>();
+): Promise<Map<string, CertificatePair>> {
+  const byName = new Map<string, CertificatePair>();
   let entries: string[];
   try {
     entries = await fs.readdir(dir);
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return () => undefined;
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return byName;
     throw error;
   }
   for (const entry of entries.filter((name) => name.endsWith('.crt')).sort()) {
@@ -36,9 +42,14 @@ export async function loadCertificateStore(
       const cert = await fs.readFile(certFile, 'utf8');
       const key = await fs.readFile(certFile.slice(0, -'.crt'.length) + '.key', 'utf8');
       const leaf = new X509Certificate(cert);
-      const loaded = { context: tls.createSecureContext({ cert, key }), validTo: Date.parse(leaf.validTo) };
+      const loaded: CertificatePair = {
+        certFile,
+        cert,
+        key,
+        context: tls.createSecureContext({ cert, key }),
+        validTo: Date.parse(leaf.validTo),
+      };
       for (const name of certificateNames(leaf)) {
-        // During a renewal both certificates may be present: the one valid longer wins.
         const existing = byName.get(name);
         if (!existing || existing.validTo < loaded.validTo) byName.set(name, loaded);
       }
@@ -46,6 +57,18 @@ export async function loadCertificateStore(
       onInvalid(certFile, error as Error);
     }
   }
+  return byName;
+}
+
+/**
+ * The Node edge's lookup: the context for an SNI server name (exact, or a wildcard one label up), from
+ * loadCertificatePairs.
+ */
+export async function loadCertificateStore(
+  dir: string,
+  onInvalid: (file: string, error: Error) => void = () => undefined,
+): Promise<CertificateLookup> {
+  const byName = await loadCertificatePairs(dir, onInvalid);
   return (servername) => {
     let name = servername.toLowerCase();
     if (name.endsWith('.')) name = name.slice(0, -1);

@@ -34,10 +34,12 @@ export interface EdgeProxy {
   /**
    * Replaces the upstreams of the host names (lower-case, no port); an empty list = known host, no
    * healthy replica (503). Atomic: requests in flight finish on the old upstream, new ones go to the
-   * new set.
+   * new set. Resolves once the data plane applies it: at once in this Node edge, after the runtime API
+   * calls in edge-haproxy.ts (which applies changes in the order they were made, and lets `drained`
+   * wait for those made before it).
    */
-  setRoute(hostnames: string[], upstreams: Upstream[]): void;
-  removeRoute(hostnames: string[]): void;
+  setRoute(hostnames: string[], upstreams: Upstream[]): Promise<void>;
+  removeRoute(hostnames: string[]): Promise<void>;
   routes(): Map<string, Upstream[]>;
   /**
    * Resolves once no request (or WebSocket) is in flight to `upstream`, true, or after `timeoutMs`,
@@ -468,11 +470,13 @@ export async function startEdgeProxy(options: EdgeOptions): Promise<EdgeProxy> {
       const route: Route = { upstreams: upstreams.map((u) => ({ host: u.host, port: u.port })), next: 0 };
       for (const hostname of hostnames) table.set(hostname.toLowerCase(), route);
       routesChanged();
+      return Promise.resolve();
     },
 
     removeRoute(hostnames) {
       for (const hostname of hostnames) table.delete(hostname.toLowerCase());
       routesChanged();
+      return Promise.resolve();
     },
 
     routes() {

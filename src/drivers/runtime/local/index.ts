@@ -33,7 +33,8 @@ export interface LocalRuntimeOptions {
   dataDir: string;
   /** Node.js runtimes, downloaded once (config.runtime.runtimesDir). */
   runtimesDir: string;
-  edge: { host: string; port: number; tlsPort: number | undefined };
+  /** `proxy`: the edge's data plane (config.runtime.edgeProxy; docs/decisions/0005-edge-data-plane.md). */
+  edge: { host: string; port: number; tlsPort: number | undefined; proxy?: 'node' | 'haproxy' };
   guard: AddressGuard;
   allowFileUrls: boolean;
   /** Bounds a fetch and every build command together with the deployment's own deadline. */
@@ -135,17 +136,23 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
     return { command: php.command, env: php.env, files: php.files };
   }
 
-  /** Points the application's host names at its serving replicas (none: 503), and drops old names. */
-  function route(entry: RunningApp): void {
-    if (!edge) return;
+  /**
+   * Points the application's host names at its serving replicas (none: 503), and drops old names.
+   * Resolves once the edge applies it (at once for the Node edge; after HAProxy's runtime API calls);
+   * a failure is logged by the edge and never rejects.
+   */
+  function route(entry: RunningApp): Promise<void> {
+    if (!edge) return Promise.resolve();
     const upstreams: Upstream[] = entry.replicas
       .filter((r) => r.serving)
       .map((r) => ({ host: '127.0.0.1', port: r.port as number }));
     const hostnames = entry.spec.hostnames.map((h) => h.toLowerCase());
     const gone = [...entry.routed].filter((h) => !hostnames.includes(h));
-    if (gone.length > 0) edge.removeRoute(gone);
-    edge.setRoute(hostnames, upstreams);
+    // Applied in this order by either edge; `drained` waits for changes made before it (edge.ts).
+    const removed = gone.length > 0 ? edge.removeRoute(gone).catch(() => undefined) : undefined;
+    const set = edge.setRoute(hostnames, upstreams).catch(() => undefined);
     entry.routed = new Set(hostnames);
+    return Promise.all([removed, set]).then(() => undefined);
   }
 
   function newReplica(
@@ -163,7 +170,7 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
       logs: entry.logs,
       command: replicaCommand,
       onEvent: (event) => options.onEvent(event),
-      onChange: () => route(entry),
+      onChange: () => void route(entry),
     });
   }
 
@@ -191,12 +198,17 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
     }
   }
 
-  /** The switch: new replicas serve, the old ones drain and stop. */
-  function cutOver(entry: RunningApp, release: string, fresh: Replica[], context: LaunchContext): void {
+  /** The switch: new replicas serve, the old ones drain and stop. Resolves once the edge switched. */
+  async function cutOver(
+    entry: RunningApp,
+    release: string,
+    fresh: Replica[],
+    context: LaunchContext,
+  ): Promise<void> {
     const old = entry.replicas;
     entry.replicas = fresh;
     entry.release = release;
-    route(entry);
+    const switched = route(entry);
     for (const replica of fresh) replica.watch();
     entry.scheduler?.stop();
     entry.scheduler =
@@ -208,6 +220,7 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
       entry.draining.add(replica);
       void drain(replica).finally(() => entry.draining.delete(replica));
     }
+    await switched;
   }
 
   /** Lets requests the edge already sent finish, then stops the replica (SIGTERM, then SIGKILL). */
@@ -223,7 +236,7 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
     const all = [...entry.replicas, ...entry.draining];
     entry.replicas = [];
     entry.release = null;
-    route(entry);
+    await route(entry);
     // A schedule:run in progress ends too: nothing of the application may outlive a stop or a delete.
     const drainMs = Math.min(options.drainMs, 5000);
     await Promise.all([scheduler?.terminate(drainMs), ...all.map((replica) => replica.stop(drainMs))]);
@@ -250,6 +263,18 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
       if (support && !edge) await removeTree(support, [cgroupTag]).catch(() => undefined);
       // Nothing builds yet: a release dir still `.building` is what a crash cut short.
       if (!edge) await removeUnfinishedBuilds(options.dataDir);
+      if (options.edge.proxy === 'haproxy') {
+        const { startHaproxyEdge } = await import('./edge-haproxy.js');
+        edge ??= await startHaproxyEdge({
+          host: options.edge.host,
+          port: options.edge.port,
+          dir: `${options.dataDir}/edge-haproxy`,
+          logger: options.log,
+          ...(options.edge.tlsPort !== undefined
+            ? { tls: { port: options.edge.tlsPort, certificatesDir: `${options.dataDir}/certs` } }
+            : {}),
+        });
+      }
       edge ??= await startEdgeProxy({
         host: options.edge.host,
         port: options.edge.port,
@@ -298,7 +323,7 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
         await Promise.all(fresh.map((replica) => replica.stop(0)));
         throw step.signal.reason;
       }
-      cutOver(entry, release, fresh, context);
+      await cutOver(entry, release, fresh, context);
       step.log(`Routed ${app.hostnames.join(', ')} to ${release}`);
     },
 
@@ -308,7 +333,7 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
       entry.spec = app;
       const context = await launchContext(app);
       const fresh = await startReplicas(entry, release, AbortSignal.timeout(options.deploymentTimeoutMs));
-      cutOver(entry, release, fresh, context);
+      await cutOver(entry, release, fresh, context);
     },
 
     async stop(appId) {
@@ -320,7 +345,7 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
       const entry = apps.get(appId);
       if (entry) {
         await stopApp(entry);
-        if (edge && entry.routed.size > 0) edge.removeRoute([...entry.routed]);
+        if (edge && entry.routed.size > 0) await edge.removeRoute([...entry.routed]).catch(() => undefined);
         apps.delete(appId);
       }
       if (support) await removeTree(support, [cgroupTag, `app-${appId}`]).catch(() => undefined);

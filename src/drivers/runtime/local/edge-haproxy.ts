@@ -1,0 +1,558 @@
+// The edge on HAProxy 2.6 (BERTH_EDGE_PROXY=haproxy, docs/decisions/0005-edge-data-plane.md): the same
+// EdgeProxy as edge.ts, with HAProxy as the data plane and Berth as its only controller. Berth starts
+// one HAProxy process as its child (in the foreground, one thread) with its own configuration and
+// runtime API socket in a private directory, and restarts it if it dies. Not master-worker: Berth is
+// the master already, and HAProxy's master keeps the listening sockets open across a soft stop, so
+// `close()` could not stop accepting while the requests in flight finish.
+//
+// The route table changes without a reload:
+// - Host → backend through a map file (`use_backend %[…,map(hosts.map,unknown)]`), changed with
+//   `add map`/`set map`/`del map` on the runtime API and written to the file, so that a restart of HAProxy
+//   starts from the same table.
+// - Every route is one backend "slot" of server templates declared off (`server-template … disabled`);
+//   a route's upstreams are given to a free slot's servers with `set server … addr … port …` and
+//   `state ready`. A switch fills a new slot first, then points the host names at it in the map: one
+//   lookup per request, so a request goes wholly to the old or wholly to the new set. The old slot's
+//   servers go to maintenance (no new request; those in flight finish) and the slot is reused once none
+//   of its servers has a session left. (`add server` would avoid the slots, but HAProxy 2.6 keeps no idle
+//   connection to a server added at run time: one new upstream connection per request, measured in
+//   bench/runtime/haproxy.ts.)
+// - `drained(upstream)` polls the runtime API's per-server current sessions (`show stat`).
+// Every value that reaches the configuration or the runtime API (host names, addresses, ports, paths)
+// is checked against a strict pattern first; nothing from a request is ever part of a command.
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { freePort } from '../../net/ports.js';
+import type { EdgeOptions, EdgeProxy, Upstream } from './edge.js';
+import { loadCertificatePairs } from './edge-tls.js';
+
+export interface HaproxyEdgeOptions extends Omit<EdgeOptions, 'tls'> {
+  /**
+   * A second listener for HTTPS (0: any free port) with the pairs of `certificatesDir` (edge-tls.ts),
+   * chosen by SNI; a name no certificate covers fails the handshake. Read at every (re)start of
+   * HAProxy, as the Node edge reads them at its start.
+   */
+  tls?: { port: number; certificatesDir: string };
+  /** A private directory (created 0700) for the configuration, the map, the socket and the pid file. */
+  dir: string;
+  /** The HAProxy executable (default: `haproxy` on PATH). */
+  binary?: string;
+  /** Routes that may exist at once (backend slots; default 128). */
+  slots?: number;
+  /** How long a retired slot waits before it is reused (default 5 s; its idle connections go first). */
+  slotReuseAfterMs?: number;
+  /** Upstreams one route may have (servers per slot; default 16). */
+  serversPerSlot?: number;
+  logger?: { warn(obj: object, msg: string): void; info?(obj: object, msg: string): void };
+}
+
+const DEFAULT_UPSTREAM_HEADERS_TIMEOUT_MS = 60_000;
+const DEFAULT_CLOSE_TIMEOUT_MS = 10_000;
+const DEFAULT_SLOTS = 128;
+const DEFAULT_SERVERS_PER_SLOT = 16;
+const START_TIMEOUT_MS = 10_000;
+const DRAIN_POLL_MS = 50;
+const RESTART_DELAY_MS = 500;
+const SLOT_REUSE_AFTER_MS = 5000;
+/** sun_path is 108 bytes on Linux. */
+const MAX_SOCKET_PATH = 100;
+
+/** A route key: lower-case DNS labels (what edge.ts's routeKeyOfHost produces for a name). */
+const ROUTE_HOSTNAME = /^[a-z0-9_-]{1,63}(?:\.[a-z0-9_-]{1,63})*$/;
+const IPV4 = /^(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$/;
+/** Paths HAProxy reads or writes: no whitespace, quote, comma or anything HAProxy's parser treats specially. */
+const SAFE_PATH = /^\/[A-Za-z0-9._/+-]+$/;
+/**
+ * A Host header the edge routes: a name (optional trailing dot) or an IPv6 literal, optional port; the
+ * same values edge.ts's routeKeyOfHost accepts. HAProxy regex syntax (PCRE), matched case-insensitively.
+ */
+const HOST_HEADER = '^(([a-z0-9_-]+([.][a-z0-9_-]+)*[.]?)|([[][0-9a-f:.]+[]]))(:[0-9]{0,5})?$';
+
+function checkHostname(hostname: string): string {
+  if (hostname.length > 253 || !ROUTE_HOSTNAME.test(hostname))
+    throw new Error(`edge: invalid host name '${hostname}'`);
+  return hostname;
+}
+
+function checkUpstream(upstream: Upstream): Upstream {
+  if (!IPV4.test(upstream.host))
+    throw new Error(`edge: upstream address must be IPv4, got '${upstream.host}'`);
+  if (!Number.isInteger(upstream.port) || upstream.port < 1 || upstream.port > 65_535)
+    throw new Error(`edge: invalid upstream port ${upstream.port}`);
+  return { host: upstream.host, port: upstream.port };
+}
+
+function checkPath(file: string): string {
+  if (!SAFE_PATH.test(file)) throw new Error(`edge: unusable path for HAProxy '${file}'`);
+  return file;
+}
+
+const upstreamKey = (u: Upstream) => `${u.host}:${u.port}`;
+
+interface Slot {
+  name: string;
+  state: 'free' | 'live' | 'draining';
+  /** When it last went to draining (its idle upstream connections are purged within ~2 s). */
+  retiredAt: number;
+  /** Server i (1-based in HAProxy) serves upstreams[i - 1]; the rest are off. */
+  upstreams: Upstream[];
+}
+
+/** One exchange with the runtime API: a command line, the whole answer. */
+function ask(socket: string, line: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const connection = net.connect(socket);
+    let answer = '';
+    connection.setEncoding('utf8');
+    connection.on('data', (chunk: string) => (answer += chunk));
+    connection.on('end', () => resolve(answer));
+    connection.on('error', reject);
+    connection.end(`${line}\n`);
+  });
+}
+
+export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<EdgeProxy> {
+  const dir = checkPath(path.resolve(options.dir));
+  const binary = options.binary ?? 'haproxy';
+  const slotCount = options.slots ?? DEFAULT_SLOTS;
+  const perSlot = options.serversPerSlot ?? DEFAULT_SERVERS_PER_SLOT;
+  const reuseAfterMs = options.slotReuseAfterMs ?? SLOT_REUSE_AFTER_MS;
+  const headersTimeoutMs = options.upstreamHeadersTimeoutMs ?? DEFAULT_UPSTREAM_HEADERS_TIMEOUT_MS;
+  const closeTimeoutMs = options.closeTimeoutMs ?? DEFAULT_CLOSE_TIMEOUT_MS;
+  const listenHost = options.host === 'localhost' ? '127.0.0.1' : options.host;
+  if (!IPV4.test(listenHost))
+    throw new Error(`edge: the HAProxy edge listens on an IPv4 address, got '${options.host}'`);
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  fs.chmodSync(dir, 0o700);
+  const files = {
+    config: path.join(dir, 'haproxy.cfg'),
+    map: path.join(dir, 'hosts.map'),
+    socket: path.join(dir, 'admin.sock'),
+    pid: path.join(dir, 'haproxy.pid'),
+    bad: path.join(dir, '502.http'),
+    crtList: path.join(dir, 'crt-list'),
+    certs: path.join(dir, 'certs'),
+  };
+  if (files.socket.length > MAX_SOCKET_PATH)
+    throw new Error(`edge: the data dir's path is too long for HAProxy's runtime socket (${files.socket})`);
+  await stopLeftover(files.pid, files.config);
+
+  const port = options.port === 0 ? await freePort() : options.port;
+  const tlsPort = options.tls ? (options.tls.port === 0 ? await freePort() : options.tls.port) : undefined;
+  /** Whether the crt-list has a certificate (HAProxy cannot start an ssl listener without one). */
+  let certificates = 0;
+  const slots: Slot[] = Array.from({ length: slotCount }, (_, i) => ({
+    name: `r${i}`,
+    state: 'free',
+    retiredAt: 0,
+    upstreams: [],
+  }));
+  /** hostname → the slot serving it, or null: known host, no upstream (503). */
+  const table = new Map<string, Slot | null>();
+  /** Host names HAProxy's map holds now (add vs set). */
+  const mapped = new Set<string>();
+
+  // ---- the configuration, for a start or a restart from the current table ----
+
+  function configuration(): string {
+    const lines = [
+      '# Written by Berth (src/drivers/runtime/local/edge-haproxy.ts) on every start; do not edit.',
+      'global',
+      '  nbthread 1',
+      `  stats socket ${files.socket} mode 600 level admin`,
+      `  hard-stop-after ${Math.ceil(closeTimeoutMs / 1000) + 1}s`,
+      'defaults',
+      '  mode http',
+      '  timeout connect 5s',
+      '  timeout client 65s',
+      '  timeout http-request 60s',
+      '  timeout http-keep-alive 65s',
+      `  timeout server ${Math.max(1, Math.round(headersTimeoutMs))}ms`,
+      '  timeout tunnel 1h',
+      // One retry on another replica when the connection failed (refused, or reset before any answer).
+      '  retries 1',
+      '  retry-on conn-failure empty-response',
+      '  option redispatch 1',
+      // HAProxy answers 503 when no replica could be reached; the Node edge says 502, and so does this.
+      `  errorfile 503 ${files.bad}`,
+      'frontend edge',
+      `  bind ${listenHost}:${port}`,
+      ...(tlsPort !== undefined && certificates > 0
+        ? [`  bind ${listenHost}:${tlsPort} ssl crt-list ${files.crtList} strict-sni`]
+        : []),
+      `  http-request return status 400 content-type text/plain string "Bad request: missing or malformed Host header." unless { req.hdr_cnt(host) eq 1 } { req.hdr(host) -m reg -i ${HOST_HEADER} }`,
+      // A request that reached a replica (the connection was up) is retried only when it is idempotent; a
+      // refused connection never carried it, so that retry is for any method (retry-on conn-failure).
+      '  http-request disable-l7-retry unless METH_GET or METH_OPTIONS or { method PUT DELETE }',
+      '  http-request set-var(txn.route) req.hdr(host),lower,regsub(:[0-9]*$,),regsub([.]$,)',
+      // What the client claims about the path it came by is dropped; the edge states it itself.
+      ...[
+        'x-forwarded-for',
+        'x-forwarded-proto',
+        'x-forwarded-host',
+        'x-forwarded-port',
+        'forwarded',
+        'x-real-ip',
+      ].map((name) => `  http-request del-header ${name}`),
+      '  http-request set-header x-forwarded-proto https if { ssl_fc }',
+      '  http-request set-header x-forwarded-proto http unless { ssl_fc }',
+      '  http-request set-header x-forwarded-host %[req.hdr(host)]',
+      '  option forwardfor',
+      `  use_backend %[var(txn.route),map(${files.map},unknown)]`,
+      '  default_backend unknown',
+      // No certificate at all: the TLS port is open but every handshake fails, as with the Node edge.
+      ...(tlsPort !== undefined && certificates === 0
+        ? [
+            'frontend edge_tls_none',
+            '  mode tcp',
+            `  bind ${listenHost}:${tlsPort}`,
+            '  tcp-request connection reject',
+          ]
+        : []),
+      'backend unknown',
+      '  http-request return status 404 content-type text/plain string "The host is unknown here."',
+      'backend unavailable',
+      '  http-request return status 503 content-type text/plain string "No replica is ready; retry shortly." hdr retry-after 5',
+    ];
+    for (const slot of slots) {
+      lines.push(`backend ${slot.name}`, '  balance roundrobin');
+      for (let i = 1; i <= perSlot; i += 1) {
+        const upstream = slot.state === 'live' ? slot.upstreams[i - 1] : undefined;
+        lines.push(
+          // Idle connections to a server no request used for a while (one left for maintenance) are
+          // closed within about two purge periods.
+          upstream
+            ? `  server u${i} ${upstream.host}:${upstream.port} pool-purge-delay 1s`
+            : `  server u${i} 127.0.0.1:1 disabled pool-purge-delay 1s`,
+        );
+      }
+    }
+    return `${lines.join('\n')}\n`;
+  }
+
+  function mapFile(): string {
+    return [...table].map(([hostname, slot]) => `${hostname} ${slot ? slot.name : 'unavailable'}\n`).join('');
+  }
+
+  function writeFiles(): void {
+    fs.writeFileSync(files.config, configuration(), { mode: 0o600 });
+    fs.writeFileSync(files.map, mapFile(), { mode: 0o600 });
+    fs.writeFileSync(
+      files.bad,
+      'HTTP/1.1 502 Bad Gateway\r\ncontent-type: text/plain\r\ncache-control: no-store\r\nconnection: close\r\n\r\n' +
+        'Bad gateway: the application could not be reached.\n',
+      { mode: 0o600 },
+    );
+  }
+
+  // ---- the process ----
+
+  let child: ChildProcess | undefined;
+  let closing = false;
+  let exited: Promise<void> = Promise.resolve();
+
+  /** The crt-list and one PEM (chain + key, 0600) per pair that serves a name, from the certificates. */
+  async function writeCertificates(): Promise<void> {
+    if (!options.tls) return;
+    const byName = await loadCertificatePairs(options.tls.certificatesDir, (file, error) =>
+      options.logger?.warn({ file, error: error.message }, 'edge: certificate pair skipped'),
+    );
+    fs.rmSync(files.certs, { recursive: true, force: true });
+    fs.mkdirSync(files.certs, { mode: 0o700 });
+    const pems = new Map<string, string>();
+    const lines: string[] = [];
+    for (const [name, pair] of byName) {
+      // Names come from certificates: only DNS names (optionally one leading wildcard) reach the list.
+      if (!/^(\*\.)?[a-z0-9_-]{1,63}(\.[a-z0-9_-]{1,63})*$/.test(name)) continue;
+      let pem = pems.get(pair.certFile);
+      if (!pem) {
+        pem = checkPath(path.join(files.certs, `${pems.size}.pem`));
+        fs.writeFileSync(pem, `${pair.cert.trim()}\n${pair.key.trim()}\n`, { mode: 0o600 });
+        pems.set(pair.certFile, pem);
+      }
+      lines.push(`${pem} ${name}`);
+    }
+    fs.writeFileSync(files.crtList, lines.map((line) => `${line}\n`).join(''), { mode: 0o600 });
+    certificates = lines.length;
+  }
+
+  async function launch(): Promise<void> {
+    await writeCertificates();
+    writeFiles();
+    fs.rmSync(files.socket, { force: true });
+    const started = spawn(binary, ['-db', '-f', files.config], { stdio: ['ignore', 'ignore', 'pipe'] });
+    if (started.pid) fs.writeFileSync(files.pid, `${started.pid}\n`, { mode: 0o600 });
+    let stderr = '';
+    started.stderr?.setEncoding('utf8');
+    started.stderr?.on('data', (chunk: string) => {
+      stderr = (stderr + chunk).slice(-4000);
+      for (const line of chunk.split('\n')) {
+        if (/\[(ALERT|WARNING)\]/.test(line))
+          options.logger?.warn({ haproxy: line.trim() }, 'edge: haproxy says');
+      }
+    });
+    const done = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+      started.once('exit', (code, signal) => resolve({ code, signal }));
+      // Not started at all (no haproxy installed: see scripts/install-system.sh).
+      started.once('error', (error) => {
+        stderr += String(error);
+        resolve({ code: null, signal: null });
+      });
+    });
+    exited = done.then(() => undefined);
+    // Ready once the runtime API answers: HAProxy binds every listener before it serves any.
+    const end = Date.now() + START_TIMEOUT_MS;
+    let gone = false;
+    void done.then(() => (gone = true));
+    for (;;) {
+      if (gone) {
+        const error = new Error(
+          `edge: haproxy did not start: ${stderr.trim().split('\n').slice(-3).join(' | ')}`,
+        );
+        if (/Address already in use|cannot bind socket/i.test(stderr))
+          Object.assign(error, { code: 'EADDRINUSE' });
+        throw error;
+      }
+      if (Date.now() > end) {
+        started.kill('SIGKILL');
+        throw new Error('edge: haproxy did not start in time');
+      }
+      if (
+        fs.existsSync(files.socket) &&
+        (await ask(files.socket, 'show info').catch(() => '')).includes('Pid:')
+      )
+        break;
+      await sleep(20);
+    }
+    child = started;
+    void done.then(({ code, signal }) => {
+      if (closing || child !== started) return;
+      child = undefined;
+      options.logger?.warn({ code, signal }, 'edge: haproxy exited; restarting it');
+      void restart();
+    });
+  }
+
+  async function restart(): Promise<void> {
+    while (!closing && !child) {
+      try {
+        await sleep(RESTART_DELAY_MS);
+        if (closing) return;
+        // No route change between writing the table and HAProxy answering: it would be lost.
+        await serially(() => (closing ? Promise.resolve() : launch()));
+        options.logger?.info?.({}, 'edge: haproxy restarted');
+      } catch (error) {
+        options.logger?.warn({ error: (error as Error).message }, 'edge: haproxy restart failed');
+      }
+    }
+  }
+
+  // Berth exiting without close() (an uncaught error, process.exit) takes HAProxy with it; a kill -9 of
+  // Berth cannot, and the next start on this data dir stops what it left (stopLeftover).
+  const onExit = () => child?.kill('SIGTERM');
+  process.once('exit', onExit);
+  await launch();
+
+  // ---- the runtime API, one change after the other ----
+
+  let queue: Promise<unknown> = Promise.resolve();
+  function serially<T>(work: () => Promise<T>): Promise<T> {
+    const next = queue.then(work, work);
+    queue = next.catch(() => undefined);
+    return next;
+  }
+
+  async function command(line: string): Promise<void> {
+    if (!child) return; // Not running: the restart writes the whole table.
+    const answer = (await ask(files.socket, line)).trim();
+    if (answer !== '' && !/^(Done\.|IP changed|port changed|no need to change)/i.test(answer))
+      throw new Error(`edge: haproxy refused '${line}': ${answer}`);
+  }
+
+  /** Current sessions (and queued requests) per "backend/server". */
+  async function sessions(): Promise<Map<string, number>> {
+    const counts = new Map<string, number>();
+    if (!child) return counts;
+    const lines = (await ask(files.socket, 'show stat -1 4 -1')).split('\n');
+    const header = (lines[0] ?? '').replace(/^# /, '').split(',');
+    const [px, sv, qcur, scur] = ['pxname', 'svname', 'qcur', 'scur'].map((name) => header.indexOf(name));
+    for (const line of lines.slice(1)) {
+      const fields = line.split(',');
+      if (fields.length < header.length - 1) continue;
+      counts.set(`${fields[px!]}/${fields[sv!]}`, Number(fields[qcur!] || 0) + Number(fields[scur!] || 0));
+    }
+    return counts;
+  }
+
+  async function mapSet(hostname: string, value: string): Promise<void> {
+    if (mapped.has(hostname)) await command(`set map ${files.map} ${hostname} ${value}`);
+    else await command(`add map ${files.map} ${hostname} ${value}`);
+    mapped.add(hostname);
+  }
+
+  async function mapDelete(hostname: string): Promise<void> {
+    if (!mapped.has(hostname)) return;
+    await command(`del map ${files.map} ${hostname}`);
+    mapped.delete(hostname);
+  }
+
+  /** A slot no host name points at any longer: its servers take no new request. */
+  async function retire(slot: Slot): Promise<void> {
+    slot.state = 'draining';
+    slot.retiredAt = Date.now();
+    for (let i = 1; i <= slot.upstreams.length; i += 1)
+      await command(`set server ${slot.name}/u${i} state maint`);
+  }
+
+  async function retireUnreferenced(): Promise<void> {
+    const referenced = new Set([...table.values()].filter((s): s is Slot => s !== null));
+    for (const slot of slots) if (slot.state === 'live' && !referenced.has(slot)) await retire(slot);
+  }
+
+  /** A free slot, or a draining one whose servers have no session left. */
+  async function freeSlot(): Promise<Slot> {
+    const free = slots.find((s) => s.state === 'free');
+    if (free) return free;
+    const counts = await sessions();
+    // The one retired longest ago, and not in the last few seconds: before a server is given another
+    // address, its idle connections to the old one must be gone (pool-purge-delay).
+    const idle = slots
+      .filter((s) => s.state === 'draining' && Date.now() - s.retiredAt >= reuseAfterMs)
+      .sort((a, b) => a.retiredAt - b.retiredAt)
+      .find((s) => s.upstreams.every((_, i) => (counts.get(`${s.name}/u${i + 1}`) ?? 0) === 0));
+    if (!idle) throw new Error(`edge: more than ${slotCount} routes at once (slots of the HAProxy edge)`);
+    return idle;
+  }
+
+  async function applyRoute(hostnames: string[], upstreams: Upstream[]): Promise<void> {
+    let target: Slot | null = null;
+    if (upstreams.length > 0) {
+      // Unchanged upstreams keep their slot (and its connections).
+      const current = table.get(hostnames[0]!);
+      if (
+        current &&
+        hostnames.every((h) => table.get(h) === current) &&
+        current.upstreams.length === upstreams.length &&
+        current.upstreams.every((u, i) => upstreamKey(u) === upstreamKey(upstreams[i]!))
+      ) {
+        target = current;
+      } else {
+        const slot = await freeSlot();
+        for (let i = 1; i <= perSlot; i += 1) {
+          const upstream = upstreams[i - 1];
+          if (upstream) {
+            await command(`set server ${slot.name}/u${i} addr ${upstream.host} port ${upstream.port}`);
+            await command(`set server ${slot.name}/u${i} state ready`);
+          } else if (i <= slot.upstreams.length) {
+            await command(`set server ${slot.name}/u${i} state maint`);
+          }
+        }
+        slot.state = 'live';
+        slot.upstreams = upstreams;
+        target = slot;
+      }
+    }
+    // The switch: each host name's map entry, one write each.
+    for (const hostname of hostnames) {
+      table.set(hostname, target);
+      await mapSet(hostname, target ? target.name : 'unavailable');
+    }
+    await retireUnreferenced();
+    fs.writeFileSync(files.map, mapFile(), { mode: 0o600 });
+  }
+
+  async function applyRemoval(hostnames: string[]): Promise<void> {
+    for (const hostname of hostnames) {
+      table.delete(hostname);
+      await mapDelete(hostname);
+    }
+    await retireUnreferenced();
+    fs.writeFileSync(files.map, mapFile(), { mode: 0o600 });
+  }
+
+  const failed = (what: string) => (error: unknown) => {
+    options.logger?.warn({ error: (error as Error).message }, `edge: ${what} failed`);
+    throw error;
+  };
+
+  return {
+    port,
+    tlsPort,
+    setRoute(hostnames, upstreams) {
+      const names = hostnames.map((h) => checkHostname(h.toLowerCase()));
+      const checked = upstreams.map(checkUpstream);
+      if (checked.length > perSlot) throw new Error(`edge: at most ${perSlot} upstreams per route`);
+      if (names.length === 0) return Promise.resolve();
+      return serially(() => applyRoute(names, checked)).catch(failed('route change'));
+    },
+    removeRoute(hostnames) {
+      const names = hostnames.map((h) => checkHostname(h.toLowerCase()));
+      return serially(() => applyRemoval(names)).catch(failed('route removal'));
+    },
+    routes() {
+      return new Map(
+        [...table].map(([hostname, slot]) => [hostname, slot ? slot.upstreams.map((u) => ({ ...u })) : []]),
+      );
+    },
+    async drained(upstream, timeoutMs) {
+      const key = upstreamKey(checkUpstream(upstream));
+      const end = Date.now() + timeoutMs;
+      // After every change queued before this call.
+      await serially(() => Promise.resolve());
+      for (;;) {
+        const counts = await sessions().catch(() => new Map<string, number>());
+        let busy = 0;
+        for (const slot of slots) {
+          slot.upstreams.forEach((u, i) => {
+            if (upstreamKey(u) === key) busy += counts.get(`${slot.name}/u${i + 1}`) ?? 0;
+          });
+        }
+        if (busy === 0) return true;
+        if (Date.now() >= end) return false;
+        await sleep(Math.min(DRAIN_POLL_MS, Math.max(1, end - Date.now())));
+      }
+    },
+    async close() {
+      closing = true;
+      process.off('exit', onExit);
+      const running = child;
+      child = undefined;
+      // Soft stop: listeners close, idle connections end, requests in flight finish (hard-stop-after).
+      running?.kill('SIGUSR1');
+      await queue;
+      if (!running) return;
+      const timer = setTimeout(() => running.kill('SIGKILL'), closeTimeoutMs + 2000);
+      await exited;
+      clearTimeout(timer);
+      fs.rmSync(files.socket, { force: true });
+      fs.rmSync(files.pid, { force: true });
+    },
+  };
+}
+
+/** A master left by a Berth that was killed: stopped, if the pid file names HAProxy on our config. */
+async function stopLeftover(pidFile: string, config: string): Promise<void> {
+  let pid: number;
+  try {
+    pid = Number(fs.readFileSync(pidFile, 'utf8').trim().split('\n')[0]);
+  } catch {
+    return;
+  }
+  if (!Number.isInteger(pid) || pid <= 1) return;
+  let cmdline: string;
+  try {
+    cmdline = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+  } catch {
+    return;
+  }
+  if (!cmdline.includes('haproxy') || !cmdline.includes(config)) return;
+  process.kill(pid, 'SIGTERM');
+  for (let i = 0; i < 100; i += 1) {
+    if (!fs.existsSync(`/proc/${pid}`)) return;
+    await sleep(50);
+  }
+  process.kill(pid, 'SIGKILL');
+}
