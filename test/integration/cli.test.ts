@@ -1,10 +1,12 @@
-// The `berth` command, run as a real process.
+// The `berth` command, run as a real process: the built one (dist/), as `npm run build` makes it and a
+// production install runs it; each run through tsx would compile the sources again, seconds apiece.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BIN, ensureBuilt } from '../cli-client/helpers.js';
 import { execFileAsync, freePort, waitFor } from '../helpers/processes.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -16,7 +18,7 @@ function berthWithInput(
   input: string,
   ...args: string[]
 ): Promise<{ stdout: string; stderr: string; code: number }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/index.ts', ...args], { cwd: ROOT, env });
+  const child = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
@@ -27,14 +29,10 @@ function berthWithInput(
 
 async function berth(...args: string[]): Promise<{ stdout: string; stderr: string; code: number }> {
   try {
-    const { stdout, stderr } = await execFileAsync(
-      process.execPath,
-      ['--import', 'tsx', 'src/cli/index.ts', ...args],
-      {
-        cwd: ROOT,
-        env,
-      },
-    );
+    const { stdout, stderr } = await execFileAsync(process.execPath, [BIN, ...args], {
+      cwd: ROOT,
+      env,
+    });
     return { stdout, stderr, code: 0 };
   } catch (error) {
     const e = error as { stdout: string; stderr: string; code: number };
@@ -42,7 +40,10 @@ async function berth(...args: string[]): Promise<{ stdout: string; stderr: strin
   }
 }
 
-describe('berth CLI', () => {
+// Each command is a new Node.js process opening the store (~1.5 s of CPU alone): a test runs up to five,
+// beside the other test files on two cores, hence the budget of the client's tests (test/cli-client).
+describe('berth CLI', { timeout: 120_000 }, () => {
+  beforeAll(ensureBuilt, 300_000);
   afterAll(() => fs.rmSync(dataDir, { recursive: true, force: true }));
 
   it('documents every command in --help', async () => {
@@ -157,18 +158,7 @@ describe('berth CLI', () => {
     const child = spawn(
       process.execPath,
       // S3 and the edge on any free port: a Berth started by the quick start may hold the defaults.
-      [
-        '--import',
-        'tsx',
-        'src/cli/index.ts',
-        'serve',
-        '--port',
-        String(port),
-        '--s3-port',
-        '0',
-        '--edge-port',
-        '0',
-      ],
+      [BIN, 'serve', '--port', String(port), '--s3-port', '0', '--edge-port', '0'],
       {
         cwd: ROOT,
         env: { ...process.env, BERTH_LOG_LEVEL: 'info', BERTH_DATA_DIR: serveDir },
@@ -201,7 +191,7 @@ describe('berth CLI', () => {
 
       const on = await execFileAsync(
         process.execPath,
-        ['--import', 'tsx', 'src/cli/index.ts', 'admin', 'maintenance', 'on', '--data-dir', serveDir],
+        [BIN, 'admin', 'maintenance', 'on', '--data-dir', serveDir],
         { cwd: ROOT },
       );
       expect(on.stdout).toContain('"on"');
@@ -213,11 +203,9 @@ describe('berth CLI', () => {
             : undefined,
         5000,
       );
-      await execFileAsync(
-        process.execPath,
-        ['--import', 'tsx', 'src/cli/index.ts', 'admin', 'maintenance', 'off', '--data-dir', serveDir],
-        { cwd: ROOT },
-      );
+      await execFileAsync(process.execPath, [BIN, 'admin', 'maintenance', 'off', '--data-dir', serveDir], {
+        cwd: ROOT,
+      });
 
       child.kill('SIGTERM');
       expect(await exited).toBe(0);
