@@ -14,7 +14,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { freePort } from '../../src/drivers/net/ports.js';
 import { nodeAppFiles } from '../../test/runtime/node-app.js';
-import { get, median } from './harness.js';
+import { get, load, median } from './harness.js';
 import type { LoadRequest, LoadResult } from './load.js';
 
 const { values } = parseArgs({
@@ -31,18 +31,6 @@ const HOST = 'shop.test';
 
 type Variant = 'direct' | 'haproxy' | 'bare';
 const VARIANTS: readonly Variant[] = ['direct', 'haproxy', 'bare'];
-
-function load(request: LoadRequest): Promise<LoadResult> {
-  const child = fork(new URL('./load.ts', import.meta.url), {
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-  });
-  const result = new Promise<LoadResult>((resolve, reject) => {
-    child.once('message', (message) => resolve(message as LoadResult));
-    child.once('exit', (code) => reject(new Error(`the load generator exited with ${code}`)));
-  });
-  child.send(request);
-  return result;
-}
 
 /** CPU time (user + system) of a process and its children still alive, in µs, from /proc. */
 function cpuOfTree(pid: number): number {

@@ -14,8 +14,9 @@ import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config/index.js';
 import { createContext, type AppContext } from '../../src/context.js';
 import { startBackground, type Background } from '../../src/lifecycle.js';
-import { execFile } from 'node:child_process';
+import { execFile, fork } from 'node:child_process';
 import { promisify } from 'node:util';
+import type { LoadRequest, LoadResult } from './load.js';
 import {
   createRepository,
   serveRepositories,
@@ -301,3 +302,23 @@ export function median(samples: number[]): number {
   if (sorted.length === 0) return NaN;
   return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
+
+// ---- the load generator (load.ts), in a child process: never on the event loop of what it measures ----
+export interface Load {
+  result: Promise<LoadResult>;
+  stop(): void;
+}
+
+export function startLoad(request: LoadRequest): Load {
+  const child = fork(new URL('./load.ts', import.meta.url), {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const result = new Promise<LoadResult>((resolve, reject) => {
+    child.once('message', (message) => resolve(message as LoadResult));
+    child.once('exit', (code) => reject(new Error(`the load generator exited with ${code}`)));
+  });
+  child.send(request);
+  return { result, stop: () => void child.send('stop') };
+}
+
+export const load = (request: LoadRequest): Promise<LoadResult> => startLoad(request).result;

@@ -31,9 +31,11 @@ import {
   get,
   HEALTH,
   instances,
+  load,
   median,
   nodeDocument,
   startBerth,
+  startLoad,
   until,
   waitForDeployment,
   type AppAnswer,
@@ -63,27 +65,6 @@ const ROLLING_DEPLOYS = 3;
 const loadAverage = () => fs.readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
 const ms = (value: number) => `${Math.round(value)} ms`;
 const s = (value: number) => `${(value / 1000).toFixed(2)} s`;
-
-// ---- the load generator, in a child process ----
-
-interface Load {
-  result: Promise<LoadResult>;
-  stop(): void;
-}
-
-function startLoad(request: LoadRequest): Load {
-  const child = fork(new URL('./load.ts', import.meta.url), {
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-  });
-  const result = new Promise<LoadResult>((resolve, reject) => {
-    child.once('message', (message) => resolve(message as LoadResult));
-    child.once('exit', (code) => reject(new Error(`the load generator exited with ${code}`)));
-  });
-  child.send(request);
-  return { result, stop: () => void child.send('stop') };
-}
-
-const load = (request: LoadRequest): Promise<LoadResult> => startLoad(request).result;
 
 type Variant = 'direct' | 'edge' | 'bare';
 const VARIANTS: readonly Variant[] = ['direct', 'edge', 'bare'];
