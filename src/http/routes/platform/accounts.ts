@@ -103,9 +103,14 @@ export function registerAccountRoutes(
       );
   }
 
+  /** Cookies are Secure behind an https public URL (TLS ended by a proxy) or on a TLS request. */
+  const secure = (request: FastifyRequest) => secureCookies || request.protocol === 'https';
+
   function answerSignedIn(request: FastifyRequest, reply: FastifyReply, signed: SignedIn) {
-    const secure = secureCookies || request.protocol === 'https';
-    reply.header('set-cookie', sessionCookie(signed.token, { secure, maxAgeSeconds: SESSION_DAYS * 86_400 }));
+    reply.header(
+      'set-cookie',
+      sessionCookie(signed.token, { secure: secure(request), maxAgeSeconds: SESSION_DAYS * 86_400 }),
+    );
     reply.header('cache-control', 'no-store');
     return {
       data: {
@@ -214,7 +219,7 @@ export function registerAccountRoutes(
     async (request, reply) => {
       const { userId, sessionId } = principalOf(request);
       if (sessionId !== undefined) await accounts().revokeSession(userId, sessionId);
-      reply.header('set-cookie', clearedSessionCookie(secureCookies || request.protocol === 'https'));
+      reply.header('set-cookie', clearedSessionCookie(secure(request)));
       reply.code(204);
     },
   );
