@@ -84,7 +84,7 @@ class Listener {
   private nextId = 1;
 
   constructor(
-    private readonly profileDir: string,
+    readonly profileDir: string,
     /** The only place this listener's jobs live; bound read-write into its jail. */
     readonly jobsDir: string,
     private readonly startTimeoutMs: number,
@@ -170,6 +170,20 @@ class Listener {
 
   stop(): void {
     this.die(new OfficeEngineError('LibreOffice was stopped'));
+  }
+
+  /** Stops the listener and removes its profile and job directories once its processes are gone. */
+  async dispose(): Promise<void> {
+    const worker = this.worker;
+    this.stop();
+    if (worker && worker.exitCode === null && worker.signalCode === null) {
+      await Promise.race([
+        once(worker, 'exit'),
+        new Promise((resolve) => setTimeout(resolve, 5_000).unref()),
+      ]);
+    }
+    for (const dir of [this.profileDir, this.jobsDir])
+      await fs.rm(dir, { recursive: true, force: true }).catch(() => undefined);
   }
 }
 
@@ -294,6 +308,7 @@ export class OfficeEngine {
       if (!listener.dead) return listener;
       // It crashed while idle: replaced below.
       this.forget(listener);
+      void listener.dispose();
       this.stats.restarts += 1;
     }
     if (this.count < this.options.listeners) {
@@ -307,19 +322,29 @@ export class OfficeEngine {
 
   private release(listener: Listener): void {
     const worn = listener.dead || listener.jobs >= this.options.maxJobsPerListener || this.closed;
-    if (worn) {
-      listener.stop();
-      this.forget(listener);
-      if (!this.closed) this.stats.restarts += 1;
-      const waiter = this.waiters.shift();
-      if (!waiter) return;
-      this.count += 1;
-      void this.startListener().then((next) => {
-        if (!next) this.count -= 1;
-        waiter(next);
-      });
+    if (!worn) {
+      this.handOut(listener);
       return;
     }
+    this.forget(listener);
+    // A worn listener's profile would pile up under the work directory for as long as Berth runs.
+    void listener.dispose();
+    if (this.closed) return;
+    this.stats.restarts += 1;
+    // Its replacement starts now rather than when the next job arrives, so that job finds it warm.
+    this.count += 1;
+    void this.startListener().then((next) => {
+      if (next) {
+        this.handOut(next);
+        return;
+      }
+      this.count -= 1;
+      // No listener could start: whoever waits converts the cold way instead of waiting for ever.
+      for (const waiter of this.waiters.splice(0)) waiter(undefined);
+    });
+  }
+
+  private handOut(listener: Listener): void {
     const waiter = this.waiters.shift();
     if (waiter) waiter(listener);
     else this.free.push(listener);
@@ -343,7 +368,7 @@ export class OfficeEngine {
     try {
       await listener.start();
       if (this.closed) {
-        listener.stop();
+        void listener.dispose();
         return undefined;
       }
       // count already includes this listener; live tracks it for forget().
@@ -351,6 +376,7 @@ export class OfficeEngine {
       this.stats.status = 'ready';
       return listener;
     } catch (error) {
+      void listener.dispose();
       this.note(error);
       this.stats.status = this.live.size > 0 ? 'ready' : 'failed';
       return undefined;
