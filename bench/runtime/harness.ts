@@ -77,7 +77,7 @@ export async function startBerth(): Promise<Berth> {
     BERTH_RATE_LIMIT_PER_MINUTE: '0',
     BERTH_S3_PORT: '0',
     BERTH_EDGE_PORT: '0',
-    BERTH_EDGE_PROXY: process.env.BERTH_EDGE_PROXY ?? 'node',
+    ...(process.env.BERTH_EDGE_PROXY ? { BERTH_EDGE_PROXY: process.env.BERTH_EDGE_PROXY } : {}),
     BERTH_RUNTIMES_DIR: path.join(work, 'runtimes'),
     BERTH_SOURCES_ALLOW_PRIVATE: '127.0.0.1',
     BERTH_HEALTH_INTERVAL: String(HEALTH.intervalSeconds),

@@ -12,7 +12,7 @@
 //   5. a hung replica (GET /hang) found by its health checks and replaced: the hang to the first 200 of
 //      the new replica, against 3 intervals + 1 s.
 // Run: npx tsx bench/runtime/index.ts [--rounds 5] [--seconds 3] [--connections 10] [--only 3]
-// BERTH_EDGE_PROXY=haproxy measures the HAProxy edge (edge-haproxy.ts) instead of the Node one.
+// It measures the default edge (HAProxy, edge-haproxy.ts); BERTH_EDGE_PROXY=node measures the Node one.
 // The load generator (autocannon) runs in a child process (load.ts), never on Berth's event loop.
 import { fork } from 'node:child_process';
 import fs from 'node:fs';

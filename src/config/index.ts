@@ -356,10 +356,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
   };
 
   const edgeProxyChoice = (): 'node' | 'haproxy' => {
-    const value = raw('edgeProxy') ?? 'node';
+    const value = raw('edgeProxy') ?? 'haproxy';
     if (value === 'node' || value === 'haproxy') return value;
-    problems.push(`BERTH_EDGE_PROXY must be one of node, haproxy, got '${value}'`);
-    return 'node';
+    problems.push(`BERTH_EDGE_PROXY must be one of haproxy, node, got '${value}'`);
+    return 'haproxy';
   };
 
   const config: Config = {

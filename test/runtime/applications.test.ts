@@ -33,13 +33,13 @@ const versionAt = async (edgePort: number, host = 'shop.test'): Promise<string> 
   (JSON.parse((await edgeRequest(edgePort, host, '/')).body) as { version: string }).version;
 
 /**
- * Every store dialect behind the default edge (Node), and the first one behind the HAProxy edge too
- * (BERTH_EDGE_PROXY=haproxy, decision 0005): the rollout under load, suspend's 503 and deletion's
- * routes through either data plane.
+ * Every store dialect behind the default edge (HAProxy, decision 0005), and the first one behind the
+ * Node edge too (BERTH_EDGE_PROXY=node): the rollout under load, suspend's 503 and deletion's routes
+ * through either data plane.
  */
 const CASES: ReadonlyArray<readonly [(typeof DIALECTS)[number], 'node' | 'haproxy']> = [
-  ...DIALECTS.map((dialect) => [dialect, 'node'] as const),
-  [DIALECTS[0]!, 'haproxy'],
+  ...DIALECTS.map((dialect) => [dialect, 'haproxy'] as const),
+  [DIALECTS[0]!, 'node'],
 ];
 
 describe.each(CASES)('running applications (%s, %s edge)', (dialect, edgeProxy) => {

@@ -186,7 +186,7 @@ let kind: EdgeKind = 'node';
 
 /** `certificatesDir`: where the HAProxy edge reads the pairs the Node edge's `tls.certificate` was loaded from. */
 async function edge(
-  options: Partial<EdgeOptions> & Pick<HaproxyEdgeOptions, 'slots' | 'slotReuseAfterMs'> = {},
+  options: Partial<EdgeOptions> & Pick<HaproxyEdgeOptions, 'slots' | 'maxSlots' | 'slotReuseAfterMs'> = {},
   certificatesDir?: string,
 ): Promise<EdgeProxy> {
   let proxy: EdgeProxy;
@@ -197,7 +197,7 @@ async function edge(
     const tlsOption = nodeTls && certificatesDir ? { tls: { port: nodeTls.port, certificatesDir } } : {};
     proxy = await startHaproxyEdge({ host: LOOPBACK, port: 0, ...rest, ...tlsOption, dir });
   } else {
-    const { slots: _slots, slotReuseAfterMs: _reuse, ...nodeOptions } = options;
+    const { slots: _slots, maxSlots: _max, slotReuseAfterMs: _reuse, ...nodeOptions } = options;
     proxy = await startEdgeProxy({ host: LOOPBACK, port: 0, ...nodeOptions });
   }
   cleanups.push(() => proxy.close());
@@ -857,7 +857,7 @@ describe('the haproxy edge only', () => {
 
   it('reuses a retired route slot for another replica, and never sends to the replica it had before', async () => {
     const [a, b, c] = [await backend('a'), await backend('b'), await backend('c')];
-    const proxy = await edge({ slots: 2, slotReuseAfterMs: 2500 });
+    const proxy = await edge({ slots: 2, maxSlots: 2, slotReuseAfterMs: 2500 });
     const agent = new http.Agent({ keepAlive: true, maxSockets: 2 });
     cleanups.push(() => agent.destroy());
     await proxy.setRoute(['app.test'], [a.upstream]);
@@ -873,6 +873,44 @@ describe('the haproxy edge only', () => {
     for (let i = 0; i < 10; i++)
       expect(echoOf(await request(proxy.port, 'app.test', { agent })).backend).toBe('c');
     expect(a.requests).toHaveLength(served);
+  });
+
+  it('doubles its route slots by a seamless reload when all are taken, losing no request of a steady load', async () => {
+    const [a, b, c] = [await backend('a'), await backend('b'), await backend('c')];
+    const messages: string[] = [];
+    const logger = { warn: () => undefined, info: (_obj: object, msg: string) => messages.push(msg) };
+    const proxy = await edge({ slots: 1, logger });
+    await proxy.setRoute(['a.test'], [a.upstream]);
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 4 });
+    cleanups.push(() => agent.destroy());
+    let stop = false;
+    let served = 0;
+    const failures: string[] = [];
+    const client = async () => {
+      while (!stop) {
+        const reply = await request(proxy.port, 'a.test', { agent }).catch((error: Error) => error);
+        if (reply instanceof Error) failures.push(reply.message);
+        else if (echoOf(reply).backend !== 'a') failures.push(`${reply.status} ${reply.body}`);
+        else served += 1;
+      }
+    };
+    const servedAtLeast = async (count: number) => {
+      while (served < count && failures.length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    };
+    const clients = [client(), client(), client(), client()];
+    try {
+      await servedAtLeast(20);
+      await proxy.setRoute(['b.test'], [b.upstream]); // 1 → 2 slots
+      await proxy.setRoute(['c.test'], [c.upstream]); // 2 → 4 slots
+      await servedAtLeast(served + 40);
+    } finally {
+      stop = true;
+      await Promise.all(clients);
+    }
+    expect(failures).toEqual([]);
+    expect(messages.filter((m) => m === 'edge: haproxy reloaded with more route slots')).toHaveLength(2);
+    for (const name of ['a', 'b', 'c'])
+      expect(echoOf(await request(proxy.port, `${name}.test`)).backend).toBe(name);
   });
 
   it('fails every TLS handshake when no certificate is there, and still serves plain HTTP', async () => {
@@ -900,7 +938,7 @@ describe('the haproxy edge only', () => {
         dir: path.join(dir, 'edge'),
         binary: path.join(dir, 'no-haproxy'),
       }),
-    ).rejects.toThrow(/did not start: .*ENOENT/);
+    ).rejects.toThrow(/did not start: .*ENOENT.*BERTH_EDGE_PROXY=node/);
     expect(Date.now() - started).toBeLessThan(5000);
   });
 

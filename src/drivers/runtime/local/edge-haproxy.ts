@@ -17,6 +17,9 @@
 //   of its servers has a session left. (`add server` would avoid the slots, but HAProxy 2.6 keeps no idle
 //   connection to a server added at run time: one new upstream connection per request, measured in
 //   bench/runtime/haproxy.ts.)
+// - When every slot is taken, the slots double and HAProxy is reloaded the seamless way: the new process
+//   takes the listening sockets over from the old one (`-x`, `expose-fd listeners`) and tells it to
+//   finish what it serves and go (`-sf`). Rare by design: the table starts with `slots` routes.
 // - `drained(upstream)` polls the runtime API's per-server current sessions (`show stat`).
 // Every value that reaches the configuration or the runtime API (host names, addresses, ports, paths)
 // is checked against a strict pattern first; nothing from a request is ever part of a command.
@@ -40,8 +43,10 @@ export interface HaproxyEdgeOptions extends Omit<EdgeOptions, 'tls'> {
   dir: string;
   /** The HAProxy executable (default: `haproxy` on PATH). */
   binary?: string;
-  /** Routes that may exist at once (backend slots; default 128). */
+  /** Routes HAProxy starts with (backend slots; default 128). More are added by a reload. */
   slots?: number;
+  /** The most routes at once (default 4096): the slots stop doubling there. */
+  maxSlots?: number;
   /** How long a retired slot waits before it is reused (default 5 s; its idle connections go first). */
   slotReuseAfterMs?: number;
   /** Upstreams one route may have (servers per slot; default 16). */
@@ -52,6 +57,7 @@ export interface HaproxyEdgeOptions extends Omit<EdgeOptions, 'tls'> {
 const DEFAULT_UPSTREAM_HEADERS_TIMEOUT_MS = 60_000;
 const DEFAULT_CLOSE_TIMEOUT_MS = 10_000;
 const DEFAULT_SLOTS = 128;
+const DEFAULT_MAX_SLOTS = 4096;
 const DEFAULT_SERVERS_PER_SLOT = 16;
 const START_TIMEOUT_MS = 10_000;
 const DRAIN_POLL_MS = 50;
@@ -117,7 +123,7 @@ function ask(socket: string, line: string): Promise<string> {
 export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<EdgeProxy> {
   const dir = checkPath(path.resolve(options.dir));
   const binary = options.binary ?? 'haproxy';
-  const slotCount = options.slots ?? DEFAULT_SLOTS;
+  const maxSlots = Math.max(options.maxSlots ?? DEFAULT_MAX_SLOTS, options.slots ?? DEFAULT_SLOTS);
   const perSlot = options.serversPerSlot ?? DEFAULT_SERVERS_PER_SLOT;
   const reuseAfterMs = options.slotReuseAfterMs ?? SLOT_REUSE_AFTER_MS;
   const headersTimeoutMs = options.upstreamHeadersTimeoutMs ?? DEFAULT_UPSTREAM_HEADERS_TIMEOUT_MS;
@@ -144,12 +150,12 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
   const tlsPort = options.tls ? (options.tls.port === 0 ? await freePort() : options.tls.port) : undefined;
   /** Whether the crt-list has a certificate (HAProxy cannot start an ssl listener without one). */
   let certificates = 0;
-  const slots: Slot[] = Array.from({ length: slotCount }, (_, i) => ({
-    name: `r${i}`,
-    state: 'free',
-    retiredAt: 0,
-    upstreams: [],
-  }));
+  const slots: Slot[] = [];
+  const addSlots = (count: number) => {
+    for (let i = 0; i < count; i += 1)
+      slots.push({ name: `r${slots.length}`, state: 'free', retiredAt: 0, upstreams: [] });
+  };
+  addSlots(options.slots ?? DEFAULT_SLOTS);
   /** hostname → the slot serving it, or null: known host, no upstream (503). */
   const table = new Map<string, Slot | null>();
   /** Host names HAProxy's map holds now (add vs set). */
@@ -162,7 +168,8 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
       '# Written by Berth (src/drivers/runtime/local/edge-haproxy.ts) on every start; do not edit.',
       'global',
       '  nbthread 1',
-      `  stats socket ${files.socket} mode 600 level admin`,
+      // expose-fd: a reload's new process takes the listening sockets over from this one (launch()).
+      `  stats socket ${files.socket} mode 600 level admin expose-fd listeners`,
       `  hard-stop-after ${Math.ceil(closeTimeoutMs / 1000) + 1}s`,
       'defaults',
       '  mode http',
@@ -173,6 +180,9 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
       `  timeout server ${Math.max(1, Math.round(headersTimeoutMs))}ms`,
       '  timeout tunnel 1h',
       // One retry on another replica when the connection failed (refused, or reset before any answer).
+      // A soft stop (close, reload) answers the next request of an idle keep-alive connection with
+      // `Connection: close` instead of closing it under a client that may be sending on it.
+      '  option idle-close-on-response',
       '  retries 1',
       '  retry-on conn-failure empty-response',
       '  option redispatch 1',
@@ -253,6 +263,8 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
   let child: ChildProcess | undefined;
   let closing = false;
   let exited: Promise<void> = Promise.resolve();
+  /** Processes a reload replaced, finishing the requests they had (close() waits for them). */
+  const retiring = new Set<Promise<void>>();
 
   /** The crt-list and one PEM (chain + key, 0600) per pair that serves a name, from the certificates. */
   async function writeCertificates(): Promise<void> {
@@ -279,11 +291,18 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
     certificates = lines.length;
   }
 
-  async function launch(): Promise<void> {
+  /**
+   * Starts HAProxy from the current table. With `previous` (a reload), the new process takes its
+   * listening sockets over and tells it to finish and exit: no connection is refused meanwhile.
+   */
+  async function launch(previous?: ChildProcess): Promise<void> {
     await writeCertificates();
     writeFiles();
-    fs.rmSync(files.socket, { force: true });
-    const started = spawn(binary, ['-db', '-f', files.config], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const takeover = previous?.pid ? ['-x', files.socket, '-sf', String(previous.pid)] : [];
+    if (takeover.length === 0) fs.rmSync(files.socket, { force: true });
+    const started = spawn(binary, ['-db', '-f', files.config, ...takeover], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     if (started.pid) fs.writeFileSync(files.pid, `${started.pid}\n`, { mode: 0o600 });
     let stderr = '';
     started.stderr?.setEncoding('utf8');
@@ -314,20 +333,29 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
         );
         if (/Address already in use|cannot bind socket/i.test(stderr))
           Object.assign(error, { code: 'EADDRINUSE' });
+        if (/ENOENT/.test(stderr))
+          error.message +=
+            ' (HAProxy is not installed: run scripts/install-system.sh, or set BERTH_EDGE_PROXY=node)';
         throw error;
       }
       if (Date.now() > end) {
         started.kill('SIGKILL');
         throw new Error('edge: haproxy did not start in time');
       }
+      // The new process's own answer (on a reload, the old one answers on the socket until then).
       if (
         fs.existsSync(files.socket) &&
-        (await ask(files.socket, 'show info').catch(() => '')).includes('Pid:')
+        new RegExp(`^Pid: ${started.pid}$`, 'm').test(await ask(files.socket, 'show info').catch(() => ''))
       )
         break;
       await sleep(20);
     }
     child = started;
+    if (previous) {
+      const gone = exitOf(previous);
+      retiring.add(gone);
+      void gone.then(() => retiring.delete(gone));
+    }
     void done.then(({ code, signal }) => {
       if (closing || child !== started) return;
       child = undefined;
@@ -423,8 +451,26 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
       .filter((s) => s.state === 'draining' && Date.now() - s.retiredAt >= reuseAfterMs)
       .sort((a, b) => a.retiredAt - b.retiredAt)
       .find((s) => s.upstreams.every((_, i) => (counts.get(`${s.name}/u${i + 1}`) ?? 0) === 0));
-    if (!idle) throw new Error(`edge: more than ${slotCount} routes at once (slots of the HAProxy edge)`);
-    return idle;
+    if (idle) return idle;
+    if (slots.length >= maxSlots)
+      throw new Error(`edge: more than ${slots.length} routes at once (slots of the HAProxy edge)`);
+    return grow();
+  }
+
+  /** Doubles the slots (up to maxSlots) by a seamless reload; runs inside the change queue. */
+  async function grow(): Promise<Slot> {
+    const first = slots.length;
+    addSlots(Math.min(first, maxSlots - first));
+    const previous = child;
+    try {
+      await launch(previous);
+    } catch (error) {
+      // The old process still serves the table as it was: the new slots were never there.
+      slots.splice(first);
+      throw error;
+    }
+    options.logger?.info?.({ slots: slots.length }, 'edge: haproxy reloaded with more route slots');
+    return slots[first]!;
   }
 
   async function applyRoute(hostnames: string[], upstreams: Upstream[]): Promise<void> {
@@ -525,12 +571,18 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
       await queue;
       if (!running) return;
       const timer = setTimeout(() => running.kill('SIGKILL'), closeTimeoutMs + 2000);
-      await exited;
+      await Promise.all([exited, ...retiring]);
       clearTimeout(timer);
       fs.rmSync(files.socket, { force: true });
       fs.rmSync(files.pid, { force: true });
     },
   };
+}
+
+/** Resolves when `process` has exited (at once if it already has). */
+function exitOf(process: ChildProcess): Promise<void> {
+  if (process.exitCode !== null || process.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => process.once('exit', () => resolve()));
 }
 
 /** A master left by a Berth that was killed: stopped, if the pid file names HAProxy on our config. */

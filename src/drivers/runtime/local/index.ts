@@ -170,7 +170,7 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
       logs: entry.logs,
       command: replicaCommand,
       onEvent: (event) => options.onEvent(event),
-      onChange: () => void route(entry),
+      onChange: () => route(entry),
     });
   }
 

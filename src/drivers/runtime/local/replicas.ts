@@ -31,8 +31,8 @@ export interface ReplicaDeps {
   /** What a replica of `release` runs on `port`. */
   command(app: AppSpec, port: number): ReplicaCommand;
   onEvent(event: RuntimeEvent): void;
-  /** The replica's serving state changed: the routes are worked out again. */
-  onChange(): void;
+  /** The replica's serving state changed: the routes are worked out again; resolves once the edge has them. */
+  onChange(): Promise<void>;
 }
 
 /** One health check: 200 on the path within the timeout (Ploi: anything else is a failure). */
@@ -105,9 +105,12 @@ export class Replica {
     return this.current?.launched.process.pid ?? null;
   }
 
+  /** Ready, and being added to the edge's route: `running` is said only once requests can reach it. */
+  private admitting = false;
+
   /** Whether the edge may send it requests. */
   get serving(): boolean {
-    return this.state === 'running' && this.port !== null;
+    return (this.state === 'running' || this.admitting) && this.port !== null;
   }
 
   /** The replica keeps the spec it started with; a new spec (secrets, settings) comes with a rollout. */
@@ -180,7 +183,7 @@ export class Replica {
     void this.dropSuccessor();
     this.state = 'crashed';
     this.port = null;
-    this.deps.onChange();
+    void this.deps.onChange();
     const ranMs = this.startedAt ? Date.now() - this.startedAt.getTime() : 0;
     if (ranMs >= STABLE_MS) this.backoffMs = BACKOFF_START_MS;
     const delay = this.backoffMs;
@@ -242,10 +245,18 @@ export class Replica {
         throw new Error(`${this.name} ${this.exitReason ?? 'stopped'} before it became ready`);
       const ok = await this.probe(this.port);
       if (ok && this.state === 'starting') {
+        // The edge's route changes asynchronously (HAProxy's runtime API): the replica reads `running`
+        // once it has, so that nobody sees `running` and then a 503 from the edge.
+        this.admitting = true;
+        try {
+          await this.deps.onChange();
+        } finally {
+          this.admitting = false;
+        }
+        if (this.state !== 'starting') continue; // it ended meanwhile: the check at the top says how
         this.state = 'running';
         this.healthy = health.enabled ? true : null;
         log?.(`${this.name} is ready on port ${this.port}`);
-        this.deps.onChange();
         return;
       }
       if (!said && log) {
@@ -278,7 +289,7 @@ export class Replica {
           void this.dropSuccessor();
           if (this.state === 'unhealthy') {
             this.state = 'running';
-            this.deps.onChange();
+            void this.deps.onChange();
           }
           return;
         }
@@ -286,7 +297,7 @@ export class Replica {
         this.healthy = false;
         if (this.state === 'running') {
           this.state = 'unhealthy';
-          this.deps.onChange();
+          void this.deps.onChange();
         }
         if (this.failures >= health.failureThreshold) {
           const reason = `health check on ${health.path} failed ${this.failures} times in a row`;
@@ -338,7 +349,7 @@ export class Replica {
     this.current = undefined;
     this.port = null;
     this.state = 'restarting';
-    this.deps.onChange();
+    void this.deps.onChange();
     if (this.stopping) {
       if (next) await this.terminate(next, 0);
       return;
