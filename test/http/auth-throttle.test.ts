@@ -1,6 +1,6 @@
 // Issue 11, item 12: failed authentications are throttled per client address and per /1.3 username
 // on all three APIs, with 429 and Retry-After; a correct credential from another address still works.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { AUTH_FAILURES_PER_ADDRESS, AUTH_FAILURES_PER_NAME } from '../../src/http/plugins/auth.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
@@ -41,6 +41,27 @@ describe.each(DIALECTS)('failed authentication throttle (%s)', (dialect) => {
       expect((await call(url, good(), `10.0.${i}.2`)).statusCode).toBe(200);
     },
   );
+
+  it('counts failures over the last minute, so a burst across a minute boundary is not allowed twice', async () => {
+    const attacker = '10.2.0.1';
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      vi.setSystemTime(new Date('2030-01-01T12:00:59.000Z'));
+      for (let n = 0; n < AUTH_FAILURES_PER_ADDRESS; n++) {
+        // Half the burst before 12:01:00, half after.
+        if (n === AUTH_FAILURES_PER_ADDRESS / 2) vi.setSystemTime(new Date('2030-01-01T12:01:01.000Z'));
+        expect((await call('/api/v1/user', `Bearer wrong-${n}`, attacker)).statusCode).toBe(401);
+      }
+      const blocked = await call('/api/v1/user', t.auth.platform.authorization!, attacker);
+      expect(blocked.statusCode).toBe(429);
+      // Free again once the oldest failure is a minute old.
+      expect(Number(blocked.headers['retry-after'])).toBe(58);
+      vi.setSystemTime(new Date('2030-01-01T12:02:00.000Z'));
+      expect((await call('/api/v1/user', t.auth.platform.authorization!, attacker)).statusCode).toBe(200);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
 
   it('throttles one /1.3 username whatever the address', async () => {
     const username = 'victim';

@@ -3,7 +3,7 @@
 // (cookie), whose writes must carry its CSRF token. Then a per-credential rate limit.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AppError } from '../../domain/errors.js';
-import { createWindows } from '../../domain/rate-windows.js';
+import { createSlidingCounts, createWindows } from '../../domain/rate-windows.js';
 import type { CredentialKind } from '../../db/schema/foundation.js';
 import type { AccountsService } from '../../services/accounts.js';
 import type { IdentityService, Principal } from '../../services/identity.js';
@@ -82,7 +82,8 @@ function createRateLimiter(perMinute: number) {
 /**
  * Failed authentications per minute (issue 11, item 12): per client address, and per credential name
  * (the /1.3 username) so that guessing one account's password from many addresses is slowed too.
- * Once over, the address or name is answered 429 without checking anything until the minute ends.
+ * Once over, the address or name is answered 429 without checking anything until its oldest failure
+ * of the last minute is a minute old.
  */
 export const AUTH_FAILURES_PER_ADDRESS = 30;
 export const AUTH_FAILURES_PER_NAME = 10;
@@ -104,7 +105,9 @@ export function registerAuth(
   const limit = createRateLimiter(deps.rateLimitPerMinute);
   app.decorateRequest('principal', undefined);
 
-  const failures = createWindows();
+  // Counted over the last 60 s, not per clock minute: a burst across a minute boundary would otherwise
+  // get twice the limit (and the throttle test failed whenever its burst straddled one).
+  const failures = createSlidingCounts();
   app.addHook('onRequest', async (request: FastifyRequest) => {
     const kind = request.routeOptions.config?.auth;
     if (kind === undefined || kind === 'none') return;
