@@ -180,8 +180,8 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
       `  timeout server ${Math.max(1, Math.round(headersTimeoutMs))}ms`,
       '  timeout tunnel 1h',
       // One retry on another replica when the connection failed (refused, or reset before any answer).
-      // A soft stop (close, reload) answers the next request of an idle keep-alive connection with
-      // `Connection: close` instead of closing it under a client that may be sending on it.
+      // The old process of a reload (soft stop, -sf) answers the next request of an idle keep-alive
+      // connection with `Connection: close` instead of closing it under a client that may be sending.
       '  option idle-close-on-response',
       '  retries 1',
       '  retry-on conn-failure empty-response',
@@ -264,7 +264,7 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
   let closing = false;
   let exited: Promise<void> = Promise.resolve();
   /** Processes a reload replaced, finishing the requests they had (close() waits for them). */
-  const retiring = new Set<Promise<void>>();
+  const retiring = new Map<ChildProcess, Promise<void>>();
 
   /** The crt-list and one PEM (chain + key, 0600) per pair that serves a name, from the certificates. */
   async function writeCertificates(): Promise<void> {
@@ -352,9 +352,8 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
     }
     child = started;
     if (previous) {
-      const gone = exitOf(previous);
-      retiring.add(gone);
-      void gone.then(() => retiring.delete(gone));
+      retiring.set(previous, exitOf(previous));
+      void exitOf(previous).then(() => retiring.delete(previous));
     }
     void done.then(({ code, signal }) => {
       if (closing || child !== started) return;
@@ -413,6 +412,12 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
       counts.set(`${fields[px!]}/${fields[sv!]}`, Number(fields[qcur!] || 0) + Number(fields[scur!] || 0));
     }
     return counts;
+  }
+
+  /** Requests HAProxy is handling (its streams, less the runtime API's own); 0 once it cannot answer. */
+  async function requestsInFlight(): Promise<number> {
+    const answer = await ask(files.socket, 'show sess').catch(() => '');
+    return answer.split('\n').filter((line) => line.includes(' fe=') && !line.includes(' fe=GLOBAL ')).length;
   }
 
   async function mapSet(hostname: string, value: string): Promise<void> {
@@ -566,12 +571,19 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
       process.off('exit', onExit);
       const running = child;
       child = undefined;
-      // Soft stop: listeners close, idle connections end, requests in flight finish (hard-stop-after).
-      running?.kill('SIGUSR1');
       await queue;
       if (!running) return;
-      const timer = setTimeout(() => running.kill('SIGKILL'), closeTimeoutMs + 2000);
-      await Promise.all([exited, ...retiring]);
+      // Not a soft stop (SIGUSR1): with idle-close-on-response, that would keep idle keep-alive
+      // connections until hard-stop-after. Instead the listeners go at once (connections already open
+      // stay), the requests in flight finish within the close timeout, then everything left ends.
+      for (const frontend of ['edge', 'edge_tls_none'])
+        await ask(files.socket, `shutdown frontend ${frontend}`).catch(() => '');
+      const end = Date.now() + closeTimeoutMs;
+      while (Date.now() < end && (await requestsInFlight()) > 0) await sleep(DRAIN_POLL_MS);
+      const timer = setTimeout(() => running.kill('SIGKILL'), 2000);
+      running.kill('SIGTERM');
+      for (const process of retiring.keys()) process.kill('SIGTERM');
+      await Promise.all([exited, ...retiring.values()]);
       clearTimeout(timer);
       fs.rmSync(files.socket, { force: true });
       fs.rmSync(files.pid, { force: true });
