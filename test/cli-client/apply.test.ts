@@ -222,11 +222,11 @@ describe('apply and diff', { timeout: 120_000 }, () => {
     expect(diff.stdout).toBe(
       [
         'Application',
-        '  ~ shop: replicas, memory',
+        '  ~ shop: settings.replicas, settings.memory',
         'Domains',
         '  = 1 unchanged',
         'Secrets',
-        '  ~ APP_KEY',
+        '  ~ APP_KEY: value',
         'Volumes',
         '  = 1 unchanged',
         'Managed databases',
@@ -244,7 +244,7 @@ describe('apply and diff', { timeout: 120_000 }, () => {
     // Not on a terminal: no question; what needs action is reported and left to the panel.
     const update = await shell.run(['apply', '-f', updateFile, '--no-deploy']);
     expect(update.code, update.stderr).toBe(0);
-    expect(update.stdout).toContain('  ~ shop: replicas, memory');
+    expect(update.stdout).toContain('  ~ shop: settings.replicas, settings.memory');
     expect(update.stdout).toContain(
       'Applied: 0 created, 2 updated, 1 needs action in the panel, 2 unchanged.',
     );
@@ -332,8 +332,18 @@ spec:
       dry_run: boolean;
       application_name: string;
       structured_changes: unknown;
+      resource_changes: Array<{ resource: string; name: string }>;
     };
     expect(plan).toMatchObject({ dry_run: true, application_name: 'shop' });
+    // The structured changes the diff is printed from: the application is back at 2 replicas.
+    expect(plan.resource_changes.find((c) => c.resource === 'application')).toEqual({
+      resource: 'application',
+      name: 'shop',
+      type: 'nodejs',
+      action: 'updated',
+      fields: ['settings.replicas'],
+      pending: [],
+    });
     // --team replaces metadata.team.
     const elsewhere = shell.file('elsewhere.yaml', DOCUMENT.replace('team: acme', 'team: nobody'));
     expect((await shell.run(['diff', '-f', elsewhere])).code).toBe(1);
@@ -373,12 +383,12 @@ spec:
     expect(tty.stdout).toMatch(/[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏](\u001b\[39m)? Planning…/);
 
     const pipe = await shell.run(['diff', '-f', file]);
-    expect(pipe.stdout).toContain('  ~ shop: replicas');
+    expect(pipe.stdout).toContain('  ~ shop: settings.replicas');
     expect(pipe.stdout + pipe.stderr).not.toContain(ESC);
     expect(pipe.stderr).not.toContain('Planning');
 
     const noColor = await shell.runInPty(['diff', '-f', file], { env: { NO_COLOR: '1' } });
-    expect(noColor.stdout).toContain('  ~ shop: replicas');
+    expect(noColor.stdout).toContain('  ~ shop: settings.replicas');
     expect(noColor.stdout).not.toMatch(/\u001b\[\d+m/);
   });
 });

@@ -61,6 +61,20 @@ export interface Run {
   stderr: string;
 }
 
+/**
+ * BERTH_CLI_TRANSCRIPT=FILE (set by a person, never by the suite) appends each command run through
+ * Shell.run with its output and exit code: the sessions docs/cli.md shows are recorded from it.
+ */
+function record(args: string[], run: Run): void {
+  const file = process.env.BERTH_CLI_TRANSCRIPT;
+  if (!file) return;
+  const quote = (a: string) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, `'\\''`)}'`);
+  fs.appendFileSync(
+    file,
+    `$ berth ${args.map(quote).join(' ')}\n${run.stdout}${run.stderr.replace(/^/gm, '[stderr] ').replace(/\[stderr\] $/, '')}[exit ${run.code}]\n\n`,
+  );
+}
+
 /** A user's shell: its own HOME and config dir, nothing of the machine's BERTH_* settings. */
 export class Shell {
   readonly home = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-cli-home-'));
@@ -103,7 +117,9 @@ export class Shell {
       child.on('error', reject);
       child.on('close', (code) => {
         clearTimeout(timer);
-        resolve({ code: code ?? -1, stdout, stderr });
+        const run = { code: code ?? -1, stdout, stderr };
+        record(args, run);
+        resolve(run);
       });
       child.stdin.end(options.input ?? '');
     });

@@ -1,6 +1,7 @@
 // The client on a running application (the runtime of test/runtime): apply --wait returns once the app
 // serves, with its build output streamed; status, deployments, logs (and -f), exec, deploy --wait of a
-// failing release (exit 1), rollback and suspend/resume, all through the built binary.
+// failing release (exit 1), rollback (to the previous release, and to a deployment named) and
+// suspend/resume, all through the built binary.
 import fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -126,6 +127,46 @@ describe('an application through the client', () => {
     const rolled = await shell.run(['rollback', 'web', '--wait'], { timeoutMs: 120_000 });
     expect(rolled.code, rolled.stderr).toBe(0);
     await serves('v1');
+
+    // rollback APP DEPLOYMENT: the deployment named, not the default (the release before the live
+    // one, v3's now). A failed deployment is refused by the server, so the id is what it received.
+    interface Listed {
+      id: number;
+      status: string;
+      reason: string;
+      release: string | null;
+      rollback_of: number | null;
+    }
+    const listed = JSON.parse(
+      (await shell.run(['deployments', 'web', '--output', 'json'])).stdout,
+    ) as Listed[];
+    const first = listed.find((d) => d.reason === 'apply')!;
+    const broken = listed.find((d) => d.status === 'failed')!;
+    const refused = await shell.run(['rollback', 'web', String(broken.id)]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/^berth: Only a successful deployment can be rolled back to\. \(422\)/);
+    const explicit = await shell.run(['rollback', 'web', String(first.id), '--wait', '--output', 'json'], {
+      timeoutMs: 120_000,
+    });
+    expect(explicit.code, explicit.stderr).toBe(0);
+    const ended = JSON.parse(explicit.stdout) as Listed;
+    expect(ended).toMatchObject({
+      status: 'success',
+      reason: 'rollback',
+      rollback_of: first.id,
+      release: first.release,
+    });
+    const after = JSON.parse(
+      (await shell.run(['deployments', 'web', '--output', 'json'])).stdout,
+    ) as Listed[];
+    expect(after[0]).toMatchObject({ id: ended.id, rollback_of: first.id });
+    expect(after).toHaveLength(listed.length + 1); // the refused one made no deployment
+    await serves('v1');
+    expect(
+      JSON.parse((await shell.run(['status', 'web', '--output', 'json'])).stdout) as {
+        live_deployment_id: number;
+      },
+    ).toMatchObject({ live_deployment_id: ended.id });
 
     expect((await shell.run(['suspend', 'web'])).code).toBe(0);
     await eventually(

@@ -1,10 +1,13 @@
 // The client's other APIs with the credentials of a profile: the tools key (balance, merge, a PDF
-// from Markdown through Chromium) and the managed-database API over /1.3 (list, show with the
-// password masked, migration status), and object storage.
+// from Markdown through Chromium, a screenshot, an office document through LibreOffice) and the
+// managed-database API over /1.3 (list, show with the password masked, migration status), and object
+// storage.
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TestApp } from '../helpers/app.js';
-import { makePdf, pdfInfo, pdfText } from '../tools/helpers.js';
+import { imageSize, makePdf, pdfInfo, pdfText } from '../tools/helpers.js';
 import { ensureBuilt, Shell, startBerth } from './helpers.js';
 
 let t: TestApp;
@@ -71,6 +74,102 @@ describe('tools', () => {
     expect(wrong.stderr).toMatch(/^berth: .+\(422\) — url: /);
     expect(fs.existsSync(`${shell.home}/x.pdf`)).toBe(false);
   }, 180_000);
+});
+
+/** A minimal Word document (the three parts Word and LibreOffice need), zipped by `zip`. */
+function writeDocx(dir: string, file: string, paragraphs: string[]): void {
+  const parts: Record<string, string> = {
+    '[Content_Types].xml':
+      '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>' +
+      '<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">' +
+      '<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>' +
+      '<Default Extension="xml" ContentType="application/xml"/>' +
+      '<Override PartName="/word/document.xml" ContentType="application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/>' +
+      '</Types>',
+    '_rels/.rels':
+      '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>' +
+      '<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">' +
+      '<Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument" Target="word/document.xml"/>' +
+      '</Relationships>',
+    'word/document.xml':
+      '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>' +
+      '<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>' +
+      paragraphs.map((p) => `<w:p><w:r><w:t>${p}</w:t></w:r></w:p>`).join('') +
+      '</w:body></w:document>',
+  };
+  const work = fs.mkdtempSync(path.join(dir, 'docx-'));
+  for (const [name, content] of Object.entries(parts)) {
+    fs.mkdirSync(path.dirname(path.join(work, name)), { recursive: true });
+    fs.writeFileSync(path.join(work, name), content);
+  }
+  execFileSync('zip', ['-q', '-X', '-r', path.join(dir, file), ...Object.keys(parts)], { cwd: work });
+  fs.rmSync(work, { recursive: true, force: true });
+}
+
+interface Balance {
+  allowance: number;
+  used: number;
+  remaining: number;
+}
+const balanceOf = async () =>
+  JSON.parse((await shell.run(['tools', 'balance', '--output', 'json'])).stdout) as Balance;
+
+describe('tools: screenshots and office documents', () => {
+  it('writes a PNG of the size asked for, converts a Word document, and each costs a credit', async () => {
+    const before = await balanceOf();
+    shell.file(
+      'page.html',
+      '<html><body style="margin:0;background:#1d6f42"><h1 style="color:white">Berth screenshot</h1></body></html>',
+    );
+    const shot = await shell.run(
+      ['tools', 'screenshot', '--html', 'page.html', '--width', '640', '--height', '480', '-o', 'page.png'],
+      { timeoutMs: 120_000 },
+    );
+    expect(shot.code, shot.stderr).toBe(0);
+    expect(shot.stdout).toBe(
+      `Wrote page.png (${fs.statSync(`${shell.home}/page.png`).size} bytes; ${before.remaining - 1} credits left).\n`,
+    );
+    const png = fs.readFileSync(`${shell.home}/page.png`);
+    expect(png.subarray(0, 8)).toEqual(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]));
+    expect(imageSize(png)).toEqual({ format: 'png', width: 640, height: 480 });
+    const bad = await shell.run([
+      'tools',
+      'screenshot',
+      '--html',
+      'page.html',
+      '--width',
+      'wide',
+      '-o',
+      'x.png',
+    ]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain("--width must be a whole number; got 'wide'");
+
+    writeDocx(shell.home, 'report.docx', ['Quarterly report', 'Revenue grew by twelve percent.']);
+    const office = await shell.run(['tools', 'pdf', '--office', 'report.docx', '-o', 'report.pdf'], {
+      timeoutMs: 120_000,
+    });
+    expect(office.code, office.stderr).toBe(0);
+    expect(office.stdout).toBe(
+      `Wrote report.pdf (${fs.statSync(`${shell.home}/report.pdf`).size} bytes; ${before.remaining - 2} credits left).\n`,
+    );
+    const pdf = fs.readFileSync(`${shell.home}/report.pdf`);
+    expect(pdf.subarray(0, 5).toString()).toBe('%PDF-');
+    expect(pdfInfo(pdf).pages).toBe(1);
+    expect(pdfText(pdf)).toMatch(/Quarterly report\s+Revenue grew by twelve percent\./);
+
+    expect(await balanceOf()).toMatchObject({
+      allowance: before.allowance,
+      used: before.used + 2,
+      remaining: before.remaining - 2,
+    });
+    const human = await shell.run(['tools', 'balance']);
+    expect(human.stdout).toMatch(
+      new RegExp(
+        `^${before.remaining - 2} of ${before.allowance} credits left \\(${before.used + 2} used\\); resets \\S+\\.\\n$`,
+      ),
+    );
+  }, 240_000);
 });
 
 describe('managed databases and object storage', { timeout: 120_000 }, () => {

@@ -42,6 +42,7 @@ describe.each(DIALECTS)('apply (%s)', (dialect) => {
         'dry_run',
         'errors',
         'needs_deployment',
+        'resource_changes',
         'structured_changes',
         'success',
         'team',
@@ -592,6 +593,99 @@ describe.each(DIALECTS)('apply (%s)', (dialect) => {
       { action: 'updated', name: 'pdf', type: 'gotenberg' },
     ]);
     expect(real.needs_deployment).toBe(true);
+  });
+
+  it('resource_changes: every entry with its kind, action and the paths of the fields that change, dry run alike', async () => {
+    const entry = (resource: string, entryName: string, type: string | null, action = 'created') => ({
+      resource,
+      name: entryName,
+      type,
+      action,
+      fields: [],
+      pending: [],
+    });
+    // A team of its own: the team's managed databases and storages of earlier tests would be unchanged.
+    await t.ctx.identity.createUser({ email: 'owner@example.com', team: `changes${n}` });
+    const teamDoc = () => {
+      const d = doc();
+      (d.metadata as Record<string, unknown>).team = `changes${n}`;
+      return d;
+    };
+    const created = (await apply(t, teamDoc())).json();
+    expect(created.resource_changes).toEqual([
+      entry('application', name, 'laravel'),
+      entry('domain', `${name}.example.com`, null),
+      entry('secret', 'APP_KEY', null),
+      entry('volume', 'storage', null),
+      entry('service', 'cache', 'valkey'),
+      entry('service', 'worker', 'worker'),
+      entry('container_service', 'pdf', 'gotenberg'),
+      entry('managed_database', 'main-db', 'pg'),
+      entry('object_storage', 'files', null),
+    ]);
+
+    const next = teamDoc();
+    settings(next).replicas = 3;
+    (application(next).repository as Record<string, unknown>).branch = 'release';
+    (application(next).commands as Record<string, unknown>).build = ['composer install --no-dev'];
+    spec(next).secrets = [{ key: 'APP_KEY', value: 'base64:new' }];
+    (spec(next).services as Array<Record<string, unknown>>)[0]!.memory = '1Gi';
+    spec(next).container_services = [
+      {
+        name: 'pdf',
+        type: 'gotenberg',
+        version: '8',
+        memory: '1Gi',
+        settings: { LOG: 'debug', MODE: 'fast' },
+      },
+    ];
+    const [database] = spec(next).managed_databases as Array<Record<string, unknown>>;
+    database!.plan = '2x2xCPU-4GB-100GB';
+    database!.users = [{ username: 'reporter' }];
+    const [storage] = spec(next).object_storage as Array<Record<string, unknown>>;
+    storage!.zone = 'us-1';
+
+    const before = await dumpStore(t.ctx.db);
+    const dry = (await apply(t, next, '?dry_run=true')).json();
+    expect(await dumpStore(t.ctx.db)).toEqual(before);
+    const real = (await apply(t, next)).json();
+    const expected = [
+      {
+        ...entry('application', name, 'laravel', 'updated'),
+        fields: ['repository.branch', 'commands.build', 'settings.replicas'],
+      },
+      entry('domain', `${name}.example.com`, null, 'unchanged'),
+      { ...entry('secret', 'APP_KEY', null, 'updated'), fields: ['value'] },
+      entry('volume', 'storage', null, 'unchanged'),
+      { ...entry('service', 'cache', 'valkey', 'updated'), fields: ['memory'] },
+      entry('service', 'worker', 'worker', 'unchanged'),
+      {
+        ...entry('container_service', 'pdf', 'gotenberg', 'updated'),
+        fields: ['settings.LOG', 'settings.MODE'],
+      },
+      {
+        ...entry('managed_database', 'main-db', 'pg', 'needs_action'),
+        fields: ['users'],
+        pending: [{ field: 'plan', from: '1x1xCPU-2GB-25GB', to: '2x2xCPU-4GB-100GB' }],
+      },
+      {
+        ...entry('object_storage', 'files', null, 'needs_action'),
+        pending: [{ field: 'zone', from: 'europe-1', to: 'us-1' }],
+      },
+    ];
+    expect(real.resource_changes).toEqual(expected);
+    expect(dry.resource_changes).toEqual(expected);
+    // The spec's fields keep their shape beside it.
+    expect(real.structured_changes.application).toEqual({ action: 'updated', name });
+    expect(real.changes).toContain(`Application '${name}' updated (repository, commands, replicas)`);
+
+    // Applied again: nothing changes; what waits for the panel is reported again, with nothing applied.
+    const again = (await apply(t, next)).json();
+    expect(again.resource_changes).toEqual(
+      expected.map((e) =>
+        e.action === 'needs_action' ? { ...e, fields: [] } : { ...e, action: 'unchanged', fields: [] },
+      ),
+    );
   });
 
   it('refuses attached blocks for an application that does not exist', async () => {

@@ -26,4 +26,27 @@ describe('OpenAPI document', () => {
       expect(paths).toContain(path);
     }
   });
+
+  it('declares resource_changes in the apply answer, beside the spec fields', async () => {
+    const res = await t.app.inject({ url: '/openapi.json' });
+    const document = res.json<{
+      paths: Record<
+        string,
+        {
+          post: {
+            responses: Record<
+              string,
+              { content: Record<string, { schema: { properties: Record<string, unknown> } }> }
+            >;
+          };
+        }
+      >;
+    }>();
+    const answer = document.paths['/api/v1/infrastructure/apply']!.post.responses['200']!;
+    const properties = Object.values(answer.content)[0]!.schema.properties;
+    expect(Object.keys(properties)).toEqual(
+      expect.arrayContaining(['changes', 'structured_changes', 'resource_changes', 'deployment_id']),
+    );
+    expect(JSON.stringify(properties.resource_changes)).toContain('"pending"');
+  });
 });

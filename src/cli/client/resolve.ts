@@ -60,17 +60,17 @@ export interface DbService {
   [key: string]: unknown;
 }
 
-/** A managed database of `/1.3` by uuid, name or title. */
+/**
+ * A managed database of `/1.3` by uuid, name or title: a name before a title (a clone keeps its
+ * source's title, so a title alone may name both).
+ */
 export async function resolveDatabase(api: Api, ref: string): Promise<DbService> {
   const all = await api.json<DbService[]>('GET', '/1.3/database', { credential: 'db' });
-  const found =
-    all.find((d) => d.uuid === ref) ??
-    all
-      .filter((d) => d.name === ref || d.title === ref)
-      .reduce<DbService | undefined>((only, d, _i, list) => {
-        if (list.length > 1) throw new UsageError(`'${ref}' names ${list.length} databases; use the uuid`);
-        return only ?? d;
-      }, undefined);
-  if (!found) throw new UsageError(`no managed database '${ref}'; see berth db list`);
-  return found;
+  const byUuid = all.find((d) => d.uuid === ref);
+  if (byUuid) return byUuid;
+  for (const matches of [all.filter((d) => d.name === ref), all.filter((d) => d.title === ref)]) {
+    if (matches.length > 1) throw new UsageError(`'${ref}' names ${matches.length} databases; use the uuid`);
+    if (matches.length === 1) return matches[0]!;
+  }
+  throw new UsageError(`no managed database '${ref}'; see berth db list`);
 }

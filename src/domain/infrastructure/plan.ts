@@ -36,6 +36,7 @@ export function planApply(input: PlanInputs): ApplyPlan {
       managed_databases: [],
       object_storage: [],
     },
+    resources: [],
     needsDeployment: false,
   };
   if (p.doc.touchesApplication) {
@@ -48,6 +49,6 @@ export function planApply(input: PlanInputs): ApplyPlan {
   }
   planManagedDatabases(p);
   planObjectStorages(p);
-  const { ops, lines, structured, needsDeployment } = p;
-  return { errors, ops, lines, structured, needsDeployment };
+  const { ops, lines, structured, resources, needsDeployment } = p;
+  return { errors, ops, lines, structured, resources, needsDeployment };
 }

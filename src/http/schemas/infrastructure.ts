@@ -11,7 +11,10 @@ const Action = OneOf(['created', 'updated', 'unchanged', 'needs_action'], {
 const Named = Type.Object({ action: Action, name: Type.String() });
 const Typed = Type.Object({ action: Action, name: Type.String(), type: Type.String() });
 
-/** The spec's "Apply response body" (structured_changes also lists volumes and container services). */
+/**
+ * The spec's "Apply response body" (structured_changes also lists volumes and container services), and
+ * Berth's resource_changes beside it.
+ */
 export const ApplyResponse = Type.Object(
   {
     success: Type.Boolean(),
@@ -30,6 +33,34 @@ export const ApplyResponse = Type.Object(
       managed_databases: Type.Array(Typed),
       object_storage: Type.Array(Named),
     }),
+    resource_changes: Type.Array(
+      Type.Object({
+        resource: OneOf([
+          'application',
+          'domain',
+          'secret',
+          'volume',
+          'service',
+          'container_service',
+          'managed_database',
+          'object_storage',
+        ]),
+        name: Type.String({ description: "The entry's name; a domain's host name, a secret's key" }),
+        type: Nullable(Type.String()),
+        action: Action,
+        fields: Type.Array(Type.String(), {
+          description:
+            'Paths relative to the entry (settings.replicas, repository.branch, value) of the fields this apply changes; empty for created and unchanged',
+        }),
+        pending: Type.Array(Type.Object({ field: Type.String(), from: Type.String(), to: Type.String() }), {
+          description: 'needs_action: the plan or zone change recorded for the panel, not applied',
+        }),
+      }),
+      {
+        description:
+          "Berth's addition: every entry of the document in document order, with its kind, action and the fields that change",
+      },
+    ),
     errors: Type.Array(Type.String()),
     needs_deployment: Type.Boolean(),
     auto_deploy_enabled: Type.Boolean(),

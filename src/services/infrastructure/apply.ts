@@ -23,6 +23,7 @@ import {
   planApply,
   type ApplyPlan,
   type CurrentState,
+  type ResourceChange,
   type StructuredChanges,
 } from '../../domain/infrastructure/plan.js';
 import {
@@ -65,6 +66,8 @@ export interface ApplyResponse {
   dry_run: boolean;
   changes: string[];
   structured_changes: StructuredChanges;
+  /** Berth's addition: every entry with its kind, action and the paths of the fields that change. */
+  resource_changes: ResourceChange[];
   errors: string[];
   needs_deployment: boolean;
   auto_deploy_enabled: boolean;
@@ -480,6 +483,7 @@ export function createApplyService(deps: InfrastructureDeps) {
         dry_run: options.dryRun,
         changes: result.lines.map((l) => (options.dryRun ? l.would : l.done)),
         structured_changes: result.structured,
+        resource_changes: result.resources,
         errors: [],
         needs_deployment: result.needsDeployment,
         auto_deploy_enabled: options.autoDeploy,

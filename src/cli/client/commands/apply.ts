@@ -16,6 +16,16 @@ interface Entry {
   type?: string;
 }
 
+/** An entry of `resource_changes` (Berth servers from issue 17 on): the fields that change, structured. */
+export interface ResourceChange {
+  resource: string;
+  name: string;
+  type: string | null;
+  action: Action;
+  fields: string[];
+  pending: Array<{ field: string; from: string; to: string }>;
+}
+
 export interface ApplyResponse {
   success: boolean;
   application_id: number | null;
@@ -24,31 +34,56 @@ export interface ApplyResponse {
   dry_run: boolean;
   changes: string[];
   structured_changes: Record<string, Entry[] | Entry | null>;
+  /** Absent from older servers: the plan is then read from structured_changes and the change lines. */
+  resource_changes?: ResourceChange[];
   needs_deployment: boolean;
   auto_deploy_enabled: boolean;
   deployment_id: number | null;
 }
 
-/** The blocks of a plan in document order: their heading, the word the change lines use, an entry's label. */
-const GROUPS: Array<{ key: string; heading: string; kind: string; label(e: Entry): string }> = [
-  { key: 'application', heading: 'Application', kind: 'application', label: (e) => e.name ?? '' },
-  { key: 'domains', heading: 'Domains', kind: 'domain', label: (e) => e.domain ?? '' },
-  { key: 'secrets', heading: 'Secrets', kind: 'secret', label: (e) => e.key ?? '' },
-  { key: 'volumes', heading: 'Volumes', kind: 'volume', label: (e) => e.name ?? '' },
-  { key: 'services', heading: 'Services', kind: 'service', label: (e) => e.name ?? '' },
+/**
+ * The blocks of a plan in document order: their key in structured_changes, heading, kind in
+ * resource_changes, the word the change lines use, an entry's label.
+ */
+const GROUPS: Array<{
+  key: string;
+  heading: string;
+  resource: string;
+  kind: string;
+  label(e: Entry): string;
+}> = [
+  {
+    key: 'application',
+    heading: 'Application',
+    resource: 'application',
+    kind: 'application',
+    label: (e) => e.name ?? '',
+  },
+  { key: 'domains', heading: 'Domains', resource: 'domain', kind: 'domain', label: (e) => e.domain ?? '' },
+  { key: 'secrets', heading: 'Secrets', resource: 'secret', kind: 'secret', label: (e) => e.key ?? '' },
+  { key: 'volumes', heading: 'Volumes', resource: 'volume', kind: 'volume', label: (e) => e.name ?? '' },
+  { key: 'services', heading: 'Services', resource: 'service', kind: 'service', label: (e) => e.name ?? '' },
   {
     key: 'container_services',
     heading: 'Container services',
+    resource: 'container_service',
     kind: 'container service',
     label: (e) => e.name ?? '',
   },
   {
     key: 'managed_databases',
     heading: 'Managed databases',
+    resource: 'managed_database',
     kind: 'managed database',
     label: (e) => e.name ?? '',
   },
-  { key: 'object_storage', heading: 'Object storage', kind: 'object storage', label: (e) => e.name ?? '' },
+  {
+    key: 'object_storage',
+    heading: 'Object storage',
+    resource: 'object_storage',
+    kind: 'object storage',
+    label: (e) => e.name ?? '',
+  },
 ];
 
 const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
@@ -60,8 +95,8 @@ function linesOf(changes: string[], kind: string, label: string): string[] {
   return changes.filter((line) => subject.test(line) && (kind !== 'service' || !container.test(line)));
 }
 
-/** What changes in an updated entry (its fields), or what needs action and why. */
-function detailOf(lines: string[], kind: string, label: string, action: Action): string {
+/** What changes in an updated entry (its fields), or what needs action and why, read from change lines. */
+function detailFromLines(lines: string[], kind: string, label: string, action: Action): string {
   const parts: string[] = [];
   for (const raw of lines) {
     const line = raw.replace(/^\[DRY RUN\]\s*/, '');
@@ -84,6 +119,47 @@ function detailOf(lines: string[], kind: string, label: string, action: Action):
   return [...new Set(parts.filter(Boolean))].join(', ');
 }
 
+/** What changes in an entry of resource_changes: its fields, then each change left to the panel. */
+function detailOf(change: ResourceChange): string {
+  return [...change.fields, ...change.pending.map((p) => `${p.field} ${p.from} → ${p.to}`)].join(', ');
+}
+
+interface PlanEntry {
+  group: (typeof GROUPS)[number];
+  label: string;
+  type: string | null;
+  action: Action;
+  detail: string;
+}
+
+/**
+ * The plan's entries in document order: from resource_changes, or (an older server) from
+ * structured_changes with the fields read out of the change lines.
+ */
+function planEntries(response: ApplyResponse): PlanEntry[] {
+  if (Array.isArray(response.resource_changes)) {
+    return GROUPS.flatMap((group) =>
+      response
+        .resource_changes!.filter((c) => c.resource === group.resource)
+        .map((c) => ({ group, label: c.name, type: c.type, action: c.action, detail: detailOf(c) })),
+    );
+  }
+  return GROUPS.flatMap((group) => {
+    const value = response.structured_changes[group.key];
+    return (value == null ? [] : Array.isArray(value) ? value : [value]).map((entry) => {
+      const label = group.label(entry);
+      const lines = linesOf(response.changes, group.kind, label);
+      return {
+        group,
+        label,
+        type: entry.type ?? null,
+        action: entry.action,
+        detail: detailFromLines(lines, group.kind, label, entry.action),
+      };
+    });
+  });
+}
+
 export interface PlanCounts {
   created: number;
   updated: number;
@@ -93,28 +169,23 @@ export interface PlanCounts {
 
 export function countPlan(response: ApplyResponse): PlanCounts {
   const counts: PlanCounts = { created: 0, updated: 0, unchanged: 0, needs_action: 0 };
-  for (const group of GROUPS) {
-    const value = response.structured_changes[group.key];
-    for (const entry of value == null ? [] : Array.isArray(value) ? value : [value])
-      counts[entry.action] += 1;
-  }
+  for (const entry of planEntries(response)) counts[entry.action] += 1;
   return counts;
 }
 
 /** The plan as a diff grouped by resource: `+` created, `~` updated with its fields, `!` needs action, unchanged counted. */
 export function renderPlan(response: ApplyResponse, paint: Painter = out): string {
   const lines: string[] = [];
+  const all = planEntries(response);
   for (const group of GROUPS) {
-    const value = response.structured_changes[group.key];
-    const entries = value == null ? [] : Array.isArray(value) ? value : [value];
+    const entries = all.filter((e) => e.group === group);
     if (entries.length === 0) continue;
     lines.push(paint('bold', group.heading));
     let unchanged = 0;
     for (const entry of entries) {
-      const label = group.label(entry);
       const shown =
-        clean(label) + (entry.type && group.key !== 'application' ? ` (${clean(entry.type)})` : '');
-      const detail = detailOf(linesOf(response.changes, group.kind, label), group.kind, label, entry.action);
+        clean(entry.label) + (entry.type && group.key !== 'application' ? ` (${clean(entry.type)})` : '');
+      const detail = entry.detail;
       switch (entry.action) {
         case 'created':
           lines.push(paint('green', `  + ${shown}`));
@@ -281,12 +352,10 @@ async function applyOrDiff(context: CommandContext, dryRun: boolean): Promise<nu
     const deployment = await followDeployment(api, response.application_id, response.deployment_id);
     ok = deployment.status === 'success';
   }
-  const entries = (key: string) => {
-    const v = response.structured_changes[key];
-    return (Array.isArray(v) ? v : [])
-      .filter((e) => e.action === 'created' || e.action === 'updated')
-      .map((e) => e.name ?? '');
-  };
+  const entries = (key: string) =>
+    planEntries(response)
+      .filter((e) => e.group.key === key && (e.action === 'created' || e.action === 'updated'))
+      .map((e) => e.label);
   const provisioned = await followProvisioning(
     api,
     response.team,

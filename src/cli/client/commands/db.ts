@@ -25,27 +25,38 @@ function masked(service: DbService, reveal: boolean): DbService {
   return copy;
 }
 
+/** The engine's major: UpCloud's service object has it in properties.version. */
+function versionOf(service: DbService): string {
+  const properties = service.properties as { version?: string | null } | undefined;
+  return properties?.version ?? service.version ?? '';
+}
+
 async function target(context: CommandContext): Promise<{ api: Api; service: DbService }> {
   const api = context.api();
   const ref = requireArg(context.positionals[0], 'NAME (a managed database name or uuid)');
   return { api, service: await resolveDatabase(api, ref) };
 }
 
+/** Whether a settled database is what was asked for, and the line that says so. */
+type Verdict = (service: DbService) => { ok: boolean; text: string };
+
+const runningIsOk: Verdict = (service) => ({ ok: service.state === 'running', text: service.state });
+
 async function waitForState(
   api: Api,
   uuid: string,
   label: string,
+  verdict: Verdict = runningIsOk,
   timeoutMs = 30 * 60_000,
 ): Promise<DbService> {
   const progress = spinner(`${label}: pending`);
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const service = await api.json<DbService>('GET', `/1.3/database/${uuid}`, db);
-    progress.update(`${label}: ${service.state}`);
+    progress.update(`${label}: ${clean(service.state)}`);
     if (['running', 'error', 'stopped'].includes(service.state) || Date.now() > deadline) {
-      progress.stop(
-        `${service.state === 'running' ? err('green', '✓') : err('red', '✗')} ${label}: ${service.state}`,
-      );
+      const { ok, text } = verdict(service);
+      progress.stop(`${ok ? err('green', '✓') : err('red', '✗')} ${label}: ${clean(text)}`);
       return service;
     }
     await sleep(1000);
@@ -93,7 +104,7 @@ const list: Command = {
         services.map((s) => [
           s.name,
           s.type,
-          s.version ?? '',
+          versionOf(s),
           s.plan,
           s.zone,
           out(statusStyle(s.state), clean(s.state)),
@@ -121,7 +132,7 @@ const show: Command = {
       `${out('bold', clean(shown.name))}  ${out(statusStyle(shown.state), clean(shown.state))}${shown.powered ? '' : ' (powered off)'}`,
     );
     print(`  uuid        ${shown.uuid}`);
-    print(`  engine      ${shown.type} ${shown.version ?? ''}`);
+    print(`  engine      ${shown.type} ${clean(versionOf(shown))}`);
     print(`  plan, zone  ${shown.plan}, ${shown.zone}`);
     print(`  uri         ${clean(shown.service_uri ?? '—')}`);
   },
@@ -175,6 +186,10 @@ const upgrade: Command = {
   summary: 'upgrade PostgreSQL to a newer major: runs the upgrade check, then the upgrade',
   usage: 'NAME --version V [--check-only] [--wait]',
   options: { version: { type: 'string' }, 'check-only': { type: 'boolean' }, wait: { type: 'boolean' } },
+  details: [
+    'The upgrade starts only when its upgrade_check task passed. --wait follows it until the database runs',
+    'again and exits 1 unless it then runs the new major (a failed upgrade leaves the old one running).',
+  ].join('\n'),
   examples: [
     'berth db upgrade main-db --version 17 --check-only',
     'berth db upgrade main-db --version 17 --wait',
@@ -196,11 +211,26 @@ const upgrade: Command = {
       ...db,
       json: { target_version: version },
     });
+    const done = (s: DbService) => s.state === 'running' && versionOf(s) === version;
     if (context.values.wait === true)
-      upgraded = await waitForState(api, service.uuid, `Upgrade of ${service.name}`);
+      upgraded = await waitForState(api, service.uuid, `Upgrade of ${service.name} to ${version}`, (s) => ({
+        ok: done(s),
+        text:
+          s.state === 'running'
+            ? done(s)
+              ? `running PostgreSQL ${version}`
+              : `failed; still running PostgreSQL ${versionOf(s)}`
+            : s.state,
+      }));
     if (context.format === 'json') printJson(masked(upgraded, false));
-    else print(`${clean(service.name)}: ${upgraded.state}`);
-    return upgraded.state === 'error' ? 1 : 0;
+    else if (context.values.wait === true)
+      print(`${clean(service.name)}: ${clean(upgraded.state)}, PostgreSQL ${clean(versionOf(upgraded))}`);
+    else
+      print(
+        `Upgrade of ${clean(service.name)} to ${version} started (${clean(upgraded.state)}); follow it with berth db show ${clean(service.name)}.`,
+      );
+    if (context.values.wait !== true) return upgraded.state === 'error' ? 1 : 0;
+    return done(upgraded) ? 0 : 1;
   },
 };
 
@@ -209,17 +239,22 @@ const migrate: Command = {
   summary:
     'copy a source server into a managed database (the source URI from --from, - for stdin, or BERTH_SOURCE_URI)',
   usage:
-    'NAME (--from URI|- | BERTH_SOURCE_URI=URI) [--method dump|replication] [--ignore-dbs a,b] [--check-only]',
+    'NAME (--from URI|- | BERTH_SOURCE_URI=URI) [--method dump|replication] [--ignore-dbs a,b] [--no-ssl] [--check-only] [--wait]',
   options: {
     from: { type: 'string' },
     method: { type: 'string' },
     'ignore-dbs': { type: 'string' },
+    'no-ssl': { type: 'boolean' },
     'check-only': { type: 'boolean' },
+    wait: { type: 'boolean' },
   },
-  details:
-    'A migration check runs first; the migration starts only when it passes. Follow it with berth db migration-status.',
+  details: [
+    'A migration check runs first; the migration starts only when it passes. --no-ssl connects to the',
+    'source without TLS (the check says when a source has none). --wait follows the migration until every',
+    'database is copied (exit 0) or it fails (exit 1); otherwise follow it with berth db migration-status.',
+  ].join('\n'),
   examples: [
-    'echo "postgres://user:pass@old.example.com:5432/postgres" | berth db migrate main-db --from -',
+    'echo "postgres://user:pass@old.example.com:5432/postgres" | berth db migrate main-db --from - --wait',
     'BERTH_SOURCE_URI=mysql://root:pw@old:3306/ berth db migrate shop-db --method dump --check-only',
   ],
   async run(context) {
@@ -227,11 +262,12 @@ const migrate: Command = {
     const source = secretValue(stringOption(context.values, 'from')) ?? process.env.BERTH_SOURCE_URI;
     if (!source)
       throw new UsageError('the source is required: --from URI, --from - (stdin) or BERTH_SOURCE_URI');
-    const options: Record<string, string> = { source_service_uri: source };
+    const options: Record<string, string | boolean> = { source_service_uri: source };
     const method = stringOption(context.values, 'method');
     if (method) options.method = method;
     const ignore = stringOption(context.values, 'ignore-dbs');
     if (ignore) options.ignore_dbs = ignore;
+    if (context.values['no-ssl'] === true) options.ssl = false;
     const task = await runTask(
       api,
       service.uuid,
@@ -242,15 +278,31 @@ const migrate: Command = {
       if (context.format === 'json') printJson(task);
       return task.success ? 0 : 1;
     }
+    // The migration would require TLS the source does not offer: never dropped without being asked.
+    if (options.ssl === undefined && task.result_codes.some((c) => c.code === 'SSL_NOT_SUPPORTED')) {
+      if (context.format === 'json') printJson(task);
+      process.stderr.write(
+        `${err('red', 'berth:')} the source does not accept TLS; nothing started. Run again with --no-ssl to migrate without it.\n`,
+      );
+      return 1;
+    }
     const started = await api.json<DbService>('POST', `/1.3/database/${service.uuid}/migration`, {
       ...db,
       json: options,
     });
-    if (context.format === 'json') printJson(masked(started, false));
-    else
-      print(
-        `Migration into ${clean(service.name)} started; see berth db migration-status ${clean(service.name)}.`,
-      );
+    if (context.values.wait !== true) {
+      if (context.format === 'json') printJson(masked(started, false));
+      else
+        print(
+          `Migration into ${clean(service.name)} started; see berth db migration-status ${clean(service.name)}.`,
+        );
+      return 0;
+    }
+    if (context.format !== 'json') print(`Migration into ${clean(service.name)} started.`);
+    const status = await followMigration(api, service);
+    if (context.format === 'json') printJson(status);
+    else printMigration(service, status);
+    return status.status === 'failed' ? 1 : 0;
   },
 };
 
@@ -263,6 +315,42 @@ interface MigrationStatus {
   databases: Array<{ dbname: string; method: string; status: string; error?: string }>;
 }
 
+const migrationOf = (api: Api, service: DbService) =>
+  api.json<MigrationStatus>('GET', `/1.3/database/${service.uuid}/migration-status`, db);
+
+/** Polls the migration until it is no longer running (a replication has then copied every database). */
+async function followMigration(api: Api, service: DbService): Promise<MigrationStatus> {
+  const progress = spinner(`Migration into ${service.name}: running`);
+  for (;;) {
+    const s = await migrationOf(api, service);
+    const copied = s.databases.filter((d) => d.status === 'done' || d.status === 'syncing').length;
+    progress.update(
+      `Migration into ${service.name}: ${clean(s.status)}${s.databases.length ? ` (${copied}/${s.databases.length} databases)` : ''}`,
+    );
+    if (s.status !== 'running') {
+      progress.stop(
+        `${s.status === 'failed' ? err('red', '✗') : err('green', '✓')} Migration into ${clean(service.name)}: ${clean(s.status)}${s.error ? `: ${clean(s.error)}` : ''}`,
+      );
+      return s;
+    }
+    await sleep(1000);
+  }
+}
+
+function printMigration(service: DbService, s: MigrationStatus): void {
+  print(
+    `${out('bold', clean(service.name))}: migration ${out(statusStyle(s.status === 'done' ? 'success' : s.status), clean(s.status))}${s.method ? ` (${clean(s.method)})` : ''}${s.error ? `: ${clean(s.error)}` : ''}`,
+  );
+  if (s.method === 'replication') print(`  ${s.seconds_behind_master}s behind the source`);
+  if (s.databases.length)
+    print(
+      table(
+        ['DATABASE', 'METHOD', 'STATUS', 'ERROR'],
+        s.databases.map((d) => [d.dbname, d.method, d.status, d.error ?? '']),
+      ),
+    );
+}
+
 const migrationStatus: Command = {
   name: 'db migration-status',
   summary: 'the status of the migration into a managed database',
@@ -270,19 +358,9 @@ const migrationStatus: Command = {
   examples: ['berth db migration-status main-db'],
   async run(context) {
     const { api, service } = await target(context);
-    const s = await api.json<MigrationStatus>('GET', `/1.3/database/${service.uuid}/migration-status`, db);
+    const s = await migrationOf(api, service);
     if (context.format === 'json') return printJson(s);
-    print(
-      `${out('bold', clean(service.name))}: migration ${out(statusStyle(s.status === 'done' ? 'success' : s.status), clean(s.status))}${s.method ? ` (${s.method})` : ''}${s.error ? `: ${clean(s.error)}` : ''}`,
-    );
-    if (s.method === 'replication') print(`  ${s.seconds_behind_master}s behind the source`);
-    if (s.databases.length)
-      print(
-        table(
-          ['DATABASE', 'METHOD', 'STATUS', 'ERROR'],
-          s.databases.map((d) => [d.dbname, d.method, d.status, d.error ?? '']),
-        ),
-      );
+    printMigration(service, s);
   },
 };
 

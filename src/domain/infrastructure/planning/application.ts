@@ -3,10 +3,13 @@
 import { secretPlaceholder, servicePasswordPlaceholder } from '../document.js';
 import {
   DEPLOYED_FIELDS,
+  applicationPaths,
+  changedPaths,
   desiredApplicationValues,
   line,
   lower,
   mergedApplication,
+  report,
   same,
 } from './compare.js';
 import type { ApplicationState, ContainerServiceState, Plan, ServiceState, VolumeState } from './types.js';
@@ -43,6 +46,7 @@ export function planApplication(p: Plan): void {
   } else if (!current && desired) {
     ops.push({ kind: 'application.create', values: desired });
     structured.application = { action: 'created', name: doc.name };
+    report(p, 'application', doc.name, desired.type, 'created');
     lines.push(line(appSubject, 'created', `create ${lower(appSubject)}`));
     if (desired.scheduled_deletion_at) {
       lines.push(
@@ -61,11 +65,13 @@ export function planApplication(p: Plan): void {
     );
     if (changed.length === 0) {
       structured.application = { action: 'unchanged', name: doc.name };
+      report(p, 'application', doc.name, current.type, 'unchanged');
     } else {
       const values: Partial<ApplicationState> = {};
       for (const key of changed) Object.assign(values, { [key]: merged[key] });
       ops.push({ kind: 'application.update', id: current.id, values });
       structured.application = { action: 'updated', name: doc.name };
+      report(p, 'application', doc.name, current.type, 'updated', applicationPaths(changed, merged, current));
       const fields = changed.filter((k) => k !== 'scheduled_deletion_at');
       if (fields.length > 0) {
         lines.push(
@@ -102,6 +108,7 @@ export function planDomains(p: Plan): void {
   doc.domains.forEach((domain, index) => {
     if (state.domains.has(domain)) {
       structured.domains.push({ action: 'unchanged', domain });
+      report(p, 'domain', domain, null, 'unchanged');
     } else if (state.domainsHeldElsewhere.has(domain)) {
       fail(
         `spec.domains.${index}.domain`,
@@ -110,6 +117,7 @@ export function planDomains(p: Plan): void {
     } else {
       ops.push({ kind: 'domain.create', domain });
       structured.domains.push({ action: 'created', domain });
+      report(p, 'domain', domain, null, 'created');
       lines.push(line(`Domain '${domain}'`, 'added', `add domain '${domain}'`));
     }
   });
@@ -122,8 +130,10 @@ export function planSecrets(p: Plan): void {
     const stored = state.secrets.get(secret.key);
     const subject = `Secret '${secret.key}'`;
     if (secret.value === null) {
-      if (stored) structured.secrets.push({ action: 'unchanged', key: secret.key });
-      else
+      if (stored) {
+        structured.secrets.push({ action: 'unchanged', key: secret.key });
+        report(p, 'secret', secret.key, null, 'unchanged');
+      } else
         fail(
           `spec.secrets.${index}.value`,
           `Secret #${index} ('${secret.key}'): field 'value' is the export placeholder ${secretPlaceholder(secret.key)} but the application holds no value for it; put the real value in the document.`,
@@ -133,15 +143,18 @@ export function planSecrets(p: Plan): void {
     if (!stored) {
       ops.push({ kind: 'secret.create', key: secret.key, value: secret.value });
       structured.secrets.push({ action: 'created', key: secret.key });
+      report(p, 'secret', secret.key, null, 'created');
       lines.push(line(subject, 'created', `create ${lower(subject)}`));
       p.needsDeployment = true;
     } else if (stored.value_hash !== p.hash(secret.value)) {
       ops.push({ kind: 'secret.update', id: stored.id, key: secret.key, value: secret.value });
       structured.secrets.push({ action: 'updated', key: secret.key });
+      report(p, 'secret', secret.key, null, 'updated', ['value']);
       lines.push(line(subject, 'updated', `update ${lower(subject)}`));
       p.needsDeployment = true;
     } else {
       structured.secrets.push({ action: 'unchanged', key: secret.key });
+      report(p, 'secret', secret.key, null, 'unchanged');
     }
   });
 }
@@ -155,6 +168,7 @@ export function planVolumes(p: Plan): void {
     if (!stored) {
       ops.push({ kind: 'volume.create', values: volume });
       structured.volumes.push({ action: 'created', name: volume.name });
+      report(p, 'volume', volume.name, null, 'created');
       lines.push(
         line(
           subject,
@@ -171,15 +185,24 @@ export function planVolumes(p: Plan): void {
     const fields = Object.keys(values);
     if (fields.length === 0) {
       structured.volumes.push({ action: 'unchanged', name: volume.name });
+      report(p, 'volume', volume.name, null, 'unchanged');
     } else {
       ops.push({ kind: 'volume.update', id: stored.id, values });
       structured.volumes.push({ action: 'updated', name: volume.name });
+      report(p, 'volume', volume.name, null, 'updated', fields);
       lines.push(
         line(subject, `updated (${fields.join(', ')})`, `update ${lower(subject)} (${fields.join(', ')})`),
       );
       p.needsDeployment = true;
     }
   }
+}
+
+/** The paths of a service's changed fields: `settings` by the keys that differ (`settings.database`). */
+function fieldPaths(values: { settings?: Record<string, unknown> }, storedSettings: Record<string, unknown>) {
+  return Object.keys(values).flatMap((key) =>
+    key === 'settings' ? changedPaths('settings', values.settings, storedSettings) : [key],
+  );
 }
 
 /** Services: created, updated field by field; their type never changes. */
@@ -211,6 +234,7 @@ export function planServices(p: Plan): void {
         password: service.password ?? null,
       });
       structured.services.push({ action: 'created', name: service.name, type: service.type });
+      report(p, 'service', service.name, service.type, 'created');
       lines.push(line(subject, 'created', `create ${lower(subject)}`));
       p.needsDeployment = true;
       continue;
@@ -237,6 +261,7 @@ export function planServices(p: Plan): void {
     const fields = [...Object.keys(values), ...(password !== undefined ? ['settings.password'] : [])];
     if (fields.length === 0) {
       structured.services.push({ action: 'unchanged', name: service.name, type: service.type });
+      report(p, 'service', service.name, service.type, 'unchanged');
     } else {
       ops.push({
         kind: 'service.update',
@@ -245,6 +270,10 @@ export function planServices(p: Plan): void {
         ...(password !== undefined ? { password } : {}),
       });
       structured.services.push({ action: 'updated', name: service.name, type: service.type });
+      report(p, 'service', service.name, service.type, 'updated', [
+        ...fieldPaths(values, stored.settings),
+        ...(password !== undefined ? ['settings.password'] : []),
+      ]);
       lines.push(
         line(subject, `updated (${fields.join(', ')})`, `update ${lower(subject)} (${fields.join(', ')})`),
       );
@@ -272,6 +301,7 @@ export function planContainerServices(p: Plan): void {
         },
       });
       structured.container_services.push({ action: 'created', name: service.name, type: service.type });
+      report(p, 'container_service', service.name, service.type, 'created');
       lines.push(line(subject, 'created', `create ${lower(subject)}`));
       p.needsDeployment = true;
       continue;
@@ -293,9 +323,18 @@ export function planContainerServices(p: Plan): void {
     const fields = Object.keys(values);
     if (fields.length === 0) {
       structured.container_services.push({ action: 'unchanged', name: service.name, type: service.type });
+      report(p, 'container_service', service.name, service.type, 'unchanged');
     } else {
       ops.push({ kind: 'container_service.update', id: stored.id, values });
       structured.container_services.push({ action: 'updated', name: service.name, type: service.type });
+      report(
+        p,
+        'container_service',
+        service.name,
+        service.type,
+        'updated',
+        fieldPaths(values, stored.settings),
+      );
       lines.push(
         line(subject, `updated (${fields.join(', ')})`, `update ${lower(subject)} (${fields.join(', ')})`),
       );

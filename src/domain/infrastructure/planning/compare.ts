@@ -1,7 +1,15 @@
 // How desired values are compared with stored ones and merged into them, and how report lines read.
 import { effectiveHealthCheckPath } from '../../health-checks.js';
 import type { DesiredDocument, DesiredStorageUser } from '../document.js';
-import type { ApplicationState, ChangeLine, ObjectStorageState } from './types.js';
+import type {
+  Action,
+  ApplicationState,
+  ChangeLine,
+  ObjectStorageState,
+  Plan,
+  ResourceChange,
+  ResourceKind,
+} from './types.js';
 
 /** JSON with object keys sorted: `{a, b}` and `{b, a}` are the same setting; list order still counts. */
 export function canonical(value: unknown): string {
@@ -29,6 +37,54 @@ export const DEPLOYED_FIELDS: ReadonlySet<keyof ApplicationState> = new Set([
   'memory',
   'php',
 ]);
+
+/** Records an entry of the document in `resource_changes`. */
+export function report(
+  p: Plan,
+  resource: ResourceKind,
+  name: string,
+  type: string | null,
+  action: Action,
+  fields: string[] = [],
+  pending: ResourceChange['pending'] = [],
+): void {
+  p.resources.push({ resource, name, type, action, fields, pending });
+}
+
+const isMapping = (value: unknown): value is Record<string, unknown> =>
+  value !== null && typeof value === 'object' && !Array.isArray(value);
+
+/**
+ * The paths under `prefix` whose values differ: the keys of two mappings (a key one of them lacks
+ * counts), or `prefix` itself for anything else.
+ */
+export function changedPaths(prefix: string, desired: unknown, current: unknown): string[] {
+  if (!isMapping(desired) || !isMapping(current)) return same(desired, current) ? [] : [prefix];
+  const keys = [...new Set([...Object.keys(desired), ...Object.keys(current)])];
+  const paths = keys.filter((key) => !same(desired[key], current[key])).map((key) => `${prefix}.${key}`);
+  return paths.length > 0 || same(desired, current) ? paths : [prefix];
+}
+
+/** Application fields under `settings:` in the document; the others are at the block's top level. */
+const APPLICATION_SETTINGS: ReadonlySet<keyof ApplicationState> = new Set([
+  'health_check_enabled',
+  'health_check_path',
+  'scheduler_enabled',
+  'replicas',
+  'memory',
+  'scheduled_deletion_at',
+]);
+
+/** The document paths (`settings.replicas`, `repository.branch`) of the application fields that change. */
+export function applicationPaths(
+  changed: Array<keyof ApplicationState>,
+  merged: ApplicationState,
+  current: ApplicationState,
+): string[] {
+  return changed.flatMap((key) =>
+    APPLICATION_SETTINGS.has(key) ? [`settings.${key}`] : changedPaths(key, merged[key], current[key]),
+  );
+}
 
 export function line(subject: string, done: string, would: string): ChangeLine {
   return { done: `${subject} ${done}`, would: `[DRY RUN] Would ${would}` };

@@ -1,5 +1,5 @@
 // Planning the team's resources beside the application: managed databases and object storages.
-import { line, lower, mergeByKey, mergeStorageUsers, same } from './compare.js';
+import { line, lower, mergeByKey, mergeStorageUsers, report, same } from './compare.js';
 import type { Action, ManagedDatabaseState, ObjectStorageState, Plan } from './types.js';
 
 /** Managed databases: users and logical databases merged in; plan and zone changes need action. */
@@ -24,6 +24,7 @@ export function planManagedDatabases(p: Plan): void {
         },
       });
       structured.managed_databases.push({ action: 'created', name: database.name, type: database.type });
+      report(p, 'managed_database', database.name, database.type, 'created');
       lines.push(
         line(
           subject,
@@ -47,19 +48,22 @@ export function planManagedDatabases(p: Plan): void {
     if (!same(logical, stored.logical_databases)) values.logical_databases = logical;
     const reconcile = Object.keys(values).length > 0;
     const needsAction: string[] = [];
+    const pending: Array<{ field: string; from: string; to: string }> = [];
     if (database.plan !== stored.plan) {
       needsAction.push(`plan change from '${stored.plan}' to '${database.plan}'`);
+      pending.push({ field: 'plan', from: stored.plan, to: database.plan });
       if (stored.pending_plan !== database.plan) values.pending_plan = database.plan;
     }
     if (database.zone !== stored.zone) {
       needsAction.push(`zone change from '${stored.zone}' to '${database.zone}'`);
+      pending.push({ field: 'zone', from: stored.zone, to: database.zone });
       if (stored.pending_zone !== database.zone) values.pending_zone = database.zone;
     }
     if (Object.keys(values).length > 0) {
       ops.push({ kind: 'managed_database.update', id: stored.id, uuid: stored.uuid, values, reconcile });
     }
+    const fields = reconcile ? ['users', 'logical_databases'].filter((k) => k in values) : [];
     if (reconcile) {
-      const fields = ['users', 'logical_databases'].filter((k) => k in values);
       lines.push(
         line(subject, `updated (${fields.join(', ')})`, `update ${lower(subject)} (${fields.join(', ')})`),
       );
@@ -75,6 +79,7 @@ export function planManagedDatabases(p: Plan): void {
     }
     const action: Action = needsAction.length > 0 ? 'needs_action' : reconcile ? 'updated' : 'unchanged';
     structured.managed_databases.push({ action, name: database.name, type: database.type });
+    report(p, 'managed_database', database.name, database.type, action, fields, pending);
   }
 }
 
@@ -97,6 +102,7 @@ export function planObjectStorages(p: Plan): void {
         },
       });
       structured.object_storage.push({ action: 'created', name: storage.name });
+      report(p, 'object_storage', storage.name, null, 'created');
       lines.push(
         line(
           subject,
@@ -127,8 +133,8 @@ export function planObjectStorages(p: Plan): void {
     if (Object.keys(values).length > 0) {
       ops.push({ kind: 'object_storage.update', id: stored.id, uuid: stored.uuid, values, reconcile });
     }
+    const fields = reconcile ? ['buckets', 'users'].filter((k) => k in values) : [];
     if (reconcile) {
-      const fields = ['buckets', 'users'].filter((k) => k in values);
       lines.push(
         line(subject, `updated (${fields.join(', ')})`, `update ${lower(subject)} (${fields.join(', ')})`),
       );
@@ -143,9 +149,16 @@ export function planObjectStorages(p: Plan): void {
         ),
       );
     }
-    structured.object_storage.push({
-      action: needsAction ? 'needs_action' : reconcile ? 'updated' : 'unchanged',
-      name: storage.name,
-    });
+    const action: Action = needsAction ? 'needs_action' : reconcile ? 'updated' : 'unchanged';
+    structured.object_storage.push({ action, name: storage.name });
+    report(
+      p,
+      'object_storage',
+      storage.name,
+      null,
+      action,
+      fields,
+      needsAction ? [{ field: 'zone', from: stored.zone, to: storage.zone }] : [],
+    );
   }
 }

@@ -140,12 +140,45 @@ export interface StructuredChanges {
   object_storage: Array<{ action: Action; name: string }>;
 }
 
+/** The kind of an entry of the document, as `resource_changes` names it. */
+export type ResourceKind =
+  | 'application'
+  | 'domain'
+  | 'secret'
+  | 'volume'
+  | 'service'
+  | 'container_service'
+  | 'managed_database'
+  | 'object_storage';
+
+/**
+ * One entry of the document and what the apply does with it: the answer's `resource_changes` (Berth's
+ * addition beside the spec's `structured_changes`), so that a client needs no change line parsed.
+ */
+export interface ResourceChange {
+  resource: ResourceKind;
+  /** The entry's name; a domain's host name, a secret's key. */
+  name: string;
+  /** The application's, a service's, a container service's or a managed database's type; else null. */
+  type: string | null;
+  action: Action;
+  /**
+   * Paths, relative to the entry as the document writes it (`settings.replicas`, `repository.branch`,
+   * `value`), of the fields this apply changes. Empty for created and unchanged entries.
+   */
+  fields: string[];
+  /** needs_action: the changes recorded for the panel and not applied (plan, zone). Else empty. */
+  pending: Array<{ field: string; from: string; to: string }>;
+}
+
 export interface ApplyPlan {
   /** Problems found against the current state; non-empty means 422 and no writes. */
   errors: FieldErrors;
   ops: Operation[];
   lines: ChangeLine[];
   structured: StructuredChanges;
+  /** Every entry of the document in document order, with the fields that change. */
+  resources: ResourceChange[];
   needsDeployment: boolean;
 }
 
@@ -167,5 +200,6 @@ export interface Plan {
   ops: Operation[];
   lines: ChangeLine[];
   structured: StructuredChanges;
+  resources: ResourceChange[];
   needsDeployment: boolean;
 }
