@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { limitsFor } from '../plan-limits.js';
+import { limitsFor, limitsForMemory, type EngineLimits } from '../plan-limits.js';
 import {
   PermanentDriverError,
   type DatabaseEngine,
@@ -17,9 +17,18 @@ import {
 } from '../types.js';
 import type { LocalEngine } from './engine.js';
 import { mariadbEngine } from './mariadb.js';
-import { postgresEngine } from './postgres.js';
+import { availablePgExtensions, postgresEngine } from './postgres.js';
 import { instanceAccount, maintenanceFile, ownInstance } from './accounts.js';
-import { chownTree, ensureTraversable, freePort, portIsFree, run, terminate, treeSize } from './process.js';
+import {
+  chownTree,
+  ensureTraversable,
+  freePort,
+  portIsFree,
+  run,
+  tailLines,
+  terminate,
+  treeSize,
+} from './process.js';
 import { maintenanceUri, recoverCopy, restorableBackups } from './recovery.js';
 import { valkeyEngine } from './valkey.js';
 
@@ -35,9 +44,17 @@ const BOOTSTRAP_FILE = 'bootstrap.password';
 interface InstanceFile {
   engine: DatabaseEngine;
   port: number;
-  /** The plan whose limits the configuration holds. */
+  /** The plan whose limits the configuration holds (with a service's own memory: `plan+<MiB>MiB`). */
   plan: string;
 }
+
+/** What a spec's limits are called in the state file: a change restarts the server with new limits. */
+const appliedSizing = (spec: InstanceSpec): string =>
+  spec.limits ? `${spec.plan}+${Math.floor(spec.limits.memoryMiB)}MiB` : spec.plan;
+
+/** The plan's limits, or a service's own memory (docs/services.md). */
+const limitsOf = (spec: InstanceSpec): EngineLimits =>
+  spec.limits ? limitsForMemory(spec.engine, spec.limits.memoryMiB) : limitsFor(spec.engine, spec.plan);
 
 export interface LocalDriverOptions {
   dataDir: string;
@@ -156,14 +173,15 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
     await ownInstance(root, instanceAccount(root, engine.osUser));
     let state = readState(root);
     let pid = engine.pidOf(root);
-    if (pid !== null && state && state.plan !== spec.plan) {
+    const sizing = appliedSizing(spec);
+    if (pid !== null && state && state.plan !== sizing) {
       await terminate(pid, engine.stopSignal);
       pid = null;
     }
     if (pid === null) {
       const port = await choosePort(spec.port ?? state?.port);
-      await engine.configure(root, spec, port, limitsFor(spec.engine, spec.plan));
-      state = { engine: spec.engine, port, plan: spec.plan };
+      await engine.configure(root, spec, port, limitsOf(spec));
+      state = { engine: spec.engine, port, plan: sizing };
       fs.writeFileSync(stateFile(root), JSON.stringify(state), { mode: 0o600 });
       await engine.start(root, spec, port);
       pid = engine.pidOf(root);
@@ -193,6 +211,15 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
 
   return {
     name: 'local',
+    capabilities: () => ({
+      versions: {
+        pg: postgresEngine.versions(),
+        mysql: mariadbEngine.versions(),
+        valkey: valkeyEngine.versions(),
+      },
+      pgExtensions: availablePgExtensions(),
+    }),
+    logs: (ref, tail) => Promise.resolve(tailLines(ENGINES[ref.engine].logFile(dirOf(ref.id)), tail)),
     instanceDir: dirOf,
     maintenanceUri: (ref, port) => maintenanceUri(dirOf(ref.id), ref.engine, port),
     restorableBackups: (ref) => restorableBackups(dirOf(ref.id)),
@@ -224,7 +251,7 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
         engine.recover?.(root);
         // Not necessarily running: a resumed upgrade finds it stopped by a restart of Berth.
         if (!state || !engine.isInitialised(root)) throw new Error(`instance ${spec.id} has no data`);
-        await engine.upgrade(root, spec, state.port, limitsFor(spec.engine, spec.plan), targetMajor);
+        await engine.upgrade(root, spec, state.port, limitsOf(spec), targetMajor);
         return bootAndConverge(spec, false);
       }),
     adoptCopy: (spec, copy) =>
