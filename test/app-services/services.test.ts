@@ -9,6 +9,7 @@ import net from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
+import { isAlive } from '../../src/drivers/databases/local/process.js';
 import { DIALECTS } from '../helpers/store.js';
 import {
   applyYaml,
@@ -100,15 +101,6 @@ function resp(port: number, commands: string[][]): Promise<string[]> {
   });
 }
 
-const isAlive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
-
 describe.each(DIALECTS)('application services (%s)', (dialect) => {
   let h: RuntimeHarness;
   let shopId: number;
@@ -132,6 +124,9 @@ describe.each(DIALECTS)('application services (%s)', (dialect) => {
 
   beforeAll(async () => {
     h = await startRuntime(dialect);
+    // The engine templates a serving Berth builds at start (once per data dir), as the Node.js runtime
+    // is downloaded once: no deployment's deadline pays for initdb.
+    await h.t.ctx.services.managedDatabases.driver.warmUp?.();
     h.repository('svc').commit(serviceAppFiles());
     repositoryUrl = h.git.url('svc');
   }, 180_000);

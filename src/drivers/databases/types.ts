@@ -184,7 +184,7 @@ export interface ManagedDatabaseDriver {
    */
   baseBackup(spec: InstanceSpec, retain: number): Promise<BaseBackup[]>;
   /** Optional preparation at start (the local driver builds its engine templates). */
-  warmUp?(adminUser: string): Promise<void>;
+  warmUp?(): Promise<void>;
 }
 
 /** A failure that retrying cannot fix (an unknown collation, an unsupported authentication method). */

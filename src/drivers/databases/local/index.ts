@@ -18,7 +18,7 @@ import {
 import type { LocalEngine } from './engine.js';
 import { mariadbEngine } from './mariadb.js';
 import { availablePgExtensions, postgresEngine } from './postgres.js';
-import { instanceAccount, maintenanceFile, ownInstance } from './accounts.js';
+import { MAINTENANCE_USER, instanceAccount, maintenanceFile, ownInstance } from './accounts.js';
 import {
   chownTree,
   ensureTraversable,
@@ -68,7 +68,7 @@ export interface LocalDatabaseDriver extends ManagedDatabaseDriver {
   /** `<dataDir>/databases/<uuid>`: where an instance's files are. */
   instanceDir(id: string): string;
   /** Builds the engine templates now, so that the first provisioning is as fast as the later ones. */
-  warmUp(adminUser: string): Promise<void>;
+  warmUp(): Promise<void>;
 }
 
 export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDatabaseDriver {
@@ -108,9 +108,13 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
 
   const templates = new Map<string, Promise<{ dir: string; password: string }>>();
 
-  /** A pristine instance made once per engine and admin name, copied for each new instance. */
-  function template(engine: DatabaseEngine, adminUser: string): Promise<{ dir: string; password: string }> {
-    const key = `${engine}-${adminUser}`;
+  /**
+   * A pristine instance made once per engine, copied for each new instance: managed databases and
+   * applications' services alike (no engine's init depends on the admin's name, which ensureAccess
+   * makes on the copy).
+   */
+  function template(engine: DatabaseEngine): Promise<{ dir: string; password: string }> {
+    const key = engine;
     let made = templates.get(key);
     if (!made) {
       made = (async () => {
@@ -128,7 +132,8 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
         fs.mkdirSync(building, { mode: 0o700 });
         await chownTree(building, ENGINES[engine].osUser);
         const password = randomBytes(18).toString('base64url');
-        await ENGINES[engine].init(building, adminUser, password);
+        // No engine makes the admin in init (ensureAccess does, on each copy): the name is nominal.
+        await ENGINES[engine].init(building, MAINTENANCE_USER, password);
         fs.writeFileSync(passwordFile, password, { mode: 0o600 });
         fs.rmSync(dir, { recursive: true, force: true });
         fs.renameSync(building, dir);
@@ -153,7 +158,7 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
       await engine.init(root, spec.adminUser, spec.adminPassword);
       return;
     }
-    const { dir, password } = await template(spec.engine, spec.adminUser);
+    const { dir, password } = await template(spec.engine);
     await run('cp', ['-a', `${dir}/.`, root]);
     // The copy is the template account's until it is this instance's own.
     await chownTree(root, account);
@@ -224,10 +229,10 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
     maintenanceUri: (ref, port) => maintenanceUri(dirOf(ref.id), ref.engine, port),
     restorableBackups: (ref) => restorableBackups(dirOf(ref.id)),
     recoverCopy: (ref, options) => recoverCopy(dirOf(ref.id), options),
-    async warmUp(adminUser) {
+    async warmUp() {
       if (options.useTemplates === false) return;
       for (const engine of Object.keys(ENGINES) as DatabaseEngine[]) {
-        if (ENGINES[engine].templated) await template(engine, adminUser);
+        if (ENGINES[engine].templated) await template(engine);
       }
     },
     provision: (spec) => serialized(spec.id, () => bootAndConverge(spec, true)),
