@@ -307,7 +307,7 @@ describe.each(DIALECTS)('application services (%s)', (dialect) => {
         .executeTakeFirstOrThrow()
     ).pid;
     expect(pidAfter).not.toBe(pidBefore);
-    expect(isAlive(pidBefore!)).toBe(false);
+    expect(isAlive(pidBefore)).toBe(false);
     const again = JSON.parse((await edgeRequest(h.edgePort, 'shop.test', '/roundtrip?value=again')).body) as {
       pg: { body: string };
     };
@@ -429,7 +429,7 @@ describe.each(DIALECTS)('application services (%s)', (dialect) => {
       .execute();
     expect(instances).toHaveLength(2);
     for (const instance of instances) {
-      expect(isAlive(instance.pid!)).toBe(true);
+      expect(isAlive(instance.pid)).toBe(true);
       expect(fs.existsSync(instance.data_dir!)).toBe(true);
     }
     const deleted = await api('DELETE', `/api/v1/applications/${shopId}`);
@@ -440,7 +440,7 @@ describe.each(DIALECTS)('application services (%s)', (dialect) => {
       'the application to be deleted',
     );
     for (const instance of instances) {
-      expect(isAlive(instance.pid!)).toBe(false);
+      expect(isAlive(instance.pid)).toBe(false);
       expect(fs.existsSync(instance.data_dir!)).toBe(false);
     }
     const left = await h.t.ctx.db
@@ -452,7 +452,7 @@ describe.each(DIALECTS)('application services (%s)', (dialect) => {
     // The other application's services are untouched.
     const other = await h.t.ctx.db.selectFrom('app_service_instances').selectAll().execute();
     expect(other).toHaveLength(2);
-    for (const instance of other) expect(isAlive(instance.pid!)).toBe(true);
+    for (const instance of other) expect(isAlive(instance.pid)).toBe(true);
   }, 60_000);
 });
 
