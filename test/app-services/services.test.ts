@@ -123,7 +123,9 @@ describe.each(DIALECTS)('application services (%s)', (dialect) => {
     );
 
   beforeAll(async () => {
-    h = await startRuntime(dialect);
+    // The runtime suites' 15 s deadline is sized for a build and a rollout; these deployments also
+    // provision database servers (the deadline itself is tested in test/runtime/applications.test.ts).
+    h = await startRuntime(dialect, { BERTH_DEPLOYMENT_TIMEOUT: '60' });
     // The engine templates a serving Berth builds at start (once per data dir), as the Node.js runtime
     // is downloaded once: no deployment's deadline pays for initdb.
     await h.t.ctx.services.managedDatabases.driver.warmUp?.();
