@@ -15,6 +15,7 @@ import { registerIdentityRoutes } from './http/routes/platform/identity.js';
 import { registerAccountRoutes } from './http/routes/platform/accounts.js';
 import { registerApplicationRoutes } from './http/routes/platform/applications.js';
 import { registerRuntimeRoutes } from './http/routes/platform/runtime.js';
+import { registerAppServiceRoutes } from './http/routes/platform/app-services.js';
 import { registerInfrastructureRoutes } from './http/routes/platform/infrastructure.js';
 import { registerTeamResourceRoutes } from './http/routes/platform/team-resources.js';
 import { registerScheduledDeletionRoutes } from './http/routes/platform/scheduled-deletion.js';
@@ -123,6 +124,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   registerInfrastructureRoutes(app, deps);
   registerApplicationRoutes(app, deps);
   registerRuntimeRoutes(app, deps);
+  registerAppServiceRoutes(app, deps);
   registerTeamResourceRoutes(app, deps);
   registerScheduledDeletionRoutes(app, deps);
 

@@ -46,6 +46,7 @@ import {
   type RuntimeService,
 } from './services/applications/runtime.js';
 import { createSpecBuilder } from './services/applications/spec.js';
+import { createAppServicesService, type AppServicesService } from './services/app-services/index.js';
 import {
   createInfrastructureQueries,
   type InfrastructureQueries,
@@ -79,6 +80,8 @@ export interface Services {
   readonly deployments: DeploymentService;
   /** The platform API's use cases on running applications. */
   readonly applications: RuntimeService;
+  /** Applications' services on the managed-database engines: provisioning, supervision, environment. */
+  readonly appServices: AppServicesService;
   /** People signing in: passwords, sessions, sign-in links; team membership changes. */
   readonly accounts: AccountsService;
   /** What a team has, as the platform API reads it: applications, resources, YAML exports. */
@@ -120,13 +123,15 @@ function once<T>(make: () => T): () => T {
 export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}): Services {
   const { config } = ctx;
 
-  const managedDatabaseDriver = (): ManagedDatabaseDriver => {
+  // One driver for managed databases and applications' services: their per-instance locks and
+  // engine templates are shared.
+  const managedDatabaseDriver = once((): ManagedDatabaseDriver => {
     if (overrides.managedDatabaseDriver) return overrides.managedDatabaseDriver;
     switch (config.drivers.managedDatabases) {
       case 'local':
         return createLocalDatabaseDriver({ dataDir: config.dataDir });
     }
-  };
+  });
   const objectStorageDriver = (): ObjectStorageDriver => {
     switch (config.drivers.objectStorage) {
       case 'local':
@@ -177,8 +182,27 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
     }
   });
   const resources = once(() => createInfrastructureQueries({ db: ctx.db, identity: ctx.identity }));
+  const appServices = once(() => {
+    const service = createAppServicesService({
+      db: ctx.db,
+      clock: ctx.clock,
+      ids: ctx.ids,
+      logger: ctx.logger,
+      secretBox: ctx.secretBox,
+      dataDir: config.dataDir,
+      driver: managedDatabaseDriver,
+      queries: resources(),
+    });
+    ctx.onClose(() => service.close());
+    return service;
+  });
   const specs = once(() =>
-    createSpecBuilder({ db: ctx.db, secretBox: ctx.secretBox, runtime: config.runtime }),
+    createSpecBuilder({
+      db: ctx.db,
+      secretBox: ctx.secretBox,
+      runtime: config.runtime,
+      serviceEnvironment: (appId, type) => appServices().environment(appId, type),
+    }),
   );
   const deployments = once(() =>
     createDeploymentService({
@@ -190,6 +214,7 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
       specs: specs(),
       uploadedSource: (appId, file) => uploadedSourcePath(config.dataDir, appId, file),
       wakeJobs: () => jobs.wake(),
+      services: { ensureApplication: (appId, log) => appServices().ensureApplication(appId, log) },
     }),
   );
   const applications = once(() =>
@@ -254,6 +279,8 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
     async (app) => {
       deployments().cancelInFlight(app.id, 'the application is being deleted');
       await runtimeDriver().remove(app.id);
+      // Its services' servers and data go with it (their rows go with the application's).
+      await appServices().removeApplication(app.id);
     },
   ];
   // The /1.3 operations' requests and jobs. The managed-database service is reached when used, not when
@@ -282,6 +309,7 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
       quotas: config.quotas,
       deployments: deployments(),
       runtimeCapabilities: () => runtimeDriver().capabilities(),
+      serviceCapabilities: () => managedDatabaseDriver().capabilities?.(),
       // What the object-storage driver would refuse is refused by apply, in the same 422.
       validationHooks: { objectStorageEntry: (entry) => objectStorage().driver.problems(entry) },
     }),
@@ -324,6 +352,7 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
       ...managedDatabases().handlers(),
       ...dbOperationJobHandlers(dbOperationsDeps),
       ...deployments().jobHandlers(),
+      ...appServices().handlers(),
     }),
     runner: (options = {}) =>
       createBackgroundWork(
@@ -370,6 +399,9 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
     },
     get applications() {
       return applications();
+    },
+    get appServices() {
+      return appServices();
     },
     get accounts() {
       return accounts();

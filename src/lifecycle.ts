@@ -50,6 +50,10 @@ export async function startBackground(
   });
   stops.push(() => runtime.close());
   services.jobs.wake = () => work.wake();
+  // Applications' services: the first pass starts those Berth stopped; reconcile makes sure of them
+  // again, application by application, before starting each application.
+  const appServices = services.appServices.startSupervisor();
+  stops.push(() => appServices.stop());
   const reconciled = services.deployments
     .reconcile()
     .catch((error: unknown) => ctx.logger.error({ err: error }, 'applications were not all started again'));

@@ -22,6 +22,7 @@ export interface JobPayloads {
   'scheduled_deletion.sweep': Record<string, never>;
   'scheduled_deletion.delete': { applicationId: number; scheduledFor: string };
   'deployment.run': { id: number };
+  'app_service.provision': { applicationId: number };
 }
 
 export type JobType = keyof JobPayloads;
@@ -41,6 +42,7 @@ const JOB_KEYS: { [T in JobType]: (payload: JobPayloads[T]) => string } = {
   'scheduled_deletion.sweep': () => 'scheduled_deletion.sweep',
   'scheduled_deletion.delete': (p) => `scheduled_deletion.delete:${p.applicationId}:${p.scheduledFor}`,
   'deployment.run': (p) => `deployment.run:${p.id}`,
+  'app_service.provision': (p) => `app_service.provision:${p.applicationId}`,
 };
 
 export const jobKey = <T extends JobType>(type: T, payload: JobPayloads[T]): string =>

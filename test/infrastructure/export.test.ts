@@ -129,7 +129,13 @@ const serviceArb = (name: string) =>
     fc.record({
       name: fc.constant(name),
       type: fc.constant('postgresql'),
-      settings: fc.record({ database: label, extensions: fc.uniqueArray(label, { maxLength: 2 }) }),
+      settings: fc.record({
+        database: label,
+        // Extensions must be installable here (a 422 otherwise): contrib's, which Debian ships.
+        extensions: fc.uniqueArray(fc.constantFrom('citext', 'pg_trgm', 'hstore', 'uuid-ossp'), {
+          maxLength: 2,
+        }),
+      }),
     }),
     fc.record({
       name: fc.constant(name),

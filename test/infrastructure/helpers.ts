@@ -29,7 +29,7 @@ export function fullDocument(team: string | number, name = 'shop'): Record<strin
       secrets: [{ key: 'APP_KEY', value: 'base64:abc' }],
       volumes: [{ name: 'storage', mount_path: '/var/www/html/storage', volume_size: 10 }],
       services: [
-        { name: 'cache', type: 'valkey', version: '8', memory: '512Mi' },
+        { name: 'cache', type: 'valkey', version: '7', memory: '512Mi' },
         { name: 'worker', type: 'worker', memory: '1Gi', command: 'php artisan queue:work' },
       ],
       container_services: [

@@ -15,6 +15,7 @@ import * as m017 from './017_user_credit_allowance.js';
 import * as m018 from './018_s3_checksums.js';
 import * as m019 from './019_runtime.js';
 import * as m020 from './020_accounts.js';
+import * as m021 from './021_app_services.js';
 
 type DialectMigration = { up(db: Kysely<unknown>, dialect: Dialect): Promise<void> };
 
@@ -33,6 +34,7 @@ const MIGRATIONS: Record<string, DialectMigration> = {
   '018_s3_checksums': m018,
   '019_runtime': m019,
   '020_accounts': m020,
+  '021_app_services': m021,
 };
 
 export async function migrateToLatest(db: Kysely<unknown>, dialect: Dialect): Promise<void> {

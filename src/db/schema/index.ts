@@ -6,6 +6,7 @@ import type { ScheduledDeletionTables } from './scheduled-deletion.js';
 import type { ObjectStorageTables } from './object-storage.js';
 import type { ManagedInstancesTables } from './managed-instances.js';
 import type { DbOperationsTables } from './db-operations.js';
+import type { AppServicesTables } from './app-services.js';
 
 export type Database = FoundationTables &
   InfrastructureTables &
@@ -13,4 +14,5 @@ export type Database = FoundationTables &
   ObjectStorageTables &
   ScheduledDeletionTables &
   ManagedInstancesTables &
-  DbOperationsTables;
+  DbOperationsTables &
+  AppServicesTables;

@@ -46,12 +46,29 @@ export function limitsFor(engine: DatabaseEngine, plan: string): EngineLimits {
   const budget = Math.max(64, Math.floor(shape.memoryMiB / MEMORY_SCALE_DIVISOR));
   // UpCloud reports max_connections growing with memory; 100 for the small plans.
   const maxConnections = Math.min(1000, Math.max(100, Math.floor(shape.memoryMiB / 40)));
+  return limitsForBudget(engine, budget, shape.storageMiB, maxConnections);
+}
+
+/**
+ * An application service's limits (docs/services.md): its `memory` is the budget itself (one
+ * application's private instance, not a plan shared out over a host), 100 connections.
+ */
+export function limitsForMemory(engine: DatabaseEngine, memoryMiB: number, storageMiB = 0): EngineLimits {
+  return limitsForBudget(engine, Math.max(32, Math.floor(memoryMiB)), storageMiB, 100);
+}
+
+function limitsForBudget(
+  engine: DatabaseEngine,
+  budget: number,
+  storageMiB: number,
+  maxConnections: number,
+): EngineLimits {
   switch (engine) {
     case 'pg':
       // The usual PostgreSQL proportions: 25 % shared buffers, 75 % of memory as OS cache.
       return {
         budgetMiB: budget,
-        storageMiB: shape.storageMiB,
+        storageMiB,
         maxConnections,
         settings: {
           shared_buffers: mib(Math.max(16, budget / 4)),
@@ -65,7 +82,7 @@ export function limitsFor(engine: DatabaseEngine, plan: string): EngineLimits {
       // InnoDB's buffer pool takes half the budget; the rest is per-connection and server memory.
       return {
         budgetMiB: budget,
-        storageMiB: shape.storageMiB,
+        storageMiB,
         maxConnections,
         settings: {
           'innodb-buffer-pool-size': `${Math.max(16, Math.floor(budget / 2))}M`,

@@ -19,6 +19,11 @@ export interface LogicalDatabaseSpec {
   characterSet?: string;
   /** pg: an LC_COLLATE/LC_CTYPE locale such as `C.UTF-8`; mysql: a collation such as `utf8mb4_unicode_ci`. */
   collation?: string;
+  /**
+   * pg only: extensions made in this database (CREATE EXTENSION, by the driver's own superuser, so
+   * the owner needs none); each must be among `capabilities().pgExtensions`.
+   */
+  extensions?: string[];
 }
 
 /** Everything a driver needs to make an instance match the desired state. */
@@ -27,6 +32,11 @@ export interface InstanceSpec {
   id: string;
   engine: DatabaseEngine;
   plan: string;
+  /**
+   * Sizing instead of the plan's: an application's private service (docs/services.md), whose
+   * `memory` is the instance's whole budget. The plan then only names the kind of instance.
+   */
+  limits?: { memoryMiB: number };
   /** The port the instance had before (kept across restarts when it is still free), or undefined. */
   port?: number;
   adminUser: string;
@@ -107,8 +117,20 @@ export interface RecoverCopyOptions {
   port: number;
 }
 
+/** What a driver can make, for apply's validation of application services (docs/services.md). */
+export interface DatabaseCapabilities {
+  /** Per engine, the versions a new instance can be made on (`latest` is the newest of these). */
+  versions: Record<DatabaseEngine, string[]>;
+  /** Extensions a PostgreSQL database can be given, sorted. */
+  pgExtensions: string[];
+}
+
 export interface ManagedDatabaseDriver {
   readonly name: string;
+  /** What new instances can be; drivers without it accept `latest` only and no extensions. */
+  capabilities?(): DatabaseCapabilities;
+  /** The newest `tail` lines of the instance's server log, oldest first (none when it has no log here). */
+  logs?(ref: InstanceRef, tail: number): Promise<string[]>;
   /**
    * Creates the instance if it does not exist, starts it, applies the plan's limits and makes the
    * users and logical databases exist with the given passwords. Idempotent: a retry after any
@@ -162,7 +184,7 @@ export interface ManagedDatabaseDriver {
    */
   baseBackup(spec: InstanceSpec, retain: number): Promise<BaseBackup[]>;
   /** Optional preparation at start (the local driver builds its engine templates). */
-  warmUp?(adminUser: string): Promise<void>;
+  warmUp?(): Promise<void>;
 }
 
 /** A failure that retrying cannot fix (an unknown collation, an unsupported authentication method). */

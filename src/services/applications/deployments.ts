@@ -32,6 +32,11 @@ export interface DeploymentDeps {
   uploadedSource: (appId: number, file: string | null) => string | undefined;
   /** Polls the job runner at once (a deployment should not wait for the next poll). */
   wakeJobs: () => void;
+  /**
+   * Makes the application's services run with their document's settings (docs/services.md); a
+   * deployment's release waits for it, and a restart of Berth starts them before the application.
+   */
+  services?: { ensureApplication(appId: number, log?: (line: string) => void): Promise<void> };
 }
 
 /** A deployment's live log: lines as they are written, for streaming before they reach the store. */
@@ -149,6 +154,15 @@ export function createDeploymentService(deps: DeploymentDeps) {
       await repo.setApplicationStatus(appId, live === null ? 'starting' : 'deploying', null, at());
       const spec = await deps.specs.build(app);
       const driver = deps.driver();
+      // Services start beside the build (which gets neither secrets nor services) and must run before
+      // the release's init commands; their lines join the log then, not amid the build's.
+      const serviceLines: string[] = [];
+      const servicesReady = (
+        deps.services?.ensureApplication(appId, (line) => serviceLines.push(line)) ?? Promise.resolve()
+      ).then(
+        () => undefined,
+        (error: unknown) => error as Error,
+      );
       let release = deployment.release;
       if (release !== null) {
         // A rollback or skip_build reuses a built release.
@@ -181,10 +195,15 @@ export function createDeploymentService(deps: DeploymentDeps) {
       }
       checkAborted();
       await enter('release');
-      await driver.release(spec, release, step);
+      const servicesFailed = await servicesReady;
+      for (const line of serviceLines) step.log(line);
+      if (servicesFailed) throw servicesFailed;
+      // Built again now that every service has its place and credentials: the environment holds them.
+      const running = await deps.specs.build(app);
+      await driver.release(running, release, step);
       checkAborted();
       await enter('rollout');
-      await driver.rollout(spec, release, step);
+      await driver.rollout(running, release, step);
       // Past the switch, a cancel no longer undoes anything: the new release serves.
       step.log(`Deployment ${deploymentId} is live`);
       await finish('success', null);
@@ -292,6 +311,7 @@ export function createDeploymentService(deps: DeploymentDeps) {
         if (!app || !live?.release) continue;
         await repo.setApplicationStatus(id, 'starting', null, iso(clock.now()));
         try {
+          await deps.services?.ensureApplication(id);
           await deps.driver().ensureRunning(await deps.specs.build(app), live.release);
           await repo.setApplicationStatus(id, 'active', null, iso(clock.now()));
           // A release an interrupted deployment built (or half built) is not kept.

@@ -19,6 +19,8 @@ export interface SpecDeps {
   db: Kysely<Database>;
   secretBox: SecretBox;
   runtime: Readonly<RuntimeSettings>;
+  /** The connection environment of the application's services (docs/services.md); none without it. */
+  serviceEnvironment?: (appId: number, type: ApplicationRow['type']) => Promise<Record<string, string>>;
 }
 
 export function createSpecBuilder(deps: SpecDeps) {
@@ -49,11 +51,13 @@ export function createSpecBuilder(deps: SpecDeps) {
 
     async build(row: ApplicationRow): Promise<AppSpec> {
       const app = applicationState(row);
-      const [children, secrets] = await Promise.all([
+      const [children, secrets, injected] = await Promise.all([
         infrastructure.applicationChildren(row.id),
         deployments.sealedSecrets(row.id),
+        deps.serviceEnvironment?.(row.id, row.type) ?? {},
       ]);
-      const env: Record<string, string> = {};
+      // The services' connection names first: a secret of the same key wins.
+      const env: Record<string, string> = { ...injected };
       for (const secret of secrets) env[secret.key] = deps.secretBox.decrypt(secret.value_encrypted);
       return {
         id: row.id,

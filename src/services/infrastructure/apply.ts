@@ -2,6 +2,12 @@
 // state → plan → perform every write and enqueue every job in one transaction (nothing for a dry run).
 import { charsetProblems } from '../../drivers/databases/charsets.js';
 import type { RuntimeCapabilities } from '../../drivers/runtime/driver.js';
+import type { DatabaseCapabilities } from '../../drivers/databases/types.js';
+import {
+  engineOfService,
+  RESERVED_SERVICE_DATABASES,
+  SERVICE_DATABASE_NAME,
+} from '../../domain/app-services.js';
 import type { Kysely, Transaction } from 'kysely';
 import type { Dialect } from '../../db/dialect.js';
 import {
@@ -50,6 +56,8 @@ export interface InfrastructureDeps {
   runtimeCapabilities?: () => RuntimeCapabilities;
   /** Drivers' checks run with the document's (what provisioning would refuse is refused at apply). */
   validationHooks: ValidationHooks;
+  /** What the managed-database driver can make, for the services it runs (versions, extensions). */
+  serviceCapabilities?: () => DatabaseCapabilities | undefined;
 }
 
 export interface ApplyOptions {
@@ -356,6 +364,50 @@ function checkRuntime(doc: DesiredDocument, capabilities: RuntimeCapabilities): 
   if (Object.keys(errors).length > 0) throw validationError(errors, VALIDATION_MESSAGE);
 }
 
+/**
+ * Services that run on the managed-database engines (docs/services.md): a version, extension or
+ * database name the driver cannot provide is a 422 at the field, dry run included, naming what is
+ * available.
+ */
+function checkServices(doc: DesiredDocument, capabilities: DatabaseCapabilities | undefined): void {
+  const errors: Record<string, string[]> = {};
+  for (const service of doc.services) {
+    const engine = engineOfService(service.type);
+    if (!engine) continue;
+    const at = `spec.services.${service.name}`;
+    const label = `Service '${service.name}' (${service.type})`;
+    const versions = capabilities?.versions[engine] ?? [];
+    if (
+      service.version !== undefined &&
+      service.version !== 'latest' &&
+      !versions.includes(service.version)
+    ) {
+      errors[`${at}.version`] = [
+        `${label}: version ${service.version} is not available here; available: ${['latest', ...versions].join(', ')}.`,
+      ];
+    }
+    const database = service.settings?.database;
+    if (typeof database === 'string' && engine !== 'valkey') {
+      if (!SERVICE_DATABASE_NAME.test(database) || RESERVED_SERVICE_DATABASES[engine].includes(database)) {
+        errors[`${at}.settings.database`] = [
+          `${label}: database name '${database}' cannot be used; expected letters, digits, "_" and "-" (not starting with a digit, at most 63 characters), and none of ${RESERVED_SERVICE_DATABASES[engine].join(', ')}.`,
+        ];
+      }
+    }
+    const extensions = service.settings?.extensions;
+    if (Array.isArray(extensions) && extensions.length > 0) {
+      const available = capabilities?.pgExtensions ?? [];
+      const missing = extensions.filter((name) => !available.includes(name));
+      if (missing.length > 0) {
+        errors[`${at}.settings.extensions`] = [
+          `${label}: extension${missing.length > 1 ? 's' : ''} ${missing.join(', ')} not installable here; available: ${available.join(', ') || 'none'}.`,
+        ];
+      }
+    }
+  }
+  if (Object.keys(errors).length > 0) throw validationError(errors, VALIDATION_MESSAGE);
+}
+
 export function createApplyService(deps: InfrastructureDeps) {
   const { db, dialect, clock, ids, secretBox } = deps;
   const readDocument = createDocumentReader(deps.validationHooks);
@@ -420,6 +472,10 @@ export function createApplyService(deps: InfrastructureDeps) {
             op.password === null ? null : seal(op.password),
             at,
           );
+          // Provisioned by a job of this transaction: it runs once the document is stored.
+          if (engineOfService(op.values.type)) {
+            await enqueue(trx, 'app_service.provision', { applicationId: requireApp() }, { now });
+          }
           break;
         case 'service.update':
           await repo.updateService(
@@ -470,6 +526,8 @@ export function createApplyService(deps: InfrastructureDeps) {
       const doc = readDocument(body);
       checkCharsets(doc);
       if (deps.runtimeCapabilities) checkRuntime(doc, deps.runtimeCapabilities());
+      if (doc.services.some((service) => engineOfService(service.type)))
+        checkServices(doc, deps.serviceCapabilities?.());
       const team = await deps.identity.requireTeamAt(userId, doc.team);
       const respond = (
         result: ApplyPlan,

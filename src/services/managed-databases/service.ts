@@ -393,7 +393,7 @@ export function createManagedDatabaseService(deps: ManagedDatabaseDeps): Managed
     warmUp() {
       if (!driver.warmUp) return;
       warming ??= driver
-        .warmUp(ADMIN_USER)
+        .warmUp()
         .catch((error: unknown) =>
           log.warn({ err: error }, 'building database templates failed; the first provisioning will retry'),
         );

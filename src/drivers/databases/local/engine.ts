@@ -27,6 +27,10 @@ export interface LocalEngine {
   start(root: string, spec: InstanceSpec, port: number): Promise<void>;
   /** The server's pid from its own pid file, when that process is alive and is this instance's. */
   pidOf(root: string): number | null;
+  /** The server's own log file (what the services API shows as the service's logs). */
+  logFile(root: string): string;
+  /** Versions a new instance can be made on, newest first (the installed server's). */
+  versions(): string[];
   /** Signal for a clean, fast shutdown. */
   readonly stopSignal: NodeJS.Signals;
   /**

@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { limitsFor } from '../plan-limits.js';
+import { limitsFor, limitsForMemory, type EngineLimits } from '../plan-limits.js';
 import {
   PermanentDriverError,
   type DatabaseEngine,
@@ -17,9 +17,18 @@ import {
 } from '../types.js';
 import type { LocalEngine } from './engine.js';
 import { mariadbEngine } from './mariadb.js';
-import { postgresEngine } from './postgres.js';
-import { instanceAccount, maintenanceFile, ownInstance } from './accounts.js';
-import { chownTree, ensureTraversable, freePort, portIsFree, run, terminate, treeSize } from './process.js';
+import { availablePgExtensions, postgresEngine } from './postgres.js';
+import { MAINTENANCE_USER, instanceAccount, maintenanceFile, ownInstance } from './accounts.js';
+import {
+  chownTree,
+  ensureTraversable,
+  freePort,
+  portIsFree,
+  run,
+  tailLines,
+  terminate,
+  treeSize,
+} from './process.js';
 import { maintenanceUri, recoverCopy, restorableBackups } from './recovery.js';
 import { valkeyEngine } from './valkey.js';
 
@@ -35,9 +44,17 @@ const BOOTSTRAP_FILE = 'bootstrap.password';
 interface InstanceFile {
   engine: DatabaseEngine;
   port: number;
-  /** The plan whose limits the configuration holds. */
+  /** The plan whose limits the configuration holds (with a service's own memory: `plan+<MiB>MiB`). */
   plan: string;
 }
+
+/** What a spec's limits are called in the state file: a change restarts the server with new limits. */
+const appliedSizing = (spec: InstanceSpec): string =>
+  spec.limits ? `${spec.plan}+${Math.floor(spec.limits.memoryMiB)}MiB` : spec.plan;
+
+/** The plan's limits, or a service's own memory (docs/services.md). */
+const limitsOf = (spec: InstanceSpec): EngineLimits =>
+  spec.limits ? limitsForMemory(spec.engine, spec.limits.memoryMiB) : limitsFor(spec.engine, spec.plan);
 
 export interface LocalDriverOptions {
   dataDir: string;
@@ -51,7 +68,7 @@ export interface LocalDatabaseDriver extends ManagedDatabaseDriver {
   /** `<dataDir>/databases/<uuid>`: where an instance's files are. */
   instanceDir(id: string): string;
   /** Builds the engine templates now, so that the first provisioning is as fast as the later ones. */
-  warmUp(adminUser: string): Promise<void>;
+  warmUp(): Promise<void>;
 }
 
 export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDatabaseDriver {
@@ -91,9 +108,13 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
 
   const templates = new Map<string, Promise<{ dir: string; password: string }>>();
 
-  /** A pristine instance made once per engine and admin name, copied for each new instance. */
-  function template(engine: DatabaseEngine, adminUser: string): Promise<{ dir: string; password: string }> {
-    const key = `${engine}-${adminUser}`;
+  /**
+   * A pristine instance made once per engine, copied for each new instance: managed databases and
+   * applications' services alike (no engine's init depends on the admin's name, which ensureAccess
+   * makes on the copy).
+   */
+  function template(engine: DatabaseEngine): Promise<{ dir: string; password: string }> {
+    const key = engine;
     let made = templates.get(key);
     if (!made) {
       made = (async () => {
@@ -111,7 +132,8 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
         fs.mkdirSync(building, { mode: 0o700 });
         await chownTree(building, ENGINES[engine].osUser);
         const password = randomBytes(18).toString('base64url');
-        await ENGINES[engine].init(building, adminUser, password);
+        // No engine makes the admin in init (ensureAccess does, on each copy): the name is nominal.
+        await ENGINES[engine].init(building, MAINTENANCE_USER, password);
         fs.writeFileSync(passwordFile, password, { mode: 0o600 });
         fs.rmSync(dir, { recursive: true, force: true });
         fs.renameSync(building, dir);
@@ -136,7 +158,7 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
       await engine.init(root, spec.adminUser, spec.adminPassword);
       return;
     }
-    const { dir, password } = await template(spec.engine, spec.adminUser);
+    const { dir, password } = await template(spec.engine);
     await run('cp', ['-a', `${dir}/.`, root]);
     // The copy is the template account's until it is this instance's own.
     await chownTree(root, account);
@@ -156,14 +178,15 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
     await ownInstance(root, instanceAccount(root, engine.osUser));
     let state = readState(root);
     let pid = engine.pidOf(root);
-    if (pid !== null && state && state.plan !== spec.plan) {
+    const sizing = appliedSizing(spec);
+    if (pid !== null && state && state.plan !== sizing) {
       await terminate(pid, engine.stopSignal);
       pid = null;
     }
     if (pid === null) {
       const port = await choosePort(spec.port ?? state?.port);
-      await engine.configure(root, spec, port, limitsFor(spec.engine, spec.plan));
-      state = { engine: spec.engine, port, plan: spec.plan };
+      await engine.configure(root, spec, port, limitsOf(spec));
+      state = { engine: spec.engine, port, plan: sizing };
       fs.writeFileSync(stateFile(root), JSON.stringify(state), { mode: 0o600 });
       await engine.start(root, spec, port);
       pid = engine.pidOf(root);
@@ -193,14 +216,23 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
 
   return {
     name: 'local',
+    capabilities: () => ({
+      versions: {
+        pg: postgresEngine.versions(),
+        mysql: mariadbEngine.versions(),
+        valkey: valkeyEngine.versions(),
+      },
+      pgExtensions: availablePgExtensions(),
+    }),
+    logs: (ref, tail) => Promise.resolve(tailLines(ENGINES[ref.engine].logFile(dirOf(ref.id)), tail)),
     instanceDir: dirOf,
     maintenanceUri: (ref, port) => maintenanceUri(dirOf(ref.id), ref.engine, port),
     restorableBackups: (ref) => restorableBackups(dirOf(ref.id)),
     recoverCopy: (ref, options) => recoverCopy(dirOf(ref.id), options),
-    async warmUp(adminUser) {
+    async warmUp() {
       if (options.useTemplates === false) return;
       for (const engine of Object.keys(ENGINES) as DatabaseEngine[]) {
-        if (ENGINES[engine].templated) await template(engine, adminUser);
+        if (ENGINES[engine].templated) await template(engine);
       }
     },
     provision: (spec) => serialized(spec.id, () => bootAndConverge(spec, true)),
@@ -224,7 +256,7 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
         engine.recover?.(root);
         // Not necessarily running: a resumed upgrade finds it stopped by a restart of Berth.
         if (!state || !engine.isInitialised(root)) throw new Error(`instance ${spec.id} has no data`);
-        await engine.upgrade(root, spec, state.port, limitsFor(spec.engine, spec.plan), targetMajor);
+        await engine.upgrade(root, spec, state.port, limitsOf(spec), targetMajor);
         return bootAndConverge(spec, false);
       }),
     adoptCopy: (spec, copy) =>

@@ -10,6 +10,7 @@ import { MAINTENANCE_USER, instanceAccount, maintenancePassword } from './accoun
 import {
   SAFE_NAME,
   SAFE_SETTING,
+  serverVersion,
   canConnect,
   chownTree,
   commandLineMentions,
@@ -106,8 +107,19 @@ async function sql(
   throw denied;
 }
 
+let mariadbVersions: string[] | undefined;
+
 export const mariadbEngine: LocalEngine = {
   osUser: OS_USER,
+  logFile: (root) => path.join(root, 'log', 'error.log'),
+  // `mariadbd --version`: `Ver 10.11.19-MariaDB…` offers 10.11 (the MySQL this host has).
+  versions() {
+    mariadbVersions ??= (() => {
+      const match = /Ver (\d+)\.(\d+)/.exec(serverVersion(MARIADBD));
+      return match ? [`${match[1]}.${match[2]}`] : [];
+    })();
+    return mariadbVersions;
+  },
   stopSignal: 'SIGTERM',
 
   isInitialised(root) {

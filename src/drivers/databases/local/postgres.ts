@@ -34,7 +34,7 @@ import {
 } from './process.js';
 
 /** The major of new instances (Debian's server binaries). */
-const NEW_INSTANCE_MAJOR = 15;
+export const NEW_INSTANCE_MAJOR = 15;
 /** The account of templates; every instance runs as its own (accounts.ts). */
 const OS_USER = 'postgres';
 const accountOf = (root: string): string | undefined => instanceAccount(root, OS_USER);
@@ -176,7 +176,42 @@ async function superuserSession(
   throw lastError instanceof Error ? lastError : new Error('no superuser session could be opened');
 }
 
+/**
+ * Extensions that exist to reach the server's own files or repair its storage: never made for a
+ * tenant, even by Berth's superuser (adminpack writes server files, file_fdw reads them, pg_surgery
+ * edits heap tuples by hand).
+ */
+const WITHHELD_EXTENSIONS = new Set(['adminpack', 'file_fdw', 'pg_surgery']);
+
+let extensionList: string[] | undefined;
+/** Extensions a database can be given: the installed ones of the new-instance major, less the withheld. */
+export function availablePgExtensions(): string[] {
+  if (extensionList) return extensionList;
+  const bin = pgBinDirFor(NEW_INSTANCE_MAJOR);
+  const candidates = [
+    `/usr/share/postgresql/${NEW_INSTANCE_MAJOR}/extension`,
+    path.join(bin, '..', 'share', 'postgresql', 'extension'),
+  ];
+  const dir = candidates.find((candidate) => fs.existsSync(candidate));
+  const names = dir
+    ? fs
+        .readdirSync(dir)
+        .filter((name) => name.endsWith('.control'))
+        .map((name) => name.slice(0, -'.control'.length))
+    : [];
+  extensionList = names.filter((name) => !WITHHELD_EXTENSIONS.has(name)).sort();
+  return extensionList;
+}
+
 function checkSpec(spec: InstanceSpec): void {
+  for (const db of spec.databases) {
+    const missing = (db.extensions ?? []).filter((name) => !availablePgExtensions().includes(name));
+    if (missing.length > 0) {
+      throw new PermanentDriverError(
+        `database '${db.name}': extension${missing.length > 1 ? 's' : ''} ${missing.join(', ')} not available here; available: ${availablePgExtensions().join(', ')}`,
+      );
+    }
+  }
   for (const user of spec.users) {
     if (!SAFE_NAME.test(user.username))
       throw new PermanentDriverError(`invalid user name '${user.username}'`);
@@ -199,6 +234,8 @@ function checkSpec(spec: InstanceSpec): void {
 
 export const postgresEngine: LocalEngine = {
   osUser: OS_USER,
+  logFile: (root) => path.join(root, 'log', 'postgres.log'),
+  versions: () => [String(NEW_INSTANCE_MAJOR)],
   stopSignal: 'SIGINT', // fast shutdown: roll back open transactions, checkpoint, exit
 
   isInitialised(root) {
@@ -400,6 +437,17 @@ export const postgresEngine: LocalEngine = {
         }
         for (const user of spec.users) {
           await maint.query(`GRANT ALL PRIVILEGES ON DATABASE ${role(db.name)} TO ${role(user.username)}`);
+        }
+        if ('extensions' in db && db.extensions && db.extensions.length > 0) {
+          // Made by Berth's superuser: most extensions are not `trusted`, so the owner could not.
+          const inner = await maintenanceClient(root, port, db.name);
+          try {
+            for (const name of db.extensions) {
+              await inner.query(`CREATE EXTENSION IF NOT EXISTS ${inner.escapeIdentifier(name)}`);
+            }
+          } finally {
+            await inner.end();
+          }
         }
         if (spec.users.length > 0) {
           // Since PostgreSQL 15 only the owner may create in `public`; declared users share it.

@@ -1,7 +1,7 @@
 // Process plumbing for the local driver: commands as a service user, pids from pid files, ports.
 // Servers are tracked by the pid their own pid file names, never by process name: several instances
 // of one engine run side by side, and other engineers' servers may share the host.
-import { execFile, spawn } from 'node:child_process';
+import { execFile, execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 export { freePort } from '../../net/ports.js';
@@ -223,3 +223,34 @@ export function treeSize(dir: string): number {
 /** Names the engines accept unquoted-safe: letters, digits, `_` and `-`, starting with a letter or `_`. */
 export const SAFE_NAME = /^[A-Za-z_][A-Za-z0-9_-]{0,62}$/;
 export const SAFE_SETTING = /^[A-Za-z0-9_.@-]{1,64}$/;
+
+/** `<server> --version`, synchronously (asked once per process, for apply's checks); '' when it fails. */
+export function serverVersion(binary: string): string {
+  try {
+    return execFileSync(binary, ['--version'], { encoding: 'utf8', timeout: 10_000 });
+  } catch {
+    return '';
+  }
+}
+
+/** The last `count` lines of a text file (at most its last 1 MiB), oldest first; none when it is missing. */
+export function tailLines(file: string, count: number): string[] {
+  let fd: number;
+  try {
+    fd = fs.openSync(file, 'r');
+  } catch {
+    return [];
+  }
+  try {
+    const size = fs.fstatSync(fd).size;
+    const length = Math.min(size, 1024 * 1024);
+    const buffer = Buffer.alloc(length);
+    fs.readSync(fd, buffer, 0, length, size - length);
+    const lines = buffer.toString('utf8').split('\n');
+    if (length < size) lines.shift(); // cut mid-line
+    if (lines.at(-1) === '') lines.pop();
+    return lines.slice(-count);
+  } finally {
+    fs.closeSync(fd);
+  }
+}

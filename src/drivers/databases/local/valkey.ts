@@ -12,6 +12,7 @@ import type { LocalEngine } from './engine.js';
 import { respCommands, type RespValue } from './resp.js';
 import {
   SAFE_NAME,
+  serverVersion,
   chownTree,
   commandLineMentions,
   isAlive,
@@ -94,9 +95,20 @@ function expectOk(replies: RespValue[]): RespValue[] {
   return replies;
 }
 
+let valkeyVersions: string[] | undefined;
+
 export const valkeyEngine: LocalEngine = {
   get osUser() {
     return valkeyBinary().osUser;
+  },
+  logFile: (root) => path.join(root, 'log', 'valkey.log'),
+  // `redis-server --version`: `… v=7.0.15 …` offers 7 and 7.0.
+  versions() {
+    valkeyVersions ??= (() => {
+      const match = /v=(\d+)\.(\d+)/.exec(serverVersion(valkeyBinary().server));
+      return match ? [`${match[1]}`, `${match[1]}.${match[2]}`] : [];
+    })();
+    return valkeyVersions;
   },
   stopSignal: 'SIGTERM',
 

@@ -2,7 +2,7 @@
 // 6.1 with its security updates), copied whole into the release with its links resolved (Debian links
 // bundled libraries to /usr/share/javascript and /usr/share/php, which a sandbox does not bind), and a
 // wp-config.php of Berth's that reads everything from the environment, that is from the application's
-// secrets: nothing secret is ever written into the release.
+// secrets and its mysql service's injected names: nothing secret is ever written into the release.
 import { execFile } from 'node:child_process';
 import fs from 'node:fs/promises';
 import path from 'node:path';
@@ -20,10 +20,14 @@ function berth_env($name, $default = null) {
     return ($value === false || $value === '') ? $default : $value;
 }
 
-define('DB_NAME', berth_env('DB_DATABASE', berth_env('DB_NAME', 'wordpress')));
-define('DB_USER', berth_env('DB_USERNAME', berth_env('DB_USER', 'wordpress')));
-define('DB_PASSWORD', berth_env('DB_PASSWORD', ''));
-define('DB_HOST', berth_env('DB_HOST', '127.0.0.1') . (berth_env('DB_PORT') ? ':' . berth_env('DB_PORT') : ''));
+// The application's own secrets first; then what a mysql service injects (WORDPRESS_DB_*, the names
+// of the official image; docs/services.md).
+define('DB_NAME', berth_env('DB_DATABASE', berth_env('DB_NAME', berth_env('WORDPRESS_DB_NAME', 'wordpress'))));
+define('DB_USER', berth_env('DB_USERNAME', berth_env('DB_USER', berth_env('WORDPRESS_DB_USER', 'wordpress'))));
+define('DB_PASSWORD', berth_env('DB_PASSWORD', berth_env('WORDPRESS_DB_PASSWORD', '')));
+define('DB_HOST', (berth_env('DB_HOST') !== null || berth_env('DB_PORT') !== null)
+    ? berth_env('DB_HOST', '127.0.0.1') . (berth_env('DB_PORT') ? ':' . berth_env('DB_PORT') : '')
+    : berth_env('WORDPRESS_DB_HOST', '127.0.0.1'));
 define('DB_CHARSET', 'utf8mb4');
 define('DB_COLLATE', '');
 

@@ -1,0 +1,159 @@
+// An application's services (spec.services) that run on the managed-database engines, and the
+// connection environment they give the application: which names each ecosystem gets, how two
+// services of one kind are told apart, and the connection strings the API shows. docs/services.md
+// says the same in prose; this file is what Berth does. Pure: no I/O.
+import type { ApplicationType } from './applications.js';
+import type { ServiceType } from './infrastructure/document.js';
+
+/** The managed-database engine a service type runs on (`valkey` and `redis` both on the key-value one). */
+export type ServiceEngine = 'pg' | 'mysql' | 'valkey';
+
+const ENGINES: Partial<Record<ServiceType, ServiceEngine>> = {
+  postgresql: 'pg',
+  mysql: 'mysql',
+  redis: 'valkey',
+  valkey: 'valkey',
+};
+
+/** The engine of a database-like service type, or undefined for the types that run otherwise. */
+export const engineOfService = (type: string): ServiceEngine | undefined => ENGINES[type as ServiceType];
+
+/** Memory of a service whose document names none. */
+export const DEFAULT_SERVICE_MEMORY_MI = 256;
+/** The user the application connects as (its own instance: the name need not be unique). */
+export const SERVICE_USER = 'app';
+/** `settings.database` when the document names none. */
+export const DEFAULT_SERVICE_DATABASE = 'app';
+
+/** What a database name must be for the engines (the driver's rule), and the names they keep. */
+export const SERVICE_DATABASE_NAME = /^[A-Za-z_][A-Za-z0-9_-]{0,62}$/;
+export const RESERVED_SERVICE_DATABASES: Readonly<Record<'pg' | 'mysql', readonly string[]>> = {
+  pg: ['template0', 'template1'],
+  mysql: ['mysql', 'information_schema', 'performance_schema', 'sys'],
+};
+
+/** Ploi's service states, plus `unavailable` for a type this Berth does not run (never "running"). */
+export type ServiceState = 'provisioning' | 'running' | 'restarting' | 'failed' | 'unavailable';
+
+/** Everything the application needs to reach one running service. */
+export interface ServiceConnection {
+  name: string;
+  type: ServiceType;
+  host: string;
+  port: number;
+  username: string;
+  password: string;
+  /** The database of postgresql and mysql services; null for key-value ones. */
+  database: string | null;
+}
+
+type Kind = 'database' | 'redis';
+const kindOf = (type: ServiceType): Kind | undefined =>
+  type === 'postgresql' || type === 'mysql'
+    ? 'database'
+    : type === 'redis' || type === 'valkey'
+      ? 'redis'
+      : undefined;
+
+/** `main-db` → `_MAIN_DB`: service names are lower-case letters, digits and hyphens, so it is one-to-one. */
+export const serviceSuffix = (name: string): string => `_${name.toUpperCase().replace(/-/g, '_')}`;
+
+const encode = encodeURIComponent;
+
+/** The URL form of a connection (`postgresql://`, `mysql://`, `redis://`). */
+export function connectionUrl(c: ServiceConnection): string {
+  const auth = `${encode(c.username)}:${encode(c.password)}`;
+  if (c.type === 'postgresql' || c.type === 'mysql')
+    return `${c.type}://${auth}@${c.host}:${c.port}/${encode(c.database ?? '')}`;
+  return `redis://${auth}@${c.host}:${c.port}`;
+}
+
+/** One service's names without their suffix, for an application of `appType`. */
+function namesOf(appType: ApplicationType, c: ServiceConnection): Record<string, string> {
+  const env: Record<string, string> = {};
+  const port = String(c.port);
+  if (kindOf(c.type) === 'database') {
+    env.DATABASE_URL = connectionUrl(c);
+    if (appType === 'laravel') {
+      env.DB_CONNECTION = c.type === 'postgresql' ? 'pgsql' : 'mysql';
+      env.DB_HOST = c.host;
+      env.DB_PORT = port;
+      env.DB_DATABASE = c.database ?? '';
+      env.DB_USERNAME = c.username;
+      env.DB_PASSWORD = c.password;
+    }
+    // WordPress speaks MySQL only; the names of the official image, read by Berth's wp-config.php.
+    if (appType === 'wordpress' && c.type === 'mysql') {
+      env.WORDPRESS_DB_HOST = `${c.host}:${port}`;
+      env.WORDPRESS_DB_NAME = c.database ?? '';
+      env.WORDPRESS_DB_USER = c.username;
+      env.WORDPRESS_DB_PASSWORD = c.password;
+    }
+  } else {
+    env.REDIS_URL = connectionUrl(c);
+    if (appType === 'laravel') {
+      env.REDIS_HOST = c.host;
+      env.REDIS_PORT = port;
+      env.REDIS_USERNAME = c.username;
+      env.REDIS_PASSWORD = c.password;
+    }
+  }
+  return env;
+}
+
+/**
+ * The names one service contributes: unsuffixed when it is the only one of its kind (databases:
+ * postgresql and mysql; key-value: redis and valkey), else every name ends in `_<SERVICE_NAME>`.
+ */
+export function serviceEnvironment(
+  appType: ApplicationType,
+  connection: ServiceConnection,
+  all: readonly ServiceConnection[],
+): Record<string, string> {
+  const kind = kindOf(connection.type);
+  const shared = all.filter((other) => kindOf(other.type) === kind).length > 1;
+  const suffix = shared ? serviceSuffix(connection.name) : '';
+  return Object.fromEntries(
+    Object.entries(namesOf(appType, connection)).map(([key, value]) => [`${key}${suffix}`, value]),
+  );
+}
+
+/** Every service's names together: what is injected (the application's own secrets win over it). */
+export function connectionEnvironment(
+  appType: ApplicationType,
+  connections: readonly ServiceConnection[],
+): Record<string, string> {
+  return Object.assign(
+    {},
+    ...connections.map((connection) => serviceEnvironment(appType, connection, connections)),
+  ) as Record<string, string>;
+}
+
+/** The connection strings the API offers for a service: URL, JDBC and the command-line client. */
+export function connectionFormats(c: ServiceConnection): Array<{ name: string; value: string }> {
+  const url = connectionUrl(c);
+  const db = encode(c.database ?? '');
+  const credentials = `user=${encode(c.username)}&password=${encode(c.password)}`;
+  if (c.type === 'postgresql')
+    return [
+      { name: 'url', value: url },
+      { name: 'jdbc', value: `jdbc:postgresql://${c.host}:${c.port}/${db}?${credentials}` },
+      { name: 'cli', value: `psql '${url}'` },
+    ];
+  if (c.type === 'mysql')
+    return [
+      { name: 'url', value: url },
+      { name: 'jdbc', value: `jdbc:mysql://${c.host}:${c.port}/${db}?${credentials}` },
+      {
+        name: 'cli',
+        value: `MYSQL_PWD='${c.password}' mysql -h ${c.host} -P ${c.port} -u ${c.username} ${c.database ?? ''}`,
+      },
+    ];
+  return [
+    { name: 'url', value: url },
+    { name: 'cli', value: `redis-cli -u '${url}'` },
+  ];
+}
+
+/** How the injected names are shown (GET …/secrets/injected): the key, never the value. */
+export const MASKED_VALUE = '********';
