@@ -29,7 +29,7 @@ import { memoryBytes } from '../../domain/deployments.js';
 import { AppError } from '../../domain/errors.js';
 import type { ServiceType } from '../../domain/infrastructure/document.js';
 import { redactPaths } from '../../drivers/databases/operations/redact.js';
-import type { InstanceSpec, ManagedDatabaseDriver } from '../../drivers/databases/types.js';
+import type { InstanceRuntime, InstanceSpec, ManagedDatabaseDriver } from '../../drivers/databases/types.js';
 import type { InfrastructureQueries } from '../infrastructure/queries.js';
 import { handles, jobKey } from '../jobs.js';
 import { isUnder } from '../managed-databases/supervisor.js';
@@ -46,6 +46,17 @@ export interface AppServicesDeps {
   /** The managed-database driver (made when first used: the same one managed databases use). */
   driver: () => ManagedDatabaseDriver;
   queries: Pick<InfrastructureQueries, 'requireApplication'>;
+}
+
+/** What the store records of a service whose server runs. */
+function runningAt(runtime: InstanceRuntime) {
+  return {
+    state: 'running' as const,
+    state_reason: null,
+    port: runtime.port,
+    pid: runtime.pid,
+    version: runtime.version,
+  };
 }
 
 /** The driver's name for what a service is: its sizing, not a plan (InstanceSpec.limits). */
@@ -173,11 +184,7 @@ export function createAppServicesService(deps: AppServicesDeps) {
       try {
         const runtime = await deps.driver().provision(specOf(service, instance));
         await repo.updateInstance(service.id, {
-          state: 'running',
-          state_reason: null,
-          port: runtime.port,
-          pid: runtime.pid,
-          version: runtime.version,
+          ...runningAt(runtime),
           data_dir: runtime.location,
           applied_sizing: runtime.plan,
           updated_at: now(),
@@ -339,11 +346,7 @@ export function createAppServicesService(deps: AppServicesDeps) {
         const spec = specOf(service, fresh);
         const runtime = await deps.driver().start(spec);
         await repo.updateInstance(fresh.service_id, {
-          state: 'running',
-          state_reason: null,
-          port: runtime.port,
-          pid: runtime.pid,
-          version: runtime.version,
+          ...runningAt(runtime),
           ...(died
             ? { restarts: fresh.restarts + 1, last_restart_at: now(), last_restart_reason: reason }
             : {}),
@@ -425,11 +428,7 @@ export function createAppServicesService(deps: AppServicesDeps) {
       await locked(service.id, async () => {
         const runtime = await deps.driver().restart(specOf(service, current));
         await repo.updateInstance(service.id, {
-          state: 'running',
-          state_reason: null,
-          port: runtime.port,
-          pid: runtime.pid,
-          version: runtime.version,
+          ...runningAt(runtime),
           applied_sizing: runtime.plan,
           updated_at: now(),
         });
