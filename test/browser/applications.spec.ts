@@ -1,0 +1,74 @@
+// Apply through the editor (checked as you type, a dry-run preview, then apply), a deployment's log
+// streaming to success, and the deletion schedule: change and cancel, never set.
+import { expect, signIn, test } from './fixtures.js';
+
+test('applies a document through the editor and watches its deployment stream to success', async ({
+  page,
+  berth,
+}) => {
+  test.setTimeout(120_000);
+  await signIn(page, berth);
+  await page.getByRole('link', { name: 'Apply' }).click();
+  const editor = page.getByLabel('Infrastructure document (YAML)');
+  const problems = page.getByTestId('problems');
+  await expect(problems).toContainText('matches the schema');
+  // Checked as you type, with the line of the problem.
+  await editor.fill(berth.helloDocument.replace('type: nodejs', 'type: cobol'));
+  const typeLine = berth.helloDocument.split('\n').findIndex((l) => l.includes('type: nodejs')) + 1;
+  await expect(problems).toContainText(`Line ${typeLine}:`);
+  await expect(problems).toContainText('spec.application.type must be one of');
+  await editor.fill(berth.helloDocument.replace('metadata:', 'metadata:\n  colour: blue'));
+  await expect(problems).toContainText("Line 4: metadata: unknown field 'colour'");
+  await editor.fill(berth.helloDocument);
+  await expect(problems).toContainText('matches the schema');
+
+  await expect(page.getByRole('button', { name: 'Apply', exact: true })).toBeDisabled();
+  await page.getByRole('button', { name: 'Preview changes' }).click();
+  const plan = page.getByRole('region', { name: 'Changes (dry run, nothing applied yet)' });
+  await expect(plan).toContainText("Application 'hello' created");
+  await expect(plan).toContainText("Secret 'APP_SECRET' created");
+  // A dry run applies nothing.
+  const before = await fetch(`${berth.url}/api/v1/applications?team=acme`, {
+    headers: { authorization: `Bearer ${berth.owner.token}` },
+  }).then((r) => r.json() as Promise<{ data: Array<{ name: string }> }>);
+  expect(before.data.map((a) => a.name)).not.toContain('hello');
+
+  await page.getByRole('button', { name: 'Apply', exact: true }).click();
+  await page.getByRole('link', { name: 'Open hello' }).click();
+  await expect(page.getByRole('heading', { name: /^hello/ })).toBeVisible();
+  const log = page.getByTestId('deployment-log');
+  // Lines arrive while the deployment runs, then its end.
+  await expect(log).toContainText('fetch', { timeout: 60_000 });
+  await expect(page.getByRole('heading', { name: /Log of deployment/ })).toContainText('success', {
+    timeout: 90_000,
+  });
+  await expect(log).toContainText(/rollout|live/i);
+  await expect(page.getByTestId('app-status')).toContainText('active');
+  await expect(page.getByRole('cell', { name: 'success' }).first()).toBeVisible();
+  // No schedule, and no control that would set one.
+  await expect(page.getByTestId('no-schedule')).toBeVisible();
+  await expect(page.getByLabel('New deletion date')).toHaveCount(0);
+});
+
+test('changes and cancels a deletion date, and offers no control to set one', async ({ page, berth }) => {
+  await signIn(page, berth);
+  await page.goto(`${berth.url}/apps/${berth.doomedAppId}`);
+  const schedule = page.getByRole('region', { name: 'Deletion schedule' });
+  await expect(schedule.getByTestId('deletion-date')).toBeVisible();
+  await schedule.getByLabel('New deletion date').fill('2031-05-20T10:30');
+  await schedule.getByRole('button', { name: 'Change date' }).click();
+  await expect(schedule.getByTestId('deletion-date')).toContainText('20 May 2031');
+  const api = () =>
+    fetch(`${berth.url}/api/v1/applications/${berth.doomedAppId}/scheduled-deletion`, {
+      headers: { authorization: `Bearer ${berth.owner.token}` },
+    }).then((r) => r.json() as Promise<{ data: { scheduled_deletion_at: string | null } }>);
+  expect((await api()).data.scheduled_deletion_at).toBe('2031-05-20T10:30:00.000Z');
+
+  await schedule.getByRole('button', { name: 'Cancel deletion' }).click();
+  await expect(schedule.getByTestId('no-schedule')).toBeVisible();
+  expect((await api()).data.scheduled_deletion_at).toBeNull();
+  // Without a schedule the panel offers nothing that would set one.
+  await expect(schedule.getByRole('button')).toHaveCount(0);
+  await expect(schedule.getByRole('textbox')).toHaveCount(0);
+  await expect(page.getByLabel('New deletion date')).toHaveCount(0);
+});
