@@ -5,12 +5,12 @@ import { expect, mailsTo, signIn, test } from './fixtures.js';
 test('signs in with a password and out again', async ({ page, berth }) => {
   await page.goto(`${berth.url}/apps`);
   await expect(page.getByRole('heading', { name: 'Sign in to Berth' })).toBeVisible();
-  await page.getByLabel('E-mail').fill(berth.owner.email);
-  await page.getByLabel('Password').fill('not the password');
+  await page.getByLabel('E-mail', { exact: true }).fill(berth.owner.email);
+  await page.getByLabel('Password', { exact: true }).fill('not the password');
   await page.getByRole('button', { name: 'Sign in' }).click();
   // The API's own message, shown as it is.
   await expect(page.getByRole('alert')).toContainText(/password/i);
-  await page.getByLabel('Password').fill(berth.password);
+  await page.getByLabel('Password', { exact: true }).fill(berth.password);
   await page.getByRole('button', { name: 'Sign in' }).click();
   await expect(page.getByRole('heading', { name: 'Applications' })).toBeVisible();
   // The session is a cookie the page's scripts cannot read.
@@ -28,7 +28,7 @@ test('signs in with a password and out again', async ({ page, berth }) => {
 test('signs in with a link sent by e-mail, which works once', async ({ page, berth }) => {
   const before = (await mailsTo(berth, berth.owner.email)).length;
   await page.goto(`${berth.url}/sign-in`);
-  await page.getByLabel('E-mail').fill(berth.owner.email);
+  await page.getByLabel('E-mail', { exact: true }).fill(berth.owner.email);
   await page.getByRole('button', { name: 'E-mail me a link' }).click();
   await expect(page.getByRole('status')).toContainText('a sign-in link is on its way');
   await expect.poll(async () => (await mailsTo(berth, berth.owner.email)).length).toBe(before + 1);
@@ -61,7 +61,7 @@ test('creates a team, invites a member who gets a link, changes the role', async
 
   await page.getByLabel('Invite by e-mail').fill(member);
   await page.getByRole('button', { name: 'Invite' }).click();
-  await expect(page.getByRole('cell', { name: member })).toBeVisible();
+  await expect(page.getByRole('cell', { name: member, exact: true })).toBeVisible();
   await expect
     .poll(async () => (await mailsTo(berth, member)).map((m) => m.subject))
     .toContain(`You were added to the team ${name} on Berth`);
@@ -70,7 +70,7 @@ test('creates a team, invites a member who gets a link, changes the role', async
   await page.reload();
   await expect(page.getByLabel(`Role of ${member}`)).toHaveValue('owner');
   await page.getByRole('button', { name: `Remove ${member}` }).click();
-  await expect(page.getByRole('cell', { name: member })).toHaveCount(0);
+  await expect(page.getByRole('cell', { name: member, exact: true })).toHaveCount(0);
 });
 
 test('creates an API token shown once and revokes it', async ({ page, berth }) => {

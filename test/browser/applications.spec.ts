@@ -25,8 +25,8 @@ test('applies a document through the editor and watches its deployment stream to
   await expect(page.getByRole('button', { name: 'Apply', exact: true })).toBeDisabled();
   await page.getByRole('button', { name: 'Preview changes' }).click();
   const plan = page.getByRole('region', { name: 'Changes (dry run, nothing applied yet)' });
-  await expect(plan).toContainText("Application 'hello' created");
-  await expect(plan).toContainText("Secret 'APP_SECRET' created");
+  await expect(plan).toContainText("[DRY RUN] Would create application 'hello'");
+  await expect(plan).toContainText("[DRY RUN] Would create secret 'APP_SECRET'");
   // A dry run applies nothing.
   const before = await fetch(`${berth.url}/api/v1/applications?team=acme`, {
     headers: { authorization: `Bearer ${berth.owner.token}` },

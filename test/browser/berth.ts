@@ -25,9 +25,13 @@ import type { BrowserBerth } from './fixtures.js';
 
 const dialect = process.argv[2] === 'postgres' ? 'postgres' : 'sqlite';
 export const PASSWORD = 'correct horse battery staple';
+/** Starts the line that tells global-setup.ts the Berth is ready (Berth's own log goes to stdout too). */
+const READY = 'BERTH_BROWSER_READY ';
 const PLANS = MANAGED_DATABASE_PLANS.pg;
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), `berth-browser-${dialect}-`));
+// The database servers and applications run as their own system users, which must reach the data dir.
+fs.chmodSync(root, 0o755);
 const cleanups: Array<() => unknown> = [];
 async function cleanUp(): Promise<void> {
   for (const step of cleanups.reverse()) {
@@ -208,7 +212,7 @@ process.stdin.on('end', stop);
 process.stdin.resume();
 
 main().then(
-  (info) => process.stdout.write(`${JSON.stringify(info)}\n`),
+  (info) => process.stdout.write(`${READY}${JSON.stringify(info)}\n`),
   async (error: unknown) => {
     process.stderr.write(
       `browser berth (${dialect}) failed to start: ${String((error as Error).stack ?? error)}\n`,

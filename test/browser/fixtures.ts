@@ -63,8 +63,8 @@ export async function mailsTo(
 
 export async function signIn(page: Page, berth: BrowserBerth, email = berth.owner.email): Promise<void> {
   await page.goto(`${berth.url}/sign-in`);
-  await page.getByLabel('E-mail').fill(email);
-  await page.getByLabel('Password').fill(berth.password);
+  await page.getByLabel('E-mail', { exact: true }).fill(email);
+  await page.getByLabel('Password', { exact: true }).fill(berth.password);
   await page.getByRole('button', { name: 'Sign in' }).click();
   await expect(page.getByRole('heading', { name: 'Applications' })).toBeVisible();
 }

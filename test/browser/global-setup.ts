@@ -9,13 +9,18 @@ export const DIALECTS = (process.env.BERTH_TEST_DIALECTS ?? 'sqlite,postgres')
   .map((d) => d.trim())
   .filter((d) => d === 'sqlite' || d === 'postgres');
 
+const READY = 'BERTH_BROWSER_READY ';
+
 function start(dialect: string): Promise<{ child: ChildProcess; info: string }> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'test/browser/berth.ts', dialect], {
     stdio: ['pipe', 'pipe', 'inherit'],
   });
   return new Promise((resolve, reject) => {
     const lines = createInterface({ input: child.stdout });
-    lines.once('line', (line) => resolve({ child, info: line }));
+    lines.on('line', (line) => {
+      if (line.startsWith(READY)) resolve({ child, info: line.slice(READY.length) });
+      else process.stderr.write(`${line}\n`);
+    });
     child.once('exit', (code) =>
       reject(new Error(`the ${dialect} Berth exited (${code}) before it was ready`)),
     );
