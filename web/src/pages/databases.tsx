@@ -133,7 +133,7 @@ function Operations({ db, reload }: { db: DatabaseDetail; reload: () => void }) 
           <input
             value={cloneName}
             required
-            pattern="[a-z0-9][a-z0-9-]*"
+            pattern="[a-z0-9][a-z0-9\-]*"
             onInput={(e) => setCloneName(e.currentTarget.value)}
           />
         </label>
