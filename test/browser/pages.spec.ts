@@ -9,6 +9,7 @@ import { expect, signIn, test } from './fixtures.js';
 
 const PAGES: Array<[string, string, string]> = [
   ['applications', '/apps', 'Applications'],
+  ['application', '/apps/DOOMED', 'doomed'],
   ['apply', '/apply', 'Apply a document'],
   ['databases', '/databases', 'Managed databases'],
   ['storage', '/storage', 'Object storage'],
@@ -67,12 +68,15 @@ for (const [name, url, heading] of PAGES) {
     berth,
   }, testInfo) => {
     await signIn(page, berth);
-    await page.goto(`${berth.url}${url}`);
+    await page.goto(`${berth.url}${url.replace('DOOMED', String(berth.doomedAppId))}`);
     await expect(page.getByRole('heading', { name: heading, level: 1 })).toBeVisible();
     await expect(page.getByText('Loading…')).toHaveCount(0);
-    const results = await new AxeBuilder({ page }).analyze();
-    const serious = results.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
-    expect(serious.map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`)).toEqual([]);
+    const axe = async () => {
+      const results = await new AxeBuilder({ page }).analyze();
+      const serious = results.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+      return serious.map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
+    };
+    expect(await axe()).toEqual([]);
 
     const shots = process.env.BERTH_SCREENSHOTS === 'docs' && berth.dialect === 'sqlite';
     const target = (file: string) =>
@@ -84,6 +88,7 @@ for (const [name, url, heading] of PAGES) {
     // Nothing wider than the screen: no sideways scrolling of the page.
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     expect(overflow).toBeLessThanOrEqual(0);
+    expect(await axe(), 'at 360 px').toEqual([]);
     if (name === 'applications') await page.screenshot({ path: target(`${name}-360.png`), fullPage: true });
   });
 }

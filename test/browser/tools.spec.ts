@@ -17,6 +17,9 @@ test('converts HTML to a PDF in the try-it form and the balance drops', async ({
     page.getByRole('link', { name: 'Download' }).click(),
   ]);
   expect(download.suggestedFilename()).toBe('berth.pdf');
-  const pdf = fs.readFileSync(await download.path()).subarray(0, 5).toString('latin1');
+  const pdf = fs
+    .readFileSync(await download.path())
+    .subarray(0, 5)
+    .toString('latin1');
   expect(pdf).toBe('%PDF-');
 });

@@ -56,38 +56,40 @@ export function AppsPage() {
         </Empty>
       )}
       {data && data.length > 0 && (
-        <table class="list">
-          <caption class="visually-hidden">Applications of {current?.name}</caption>
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">Status</th>
-              <th scope="col">Last deployment</th>
-              <th scope="col">Deletion</th>
-            </tr>
-          </thead>
-          <tbody>
-            {data.map(({ app, status }) => (
-              <tr key={app.id}>
-                <td>
-                  <a href={`/apps/${app.id}`}>{app.name}</a> <small>{app.type}</small>
-                </td>
-                <td>{status ? <Badge value={status.status} /> : '—'}</td>
-                <td>
-                  {status?.latest_deployment ? (
-                    <>
-                      <Badge value={status.latest_deployment.status} />{' '}
-                      {when(status.latest_deployment.created_at)}
-                    </>
-                  ) : (
-                    'never deployed'
-                  )}
-                </td>
-                <td>{app.scheduled_deletion_at ? when(app.scheduled_deletion_at) : '—'}</td>
+        <div class="scroll" tabIndex={0}>
+          <table class="list">
+            <caption class="visually-hidden">Applications of {current?.name}</caption>
+            <thead>
+              <tr>
+                <th scope="col">Name</th>
+                <th scope="col">Status</th>
+                <th scope="col">Last deployment</th>
+                <th scope="col">Deletion</th>
               </tr>
-            ))}
-          </tbody>
-        </table>
+            </thead>
+            <tbody>
+              {data.map(({ app, status }) => (
+                <tr key={app.id}>
+                  <td>
+                    <a href={`/apps/${app.id}`}>{app.name}</a> <small>{app.type}</small>
+                  </td>
+                  <td>{status ? <Badge value={status.status} /> : '—'}</td>
+                  <td>
+                    {status?.latest_deployment ? (
+                      <>
+                        <Badge value={status.latest_deployment.status} />{' '}
+                        {when(status.latest_deployment.created_at)}
+                      </>
+                    ) : (
+                      'never deployed'
+                    )}
+                  </td>
+                  <td>{app.scheduled_deletion_at ? when(app.scheduled_deletion_at) : '—'}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
       )}
     </>
   );
@@ -372,7 +374,7 @@ export function AppPage({ id }: { id: number }) {
         <ErrorBox error={deployments.error} />
         {deployments.data?.length === 0 && <Empty>Not deployed yet: press Deploy.</Empty>}
         {deployments.data && deployments.data.length > 0 && (
-          <div class="scroll">
+          <div class="scroll" tabIndex={0}>
             <table class="list">
               <thead>
                 <tr>

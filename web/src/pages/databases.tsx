@@ -30,34 +30,36 @@ export function DatabasesPage() {
         </Empty>
       )}
       {list.data && list.data.length > 0 && (
-        <table class="list">
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">State</th>
-              <th scope="col">Engine</th>
-              <th scope="col">Plan</th>
-              <th scope="col">Zone</th>
-              <th scope="col">Pending</th>
-            </tr>
-          </thead>
-          <tbody>
-            {list.data.map((d) => (
-              <tr key={d.uuid}>
-                <td>
-                  <a href={`/databases/${d.uuid}`}>{d.name}</a>
-                </td>
-                <td>
-                  <Badge value={d.state} />
-                </td>
-                <td>{d.type}</td>
-                <td>{d.plan}</td>
-                <td>{d.zone}</td>
-                <td>{d.pending_changes ? 'change waiting' : '—'}</td>
+        <div class="scroll" tabIndex={0}>
+          <table class="list">
+            <thead>
+              <tr>
+                <th scope="col">Name</th>
+                <th scope="col">State</th>
+                <th scope="col">Engine</th>
+                <th scope="col">Plan</th>
+                <th scope="col">Zone</th>
+                <th scope="col">Pending</th>
               </tr>
-            ))}
-          </tbody>
-        </table>
+            </thead>
+            <tbody>
+              {list.data.map((d) => (
+                <tr key={d.uuid}>
+                  <td>
+                    <a href={`/databases/${d.uuid}`}>{d.name}</a>
+                  </td>
+                  <td>
+                    <Badge value={d.state} />
+                  </td>
+                  <td>{d.type}</td>
+                  <td>{d.plan}</td>
+                  <td>{d.zone}</td>
+                  <td>{d.pending_changes ? 'change waiting' : '—'}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
       )}
     </>
   );

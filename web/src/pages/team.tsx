@@ -75,52 +75,54 @@ export function TeamPage() {
       {detail.data && (
         <section aria-labelledby="members-heading">
           <h2 id="members-heading">Members</h2>
-          <table class="list">
-            <thead>
-              <tr>
-                <th scope="col">E-mail</th>
-                <th scope="col">Role</th>
-                <th scope="col">
-                  <span class="visually-hidden">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {detail.data.members.map((m) => (
-                <tr key={m.id}>
-                  <td>{m.email}</td>
-                  <td>
-                    {owner ? (
-                      <select
-                        aria-label={`Role of ${m.email}`}
-                        value={m.role}
-                        disabled={changing}
-                        onChange={(e) => void change(m.id, e.currentTarget.value)}
-                      >
-                        <option value="member">member</option>
-                        <option value="owner">owner</option>
-                      </select>
-                    ) : (
-                      m.role
-                    )}
-                  </td>
-                  <td>
-                    {owner && m.id !== me?.id && (
-                      <Button
-                        kind="danger"
-                        class="small"
-                        busy={removing}
-                        aria-label={`Remove ${m.email}`}
-                        onClick={() => void remove(m.id)}
-                      >
-                        Remove
-                      </Button>
-                    )}
-                  </td>
+          <div class="scroll" tabIndex={0}>
+            <table class="list">
+              <thead>
+                <tr>
+                  <th scope="col">E-mail</th>
+                  <th scope="col">Role</th>
+                  <th scope="col">
+                    <span class="visually-hidden">Actions</span>
+                  </th>
                 </tr>
-              ))}
-            </tbody>
-          </table>
+              </thead>
+              <tbody>
+                {detail.data.members.map((m) => (
+                  <tr key={m.id}>
+                    <td>{m.email}</td>
+                    <td>
+                      {owner ? (
+                        <select
+                          aria-label={`Role of ${m.email}`}
+                          value={m.role}
+                          disabled={changing}
+                          onChange={(e) => void change(m.id, e.currentTarget.value)}
+                        >
+                          <option value="member">member</option>
+                          <option value="owner">owner</option>
+                        </select>
+                      ) : (
+                        m.role
+                      )}
+                    </td>
+                    <td>
+                      {owner && m.id !== me?.id && (
+                        <Button
+                          kind="danger"
+                          class="small"
+                          busy={removing}
+                          aria-label={`Remove ${m.email}`}
+                          onClick={() => void remove(m.id)}
+                        >
+                          Remove
+                        </Button>
+                      )}
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
           <ErrorBox error={changeError ?? removeError} />
           {owner ? (
             <form
