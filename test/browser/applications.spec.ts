@@ -33,6 +33,20 @@ test('applies a document through the editor and watches its deployment stream to
   }).then((r) => r.json() as Promise<{ data: Array<{ name: string }> }>);
   expect(before.data.map((a) => a.name)).not.toContain('hello');
 
+  // What the log showed at each change of the page, to prove lines arrived before the end.
+  await page.evaluate(() => {
+    const seen: Array<{ lines: number; ended: boolean }> = [];
+    (window as unknown as { logSnapshots: typeof seen }).logSnapshots = seen;
+    new MutationObserver(() => {
+      const log = document.querySelector('[data-testid="deployment-log"]');
+      const heading = document.getElementById('log-heading');
+      if (!log || !heading) return;
+      const lines = (log.textContent ?? '').split('\n').filter(Boolean).length;
+      const ended = /success|failed|cancelled/.test(heading.textContent ?? '');
+      const last = seen.at(-1);
+      if (!last || last.lines !== lines || last.ended !== ended) seen.push({ lines, ended });
+    }).observe(document.body, { subtree: true, childList: true, characterData: true });
+  });
   await page.getByRole('button', { name: 'Apply', exact: true }).click();
   await page.getByRole('link', { name: 'Open hello' }).click();
   await expect(page.getByRole('heading', { name: /^hello/ })).toBeVisible();
@@ -43,6 +57,12 @@ test('applies a document through the editor and watches its deployment stream to
     timeout: 90_000,
   });
   await expect(log).toContainText(/rollout|live/i);
+  const snapshots = await page.evaluate(
+    () => (window as unknown as { logSnapshots: Array<{ lines: number; ended: boolean }> }).logSnapshots,
+  );
+  // Streamed: lines were on the page while the deployment still ran, in more than one arrival.
+  const whileRunning = snapshots.filter((s) => !s.ended && s.lines > 0);
+  expect(whileRunning.length, JSON.stringify(snapshots)).toBeGreaterThanOrEqual(2);
   await expect(page.getByTestId('app-status')).toContainText('active');
   await expect(page.getByRole('cell', { name: 'success' }).first()).toBeVisible();
   // No schedule, and no control that would set one.
