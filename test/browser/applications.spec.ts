@@ -1,5 +1,6 @@
 // Apply through the editor (checked as you type, a dry-run preview, then apply), a deployment's log
 // streaming to success, and the deletion schedule: change and cancel, never set.
+import fs from 'node:fs';
 import { expect, signIn, test } from './fixtures.js';
 
 test('applies a document through the editor and watches its deployment stream to success', async ({
@@ -65,6 +66,27 @@ test('applies a document through the editor and watches its deployment stream to
   expect(whileRunning.length, JSON.stringify(snapshots)).toBeGreaterThanOrEqual(2);
   await expect(page.getByTestId('app-status')).toContainText('active');
   await expect(page.getByRole('cell', { name: 'success' }).first()).toBeVisible();
+  // A secret set through the panel: listed by key, its value never on the page.
+  const secrets = page.getByRole('region', { name: 'Secrets' });
+  await secrets.getByLabel('Key').fill('MAIL_PASSWORD');
+  await secrets.getByLabel('Value').fill('hunter2-but-longer');
+  await secrets.getByRole('button', { name: 'Set secret' }).click();
+  await expect(secrets.getByRole('status')).toHaveText(
+    'Secret MAIL_PASSWORD saved. Deploy to start using it.',
+  );
+  await expect(secrets.getByText('MAIL_PASSWORD', { exact: true })).toBeVisible();
+  await expect(page.locator('body')).not.toContainText('hunter2');
+  await expect(secrets.getByLabel('Value')).toHaveValue('');
+  // The application's export, as a download: secrets as placeholders.
+  const [download] = await Promise.all([
+    page.waitForEvent('download'),
+    page.getByRole('button', { name: 'Export YAML' }).click(),
+  ]);
+  expect(download.suggestedFilename()).toBe('hello.yaml');
+  const exported = fs.readFileSync(await download.path(), 'utf8');
+  expect(exported).toContain('name: hello');
+  expect(exported).toContain('key: MAIL_PASSWORD');
+  expect(exported).not.toContain('hunter2');
   // No schedule, and no control that would set one.
   await expect(page.getByTestId('no-schedule')).toBeVisible();
   await expect(page.getByLabel('New deletion date')).toHaveCount(0);

@@ -253,7 +253,10 @@ async function setSecret(appId: number, key: string, value: string): Promise<voi
   if (index >= 0) doc.setIn(['spec', 'secrets', index, 'value'], value);
   else if (secrets.length > 0) doc.addIn(['spec', 'secrets'], { key, value });
   else doc.setIn(['spec', 'secrets'], [{ key, value }]);
-  await api.post('/api/v1/infrastructure/apply', doc.toString(), { contentType: 'application/yaml' });
+  // Not deployed here: the new value reaches the processes with the next deployment (the page says so).
+  await api.post('/api/v1/infrastructure/apply?auto_deploy=false', doc.toString(), {
+    contentType: 'application/yaml',
+  });
 }
 
 const HEALTH_HELP =
@@ -296,8 +299,11 @@ export function AppPage({ id }: { id: number }) {
   });
   const [secretKey, setSecretKey] = useState('');
   const [secretValue, setSecretValue] = useState('');
+  const [secretSaved, setSecretSaved] = useState<string | null>(null);
   const [saveSecret, savingSecret, secretError] = useAction(async () => {
+    setSecretSaved(null);
     await setSecret(id, secretKey, secretValue);
+    setSecretSaved(secretKey);
     setSecretValue('');
     setSecretKey('');
     app.reload();
@@ -464,7 +470,10 @@ export function AppPage({ id }: { id: number }) {
 
       <section aria-labelledby="secrets-heading">
         <h2 id="secrets-heading">Secrets</h2>
-        <p>Values are write-only: set or replace one, it is never shown again.</p>
+        <p>
+          Values are write-only: set or replace one, it is never shown again. The processes see a new value
+          from the next deployment.
+        </p>
         <ul>
           {a.secrets.map((sec) => (
             <li key={sec.key}>
@@ -519,6 +528,11 @@ export function AppPage({ id }: { id: number }) {
             {savingSecret ? 'Saving…' : 'Set secret'}
           </button>
         </form>
+        {secretSaved && (
+          <p role="status" class="ok">
+            Secret {secretSaved} saved. Deploy to start using it.
+          </p>
+        )}
         <ErrorBox error={secretError ?? removeError} />
       </section>
 
