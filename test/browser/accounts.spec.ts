@@ -105,3 +105,54 @@ test("is refused another team's application page", async ({ page, berth }) => {
   await expect(page.getByRole('alert')).toContainText(/team|forbidden/i);
   await expect(page.getByRole('heading', { name: 'rival-app' })).toHaveCount(0);
 });
+
+test('ends another browser, changes the password, and shows new credentials once', async ({
+  page,
+  berth,
+  browser,
+}) => {
+  await signIn(page, berth);
+  const other = await browser.newContext();
+  const otherPage = await other.newPage();
+  await signIn(otherPage, berth);
+  const otherSession = await otherPage.evaluate(async () => {
+    const answer = (await (await fetch('/api/v1/auth/session')).json()) as {
+      data: { session: { id: number } };
+    };
+    return answer.data.session.id;
+  });
+
+  await page.getByRole('link', { name: 'Account' }).click();
+  await page.getByRole('button', { name: `End session ${otherSession}`, exact: true }).click();
+  await expect(page.getByRole('button', { name: `End session ${otherSession}`, exact: true })).toHaveCount(0);
+  // The ended browser is told so at its next call, and asked to sign in.
+  await otherPage.getByRole('link', { name: 'Tools' }).click();
+  await expect(otherPage.getByText('Your session has ended: sign in again.')).toBeVisible();
+  await other.close();
+
+  const password = page.getByRole('region', { name: 'Password' });
+  await password.getByLabel('New password (10 to 200 characters)').fill('short');
+  await password.getByLabel('Current password (if you have one)').fill(berth.password);
+  await password.getByRole('button', { name: 'Set password' }).click();
+  await expect(password.getByRole('alert')).toContainText('password');
+  await password.getByLabel('New password (10 to 200 characters)').fill('a different long password');
+  await password.getByRole('button', { name: 'Set password' }).click();
+  await expect(password.getByRole('status')).toContainText('Password set');
+  // And back, for the other specs (this session stays signed in).
+  await password.getByLabel('Current password (if you have one)').fill('a different long password');
+  await password.getByLabel('New password (10 to 200 characters)').fill(berth.password);
+  await password.getByRole('button', { name: 'Set password' }).click();
+  await expect(password.getByRole('status')).toContainText('Password set');
+
+  const keys = page.getByRole('region', { name: 'Tools API keys' });
+  await keys.getByRole('button', { name: 'Create tools API key' }).click();
+  await expect(keys.getByLabel('The new tools API key', { exact: true })).toHaveValue(/^berth_tk_/);
+  const credentials = page.getByRole('region', { name: 'Managed-database API credentials' });
+  await credentials.getByRole('button', { name: 'Create database API credential' }).click();
+  await expect(credentials.getByText(/^Username db_/)).toBeVisible();
+  const secret = await credentials.getByLabel('The password', { exact: true }).inputValue();
+  expect(secret.length).toBeGreaterThan(10);
+  await page.reload();
+  await expect(page.locator(`input[value="${secret}"]`)).toHaveCount(0);
+  await expect(page.getByText(secret)).toHaveCount(0);
+});
