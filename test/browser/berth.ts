@@ -138,8 +138,9 @@ async function main(): Promise<BrowserBerth> {
     '?auto_deploy=false',
   );
 
-  // A managed PostgreSQL, running, with a plan change apply left for the panel.
-  const database = (plan: string) => ({
+  // A managed PostgreSQL, running, with a plan change apply left for the panel; an object storage
+  // with a zone change left the same way.
+  const database = (plan: string, zone = 'europe-1') => ({
     apiVersion: 'v1',
     kind: 'Infrastructure',
     metadata: { name: 'data', team: 'acme' },
@@ -150,6 +151,9 @@ async function main(): Promise<BrowserBerth> {
         repository: { url: git.url('hello'), branch: 'main' },
       },
       managed_databases: [{ name: 'main-db', type: 'pg', plan, zone: 'de-fra1' }],
+      object_storage: [
+        { name: 'files', zone, buckets: ['uploads'], users: [{ username: 'uploader', policies: [] }] },
+      ],
     },
   });
   await apply(owner.api_token, database(PLANS[0]!), '?auto_deploy=false');
@@ -166,7 +170,7 @@ async function main(): Promise<BrowserBerth> {
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
   if (state !== 'running') throw new Error(`the managed database did not start: ${state}`);
-  await apply(owner.api_token, database(PLANS[1]!), '?auto_deploy=false');
+  await apply(owner.api_token, database(PLANS[1]!, 'europe-2'), '?auto_deploy=false');
 
   // The mails Berth sent, for the specs (sign-in links, invitations).
   const control = http.createServer((request, response) => {
