@@ -22,4 +22,17 @@ test('converts HTML to a PDF in the try-it form and the balance drops', async ({
     .subarray(0, 5)
     .toString('latin1');
   expect(pdf).toBe('%PDF-');
+  // Spent today: the chart has a bar, named for what it shows.
+  await expect(page.getByRole('img', { name: 'Credits spent per day' })).toBeVisible();
+  await expect(page.locator('svg.chart rect')).not.toHaveCount(0);
+
+  // A screenshot, previewed in the page.
+  await page.getByLabel('Screenshot').check();
+  await page.getByRole('button', { name: 'Convert' }).click();
+  await expect(page.getByRole('img', { name: 'Screenshot preview' })).toBeVisible({ timeout: 30_000 });
+  await expect(balance).toHaveText(String(before - 2));
+  const width = await page
+    .getByRole('img', { name: 'Screenshot preview' })
+    .evaluate((img) => (img as HTMLImageElement).naturalWidth);
+  expect(width).toBeGreaterThan(100);
 });
