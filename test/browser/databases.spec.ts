@@ -54,4 +54,8 @@ test('carries out a pending plan change, reveals the connection and clones to a 
   const cloneUri = await page.getByLabel('connection URI', { exact: true }).inputValue();
   const rows = await query(cloneUri, 'SELECT id FROM events ORDER BY id');
   expect(rows.map((r) => r.id)).toEqual([1]);
+
+  // An operation the API refuses: its message is shown as the API words it.
+  await page.getByRole('button', { name: 'Run maintenance now' }).click();
+  await expect(page.getByRole('alert')).toHaveText('There is no pending maintenance for this database');
 });
