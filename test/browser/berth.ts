@@ -87,8 +87,15 @@ async function main(): Promise<BrowserBerth> {
   });
   const server = await startServer(config);
   cleanups.push(() => removeRuntimeAccounts(dataDir));
+  // The managed databases' OS accounts (src/drivers/databases/local/accounts.ts), once their servers stop.
+  const databaseAccounts: string[] = [];
+  cleanups.push(() => removeAccounts(databaseAccounts));
   cleanups.push(() => server.stop());
   const { ctx, app } = server;
+  cleanups.push(async () => {
+    const rows = await ctx.db.selectFrom('managed_databases').select('uuid').execute();
+    for (const { uuid } of rows) databaseAccounts.push(`berth-db-${uuid.replace(/-/g, '').slice(0, 20)}`);
+  });
 
   const owner = await ctx.identity.createUser({ email: 'owner@example.com', team: 'acme', role: 'owner' });
   await ctx.services.accounts.forcePassword(owner.user_id, PASSWORD);
@@ -197,9 +204,22 @@ async function main(): Promise<BrowserBerth> {
 /** The OS accounts the runtime made for this data dir's applications (as test/runtime/helpers.ts). */
 function removeRuntimeAccounts(dataDir: string): void {
   const prefix = `berth-${runtimeTag(dataDir)}-`;
-  for (const line of fs.readFileSync('/etc/passwd', 'utf8').split('\n')) {
-    const name = line.split(':')[0] ?? '';
-    if (name.startsWith(prefix)) execFileSync('userdel', ['--', name], { stdio: 'ignore' });
+  const names = fs
+    .readFileSync('/etc/passwd', 'utf8')
+    .split('\n')
+    .map((line) => line.split(':')[0] ?? '');
+  removeAccounts(names.filter((name) => name.startsWith(prefix)));
+}
+
+function removeAccounts(names: string[]): void {
+  const existing = new Set(
+    fs
+      .readFileSync('/etc/passwd', 'utf8')
+      .split('\n')
+      .map((line) => line.split(':')[0]),
+  );
+  for (const name of names) {
+    if (existing.has(name)) execFileSync('userdel', ['--', name], { stdio: 'ignore' });
   }
 }
 
