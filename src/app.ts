@@ -1,4 +1,5 @@
 // buildApp: a Fastify instance that never listens. main.ts listens; tests use inject().
+import { fileURLToPath } from 'node:url';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
@@ -25,6 +26,7 @@ import { registerToolsRoutes } from './http/routes/tools.js';
 import { registerManagedDatabaseApiRoutes } from './http/routes/dbapi/databases.js';
 import { registerDbOperationRoutes } from './http/routes/dbapi/operations.js';
 import { registerManagedDatabasePanelRoutes } from './http/routes/platform/managed-databases.js';
+import { registerPanelRoutes } from './http/routes/panel.js';
 import './http/types.js';
 
 const YAML_TYPES = ['application/yaml', 'application/x-yaml', 'text/yaml', 'text/x-yaml'];
@@ -35,7 +37,12 @@ export interface BuildOptions {
    * mismatch (src/http/plugins/response-check.ts). For the test suite; off in production.
    */
   checkResponses?: boolean;
+  /** Where the built dashboard is (index.html and assets/); default: dist/web of this package. */
+  panelDir?: string;
 }
+
+/** dist/web beside src/ and dist/ alike: both are one level under the package root. */
+const DEFAULT_PANEL_DIR = fileURLToPath(new URL('../dist/web/', import.meta.url));
 
 export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Promise<FastifyInstance> {
   const logger: FastifyBaseLogger = ctx.logger;
@@ -127,6 +134,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   registerAppServiceRoutes(app, deps);
   registerTeamResourceRoutes(app, deps);
   registerScheduledDeletionRoutes(app, deps);
+  registerPanelRoutes(app, { dir: options.panelDir ?? DEFAULT_PANEL_DIR });
 
   return app;
 }

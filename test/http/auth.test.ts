@@ -1,5 +1,6 @@
 // Every route answers 401 without, with a malformed, a revoked, or another kind's credential.
 import { AUTH_FAILURES_PER_NAME } from '../../src/http/plugins/auth.js';
+import { PANEL_PATHS } from '../../src/http/routes/panel.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DIALECTS } from '../helpers/store.js';
 import { authHeaders, createTestApp, type TestApp } from '../helpers/app.js';
@@ -13,6 +14,8 @@ const OPEN = [
   '/api/v1/auth/sign-in',
   '/api/v1/auth/sign-in-links',
   '/api/v1/auth/sign-in-links/consume',
+  // The dashboard's page and assets (src/http/routes/panel.ts): it signs in through the routes above.
+  ...PANEL_PATHS,
 ];
 
 describe.each(DIALECTS)('authentication (%s)', (dialect) => {

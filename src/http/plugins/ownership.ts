@@ -7,6 +7,10 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { OwnershipChecks } from '../../services/ownership.js';
 
+/** The /1.3 operations as the platform API serves them (src/http/routes/dbapi/operations.ts). */
+const DATABASE_OPERATION =
+  /^\/api\/v1\/managed-databases\/:uuid\/(tasks|migration|migration-status|upgrade|maintenance|clone)(\/|$)/;
+
 export function registerOwnershipCheck(app: FastifyInstance, deps: { ownership: OwnershipChecks }): void {
   const { ownership } = deps;
   app.addHook('preValidation', async (request: FastifyRequest) => {
@@ -14,7 +18,10 @@ export function registerOwnershipCheck(app: FastifyInstance, deps: { ownership: 
     if (!principal) return;
     const params = (request.params ?? {}) as Record<string, unknown>;
     const kind = request.routeOptions.config?.auth;
-    if (kind === 'db_api' && typeof params.uuid === 'string') {
+    if (
+      typeof params.uuid === 'string' &&
+      (kind === 'db_api' || (kind === 'api_token' && DATABASE_OPERATION.test(request.routeOptions.url ?? '')))
+    ) {
       await ownership.database(principal.userId, params.uuid);
     } else if (
       kind === 'api_token' &&

@@ -72,7 +72,6 @@ const UsageQuery = Type.Object({
 });
 
 const tags = ['tools'];
-const security = [{ toolsKey: [] }];
 const PDF_TYPES = ['application/pdf', 'application/json'];
 const IMAGE_TYPES = ['image/png', 'image/jpeg', 'application/json'];
 
@@ -149,8 +148,28 @@ async function readUploads(
   return files;
 }
 
+/**
+ * The tools are served twice over the same use cases and credits: under `/api/v1/tools` with a tools
+ * API key (the spec's API), and under `/api/v1/user/tools` with an API token or a browser session, so
+ * that the dashboard's try-it form spends the signed-in user's credits without holding a tools key.
+ */
+interface ToolsApi {
+  prefix: string;
+  config: { auth: 'tools_key' | 'api_token' };
+  security: Array<Record<string, string[]>>;
+}
+
+const TOOLS_APIS: ToolsApi[] = [
+  { prefix: '/api/v1/tools', config: { auth: 'tools_key' as const }, security: [{ toolsKey: [] }] },
+  { prefix: '/api/v1/user/tools', config: { auth: 'api_token' as const }, security: [{ bearer: [] }] },
+];
+
 export function registerToolsRoutes(app: FastifyInstance, deps: RouteDeps): void {
-  const config = { auth: 'tools_key' as const };
+  for (const api of TOOLS_APIS) registerTools(app, deps, api);
+}
+
+function registerTools(app: FastifyInstance, deps: RouteDeps, api: ToolsApi): void {
+  const { config, security, prefix } = api;
   const tools = (): ToolsService => deps.services.tools;
 
   void app.register(async (scope) => {
@@ -159,7 +178,7 @@ export function registerToolsRoutes(app: FastifyInstance, deps: RouteDeps): void
     });
 
     scope.get(
-      '/api/v1/tools/health',
+      `${prefix}/health`,
       {
         config,
         schema: {
@@ -173,7 +192,7 @@ export function registerToolsRoutes(app: FastifyInstance, deps: RouteDeps): void
     );
 
     scope.get(
-      '/api/v1/tools/balance',
+      `${prefix}/balance`,
       {
         config,
         schema: {
@@ -199,7 +218,7 @@ export function registerToolsRoutes(app: FastifyInstance, deps: RouteDeps): void
     );
 
     scope.get<{ Querystring: Static<typeof UsageQuery> }>(
-      '/api/v1/tools/usage',
+      `${prefix}/usage`,
       {
         config,
         schema: {
@@ -259,7 +278,7 @@ export function registerToolsRoutes(app: FastifyInstance, deps: RouteDeps): void
     };
 
     scope.post<{ Body: Static<typeof UrlBody> }>(
-      '/api/v1/tools/pdf/convert/url',
+      `${prefix}/pdf/convert/url`,
       {
         config: { ...config, produces: PDF_TYPES },
         schema: {
@@ -285,7 +304,7 @@ export function registerToolsRoutes(app: FastifyInstance, deps: RouteDeps): void
     );
 
     scope.post<{ Body: Static<typeof HtmlBody> }>(
-      '/api/v1/tools/pdf/convert/html',
+      `${prefix}/pdf/convert/html`,
       {
         config: { ...config, produces: PDF_TYPES },
         schema: {
@@ -310,7 +329,7 @@ export function registerToolsRoutes(app: FastifyInstance, deps: RouteDeps): void
     );
 
     scope.post<{ Body: Static<typeof MarkdownBody> }>(
-      '/api/v1/tools/pdf/convert/markdown',
+      `${prefix}/pdf/convert/markdown`,
       {
         config: { ...config, produces: PDF_TYPES },
         schema: {
@@ -335,7 +354,7 @@ export function registerToolsRoutes(app: FastifyInstance, deps: RouteDeps): void
     );
 
     scope.post(
-      '/api/v1/tools/pdf/convert/office',
+      `${prefix}/pdf/convert/office`,
       {
         // The upload is read part by part (readUploads): documented here, never validated by Fastify.
         config: { ...config, produces: PDF_TYPES, documentedBody: OfficeUpload },
@@ -364,7 +383,7 @@ export function registerToolsRoutes(app: FastifyInstance, deps: RouteDeps): void
     );
 
     scope.post(
-      '/api/v1/tools/pdf/merge',
+      `${prefix}/pdf/merge`,
       {
         config: { ...config, produces: PDF_TYPES, documentedBody: MergeUpload },
         schema: {
@@ -413,7 +432,7 @@ export function registerToolsRoutes(app: FastifyInstance, deps: RouteDeps): void
     };
 
     scope.post<{ Body: Static<typeof ShotUrlBody> }>(
-      '/api/v1/tools/screenshot/url',
+      `${prefix}/screenshot/url`,
       {
         config: { ...config, produces: IMAGE_TYPES },
         schema: {
@@ -431,7 +450,7 @@ export function registerToolsRoutes(app: FastifyInstance, deps: RouteDeps): void
     );
 
     scope.post<{ Body: Static<typeof ShotHtmlBody> }>(
-      '/api/v1/tools/screenshot/html',
+      `${prefix}/screenshot/html`,
       {
         config: { ...config, produces: IMAGE_TYPES },
         schema: {

@@ -281,6 +281,7 @@ const ManagedDatabaseSummary = {
 export const ManagedDatabaseResponse = Data(
   Type.Object({
     ...ManagedDatabaseSummary,
+    version: Nullable(Type.String({ description: 'The engine major (PostgreSQL 15, MariaDB 11, …)' })),
     connection: Type.Object(
       {
         uri: Type.String({ description: 'Empty until the database is provisioned' }),

@@ -11,7 +11,7 @@ import {
   ServiceResponse,
   TaskResponse,
 } from '../../schemas/dbapi.js';
-import { dbApiErrors } from '../../schemas/errors.js';
+import { dbApiErrors, platformErrors } from '../../schemas/errors.js';
 
 const UuidParam = Type.Object({ uuid: Type.String({ minLength: 1, maxLength: 64 }) });
 const TaskParams = Type.Object({
@@ -74,14 +74,42 @@ const CloneBody = Type.Object(
 );
 
 const tags = ['managed databases'];
-const security = [{ basic: [] }];
+
+/**
+ * Where the operations are served: `/1.3/database` with the managed-database API credentials (UpCloud's
+ * API), and the same use cases under `/api/v1/managed-databases` with an API token or a browser session,
+ * for the dashboard (same bodies and answers; errors in the platform API's shape).
+ */
+const APIS = {
+  dbapi: {
+    prefix: '/1.3/database',
+    config: { auth: 'db_api' as const },
+    security: [{ basic: [] }],
+    errors: (...statuses: Array<400 | 401 | 403 | 404 | 409>) => dbApiErrors(...statuses),
+  },
+  platform: {
+    prefix: '/api/v1/managed-databases',
+    config: { auth: 'api_token' as const },
+    security: [{ bearer: [] }],
+    errors: (...statuses: Array<400 | 401 | 403 | 404 | 409>) => platformErrors(...statuses, 422),
+  },
+};
 
 export function registerDbOperationRoutes(app: FastifyInstance, deps: RouteDeps): void {
-  const config = { auth: 'db_api' as const };
+  registerOperations(app, deps, APIS.dbapi);
+  registerOperations(app, deps, APIS.platform);
+}
+
+function registerOperations(
+  app: FastifyInstance,
+  deps: RouteDeps,
+  api: (typeof APIS)['dbapi' | 'platform'],
+): void {
+  const { config, security, prefix } = api;
   const requests = () => deps.services.dbOperations;
 
   app.post<{ Params: Static<typeof UuidParam>; Body: Static<typeof TaskBody> }>(
-    '/1.3/database/:uuid/tasks',
+    `${prefix}/:uuid/tasks`,
     {
       config,
       schema: {
@@ -90,7 +118,7 @@ export function registerDbOperationRoutes(app: FastifyInstance, deps: RouteDeps)
         summary: 'Start a check task: migration_check (a source server) or upgrade_check (PostgreSQL)',
         params: UuidParam,
         body: TaskBody,
-        response: { 201: TaskResponse, ...dbApiErrors(400, 401, 403, 404, 409) },
+        response: { 201: TaskResponse, ...api.errors(400, 401, 403, 404, 409) },
       },
     },
     async (request, reply) =>
@@ -100,7 +128,7 @@ export function registerDbOperationRoutes(app: FastifyInstance, deps: RouteDeps)
   );
 
   app.get<{ Params: Static<typeof TaskParams> }>(
-    '/1.3/database/:uuid/tasks/:id',
+    `${prefix}/:uuid/tasks/:id`,
     {
       config,
       schema: {
@@ -108,14 +136,14 @@ export function registerDbOperationRoutes(app: FastifyInstance, deps: RouteDeps)
         security,
         summary: 'One task: its result once it has run',
         params: TaskParams,
-        response: { 200: TaskResponse, ...dbApiErrors(400, 401, 403, 404) },
+        response: { 200: TaskResponse, ...api.errors(400, 401, 403, 404) },
       },
     },
     async (request) => requests().task(principalOf(request).userId, request.params.uuid, request.params.id),
   );
 
   app.post<{ Params: Static<typeof UuidParam>; Body: Static<typeof MigrationBody> }>(
-    '/1.3/database/:uuid/migration',
+    `${prefix}/:uuid/migration`,
     {
       config,
       schema: {
@@ -124,7 +152,7 @@ export function registerDbOperationRoutes(app: FastifyInstance, deps: RouteDeps)
         summary: 'Start a migration from a source server (dump or replication); a null source stops it',
         params: UuidParam,
         body: MigrationBody,
-        response: { 200: ServiceResponse, ...dbApiErrors(400, 401, 403, 404, 409) },
+        response: { 200: ServiceResponse, ...api.errors(400, 401, 403, 404, 409) },
       },
     },
     async (request) => requests().migrate(principalOf(request).userId, request.params.uuid, request.body),
@@ -132,7 +160,7 @@ export function registerDbOperationRoutes(app: FastifyInstance, deps: RouteDeps)
 
   // Berth's spelling of stopping; POST …/migration with a null source does the same.
   app.delete<{ Params: Static<typeof UuidParam> }>(
-    '/1.3/database/:uuid/migration',
+    `${prefix}/:uuid/migration`,
     {
       config,
       schema: {
@@ -140,14 +168,14 @@ export function registerDbOperationRoutes(app: FastifyInstance, deps: RouteDeps)
         security,
         summary: 'Stop the migration (409 NO_MIGRATION when none is left to stop)',
         params: UuidParam,
-        response: { 200: ServiceResponse, ...dbApiErrors(400, 401, 403, 404, 409) },
+        response: { 200: ServiceResponse, ...api.errors(400, 401, 403, 404, 409) },
       },
     },
     async (request) => requests().stopMigration(principalOf(request).userId, request.params.uuid),
   );
 
   app.get<{ Params: Static<typeof UuidParam> }>(
-    '/1.3/database/:uuid/migration-status',
+    `${prefix}/:uuid/migration-status`,
     {
       config,
       schema: {
@@ -155,14 +183,14 @@ export function registerDbOperationRoutes(app: FastifyInstance, deps: RouteDeps)
         security,
         summary: "The migration's status, per database",
         params: UuidParam,
-        response: { 200: MigrationStatusResponse, ...dbApiErrors(400, 401, 403, 404) },
+        response: { 200: MigrationStatusResponse, ...api.errors(400, 401, 403, 404) },
       },
     },
     async (request) => requests().migrationStatus(principalOf(request).userId, request.params.uuid),
   );
 
   app.post<{ Params: Static<typeof UuidParam>; Body: Static<typeof UpgradeBody> }>(
-    '/1.3/database/:uuid/upgrade',
+    `${prefix}/:uuid/upgrade`,
     {
       config,
       schema: {
@@ -171,7 +199,7 @@ export function registerDbOperationRoutes(app: FastifyInstance, deps: RouteDeps)
         summary: 'Upgrade PostgreSQL to a newer major (after an upgrade_check task for it)',
         params: UuidParam,
         body: UpgradeBody,
-        response: { 201: ServiceResponse, ...dbApiErrors(400, 401, 403, 404, 409) },
+        response: { 201: ServiceResponse, ...api.errors(400, 401, 403, 404, 409) },
       },
     },
     async (request, reply) =>
@@ -188,7 +216,7 @@ export function registerDbOperationRoutes(app: FastifyInstance, deps: RouteDeps)
 
   // UpCloud's start-maintenance answers 200 with DatabaseUpCloudApiResponse {message}.
   app.post<{ Params: Static<typeof UuidParam> }>(
-    '/1.3/database/:uuid/maintenance',
+    `${prefix}/:uuid/maintenance`,
     {
       config,
       schema: {
@@ -196,14 +224,14 @@ export function registerDbOperationRoutes(app: FastifyInstance, deps: RouteDeps)
         security,
         summary: 'Start maintenance: apply what waits for a restart (settings, a newer minor version)',
         params: UuidParam,
-        response: { 200: MaintenanceResponse, ...dbApiErrors(400, 401, 403, 404, 409) },
+        response: { 200: MaintenanceResponse, ...api.errors(400, 401, 403, 404, 409) },
       },
     },
     async (request) => requests().maintenance(principalOf(request).userId, request.params.uuid),
   );
 
   app.post<{ Params: Static<typeof UuidParam>; Body: Static<typeof CloneBody> }>(
-    '/1.3/database/:uuid/clone',
+    `${prefix}/:uuid/clone`,
     {
       config,
       schema: {
@@ -212,7 +240,7 @@ export function registerDbOperationRoutes(app: FastifyInstance, deps: RouteDeps)
         summary: 'Clone the database (now, or to a point in time for PostgreSQL) into a new one',
         params: UuidParam,
         body: CloneBody,
-        response: { 201: ServiceResponse, ...dbApiErrors(400, 401, 403, 404, 409) },
+        response: { 201: ServiceResponse, ...api.errors(400, 401, 403, 404, 409) },
       },
     },
     async (request, reply) =>

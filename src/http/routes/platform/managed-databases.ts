@@ -49,6 +49,7 @@ export function registerManagedDatabasePanelRoutes(app: FastifyInstance, deps: R
           plan: row.plan,
           zone: row.zone,
           state: row.state,
+          version: (object.properties as { version: string | null }).version,
           // The same values /1.3/database/{uuid} answers (UpCloud's fields), under one name.
           connection: {
             uri: object.service_uri,

@@ -1,0 +1,247 @@
+// One real Berth for the browser tests (run as `node --import tsx test/browser/berth.ts <dialect>` by
+// global-setup.ts): SQLite in a temporary data directory, or a throwaway PostgreSQL; its API on a free
+// port with the background work (jobs, the runtime and its edge, managed databases); an SMTP sink
+// for sign-in links; a git repository on loopback holding a small Node.js application; and the people,
+// teams and resources the specs start from. It prints one JSON line (BrowserBerth) when ready and
+// removes everything on SIGTERM. A control server on loopback hands the specs the mails sent.
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { stringify } from 'yaml';
+import { loadConfig } from '../../src/config/index.js';
+import { MANAGED_DATABASE_PLANS } from '../../src/domain/plans.js';
+import { runtimeTag } from '../../src/drivers/runtime/local/index.js';
+import { DEFAULT_NODE_MAJOR, ensureNodeRuntime } from '../../src/drivers/runtime/local/node-runtime.js';
+import { startServer } from '../../src/main.js';
+import { createRepository, serveRepositories } from '../helpers/git-server.js';
+import { startPostgres, type PostgresServer } from '../helpers/postgres-server.js';
+import { nodeAppFiles } from '../runtime/node-app.js';
+import { startSmtpSink } from '../scheduled-deletion/helpers.js';
+import type { BrowserBerth } from './fixtures.js';
+
+const dialect = process.argv[2] === 'postgres' ? 'postgres' : 'sqlite';
+export const PASSWORD = 'correct horse battery staple';
+/** Starts the line that tells global-setup.ts the Berth is ready (Berth's own log goes to stdout too). */
+const READY = 'BERTH_BROWSER_READY ';
+const PLANS = MANAGED_DATABASE_PLANS.pg;
+
+const root = fs.mkdtempSync(path.join(os.tmpdir(), `berth-browser-${dialect}-`));
+// The database servers and applications run as their own system users, which must reach the data dir.
+fs.chmodSync(root, 0o755);
+const cleanups: Array<() => unknown> = [];
+async function cleanUp(): Promise<void> {
+  for (const step of cleanups.reverse()) {
+    try {
+      await step();
+    } catch (error) {
+      process.stderr.write(`browser berth: clean-up step failed: ${String(error)}\n`);
+    }
+  }
+  fs.rmSync(root, { recursive: true, force: true });
+}
+
+async function main(): Promise<BrowserBerth> {
+  let databaseUrl: string | undefined;
+  if (dialect === 'postgres') {
+    const server: PostgresServer = await startPostgres();
+    cleanups.push(() => server.stop());
+    const admin = new pg.Client({ connectionString: server.url });
+    await admin.connect();
+    await admin.query('CREATE DATABASE berth');
+    await admin.end();
+    const url = new URL(server.url);
+    url.pathname = '/berth';
+    databaseUrl = url.toString();
+  }
+  const smtp = await startSmtpSink();
+  cleanups.push(() => smtp.close());
+  const gitRoot = path.join(root, 'git');
+  fs.mkdirSync(gitRoot);
+  const git = await serveRepositories(gitRoot);
+  cleanups.push(() => git.close());
+  const runtimesDir = path.join(root, 'runtimes');
+  fs.mkdirSync(runtimesDir);
+  // Downloaded before the clock of any deployment starts.
+  await ensureNodeRuntime(DEFAULT_NODE_MAJOR, runtimesDir);
+  const dataDir = path.join(root, 'data');
+
+  const config = loadConfig({
+    BERTH_DATA_DIR: dataDir,
+    BERTH_HOST: '127.0.0.1',
+    BERTH_PORT: '0',
+    BERTH_S3_PORT: '0',
+    BERTH_EDGE_PORT: '0',
+    BERTH_LOG_LEVEL: 'warn',
+    BERTH_RATE_LIMIT_PER_MINUTE: '0',
+    BERTH_SMTP_URL: smtp.url,
+    BERTH_RUNTIMES_DIR: runtimesDir,
+    BERTH_SOURCES_ALLOW_PRIVATE: '127.0.0.1',
+    BERTH_HEALTH_INTERVAL: '1',
+    BERTH_HEALTH_TIMEOUT: '1',
+    BERTH_DRAIN_SECONDS: '1',
+    ...(databaseUrl ? { BERTH_DATABASE_URL: databaseUrl } : {}),
+  });
+  const server = await startServer(config);
+  cleanups.push(() => removeRuntimeAccounts(dataDir));
+  // The managed databases' OS accounts (src/drivers/databases/local/accounts.ts), once their servers stop.
+  const databaseAccounts: string[] = [];
+  cleanups.push(() => removeAccounts(databaseAccounts));
+  cleanups.push(() => server.stop());
+  const { ctx, app } = server;
+  cleanups.push(async () => {
+    const rows = await ctx.db.selectFrom('managed_databases').select('uuid').execute();
+    for (const { uuid } of rows) databaseAccounts.push(`berth-db-${uuid.replace(/-/g, '').slice(0, 20)}`);
+  });
+
+  const owner = await ctx.identity.createUser({ email: 'owner@example.com', team: 'acme', role: 'owner' });
+  await ctx.services.accounts.forcePassword(owner.user_id, PASSWORD);
+  const stranger = await ctx.identity.createUser({
+    email: 'stranger@example.com',
+    team: 'rival',
+    role: 'owner',
+  });
+
+  const apply = async (token: string, document: unknown, query = '') => {
+    const response = await app.inject({
+      method: 'POST',
+      url: `/api/v1/infrastructure/apply${query}`,
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/yaml' },
+      payload: stringify(document),
+    });
+    if (response.statusCode !== 200)
+      throw new Error(`apply answered ${response.statusCode}: ${response.body}`);
+    return response.json<{ application_id: number }>();
+  };
+  const appDocument = (team: string, name: string, extra: Record<string, unknown> = {}) => ({
+    apiVersion: 'v1',
+    kind: 'Infrastructure',
+    metadata: { name, team },
+    spec: {
+      application: {
+        name,
+        type: 'nodejs',
+        repository: { url: git.url('hello'), branch: 'main' },
+        commands: { build: ['node build.js'], start: 'npm start' },
+        settings: { health_check_path: '/health', replicas: 1, memory: '256Mi', ...extra },
+      },
+      secrets: [{ key: 'APP_SECRET', value: `secret-of-${name}` }],
+    },
+  });
+
+  const repository = createRepository(gitRoot, 'hello');
+  repository.commit(nodeAppFiles('v1'), 'first version');
+
+  // Another team's application: the owner of acme must be refused its pages.
+  const rival = await apply(stranger.api_token, appDocument('rival', 'rival-app'), '?auto_deploy=false');
+  // An application with a deletion schedule, and the document the editor spec applies (deployed there).
+  const inAMonth = new Date(Date.now() + 30 * 24 * 3600 * 1000).toISOString();
+  const doomed = await apply(
+    owner.api_token,
+    appDocument('acme', 'doomed', { scheduled_deletion_at: inAMonth }),
+    '?auto_deploy=false',
+  );
+
+  // A managed PostgreSQL, running, with a plan change apply left for the panel; an object storage
+  // with a zone change left the same way.
+  const database = (plan: string, zone = 'europe-1') => ({
+    apiVersion: 'v1',
+    kind: 'Infrastructure',
+    metadata: { name: 'data', team: 'acme' },
+    spec: {
+      application: {
+        name: 'data',
+        type: 'nodejs',
+        repository: { url: git.url('hello'), branch: 'main' },
+      },
+      managed_databases: [{ name: 'main-db', type: 'pg', plan, zone: 'de-fra1' }],
+      object_storage: [
+        { name: 'files', zone, buckets: ['uploads'], users: [{ username: 'uploader', policies: [] }] },
+      ],
+    },
+  });
+  await apply(owner.api_token, database(PLANS[0]!), '?auto_deploy=false');
+  const deadline = Date.now() + 120_000;
+  let state = '';
+  while (Date.now() < deadline) {
+    const row = await ctx.db
+      .selectFrom('managed_databases')
+      .select(['state', 'state_reason'])
+      .where('name', '=', 'main-db')
+      .executeTakeFirst();
+    state = row?.state ?? '';
+    if (state === 'running' || state === 'error') break;
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  if (state !== 'running') throw new Error(`the managed database did not start: ${state}`);
+  await apply(owner.api_token, database(PLANS[1]!, 'europe-2'), '?auto_deploy=false');
+
+  // The mails Berth sent, for the specs (sign-in links, invitations).
+  const control = http.createServer((request, response) => {
+    const to = new URL(request.url ?? '/', 'http://x').searchParams.get('to') ?? '';
+    response.setHeader('content-type', 'application/json');
+    response.end(JSON.stringify(smtp.to(to).map((m) => ({ subject: m.subject, text: m.text }))));
+  });
+  await new Promise<void>((resolve) => control.listen(0, '127.0.0.1', resolve));
+  cleanups.push(() => new Promise((resolve) => control.close(resolve)));
+
+  return {
+    dialect,
+    url: server.url,
+    control: `http://127.0.0.1:${(control.address() as AddressInfo).port}`,
+    password: PASSWORD,
+    owner: { email: 'owner@example.com', teamId: owner.team_id, token: owner.api_token },
+    rivalAppId: rival.application_id,
+    doomedAppId: doomed.application_id,
+    helloDocument: stringify(appDocument('acme', 'hello')),
+    plans: [PLANS[0]!, PLANS[1]!],
+  };
+}
+
+/** The OS accounts the runtime made for this data dir's applications (as test/runtime/helpers.ts). */
+function removeRuntimeAccounts(dataDir: string): void {
+  const prefix = `berth-${runtimeTag(dataDir)}-`;
+  const names = fs
+    .readFileSync('/etc/passwd', 'utf8')
+    .split('\n')
+    .map((line) => line.split(':')[0] ?? '');
+  removeAccounts(names.filter((name) => name.startsWith(prefix)));
+}
+
+function removeAccounts(names: string[]): void {
+  const existing = new Set(
+    fs
+      .readFileSync('/etc/passwd', 'utf8')
+      .split('\n')
+      .map((line) => line.split(':')[0]),
+  );
+  for (const name of names) {
+    if (existing.has(name)) execFileSync('userdel', ['--', name], { stdio: 'ignore' });
+  }
+}
+
+let stopping = false;
+const stop = () => {
+  if (stopping) return;
+  stopping = true;
+  void cleanUp().finally(() => process.exit(0));
+};
+process.on('SIGTERM', stop);
+process.on('SIGINT', stop);
+// The parent (Playwright's runner) ended without a word: end too.
+process.stdin.on('end', stop);
+process.stdin.resume();
+
+main().then(
+  (info) => process.stdout.write(`${READY}${JSON.stringify(info)}\n`),
+  async (error: unknown) => {
+    process.stderr.write(
+      `browser berth (${dialect}) failed to start: ${String((error as Error).stack ?? error)}\n`,
+    );
+    await cleanUp();
+    process.exit(1);
+  },
+);
