@@ -119,7 +119,7 @@ async function setSecret(appId: number, key: string, value: string): Promise<voi
 }
 
 const HEALTH_HELP =
-  'Every few seconds Berth asks each replica for this path; an answer below 500 within the timeout counts as healthy. After several failed checks in a row the replica is restarted, and a new release only takes traffic once it is healthy.';
+  'Every few seconds Berth asks each replica for this path; only a 200 within the timeout counts as healthy (a redirect or an error page does not). After several failed checks in a row the replica is restarted, and a new release only takes traffic once it is healthy.';
 
 export function AppPage({ id }: { id: number }) {
   const app = useLoad(
