@@ -87,6 +87,11 @@ test('applies a document through the editor and watches its deployment stream to
   expect(exported).toContain('name: hello');
   expect(exported).toContain('key: MAIL_PASSWORD');
   expect(exported).not.toContain('hunter2');
+  // Suspended, then running again.
+  await page.getByRole('button', { name: 'Suspend' }).click();
+  await expect(page.getByTestId('app-status')).toContainText('stopped suspended');
+  await page.getByRole('button', { name: 'Resume' }).click();
+  await expect(page.getByTestId('app-status')).toContainText(/starting|active/);
   // No schedule, and no control that would set one.
   await expect(page.getByTestId('no-schedule')).toBeVisible();
   await expect(page.getByLabel('New deletion date')).toHaveCount(0);
@@ -113,4 +118,29 @@ test('changes and cancels a deletion date, and offers no control to set one', as
   await expect(schedule.getByRole('button')).toHaveCount(0);
   await expect(schedule.getByRole('textbox')).toHaveCount(0);
   await expect(page.getByLabel('New deletion date')).toHaveCount(0);
+});
+
+test('deletes an application only once its name is typed', async ({ page, berth }) => {
+  const document = berth.helloDocument.replaceAll('hello', 'scratch');
+  const applied = await fetch(`${berth.url}/api/v1/infrastructure/apply?auto_deploy=false`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${berth.owner.token}`, 'content-type': 'application/yaml' },
+    body: document,
+  }).then((r) => r.json() as Promise<{ application_id: number }>);
+  await signIn(page, berth);
+  await page.goto(`${berth.url}/apps/${applied.application_id}`);
+  await page.getByRole('button', { name: 'Delete application…' }).click();
+  const confirm = page.getByRole('button', { name: 'Delete application', exact: true });
+  await expect(confirm).toBeDisabled();
+  await page.getByLabel('Type scratch to delete application').fill('scratc');
+  await expect(confirm).toBeDisabled();
+  await page.getByLabel('Type scratch to delete application').fill('scratch');
+  await confirm.click();
+  await expect(page.getByRole('heading', { name: 'Applications', level: 1 })).toBeVisible();
+  const status = () =>
+    fetch(`${berth.url}/api/v1/applications/${applied.application_id}`, {
+      headers: { authorization: `Bearer ${berth.owner.token}` },
+    }).then((r) => r.status);
+  // Deleted by a job: gone soon after.
+  await expect.poll(status, { timeout: 30_000 }).toBe(404);
 });

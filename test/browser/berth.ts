@@ -63,8 +63,9 @@ async function main(): Promise<BrowserBerth> {
   fs.mkdirSync(gitRoot);
   const git = await serveRepositories(gitRoot);
   cleanups.push(() => git.close());
-  const runtimesDir = path.join(root, 'runtimes');
-  fs.mkdirSync(runtimesDir);
+  // The run's Node.js runtimes (global-setup.ts: one download for both Berths, waiting on its lock).
+  const runtimesDir = process.env.BERTH_BROWSER_RUNTIMES ?? path.join(root, 'runtimes');
+  fs.mkdirSync(runtimesDir, { recursive: true });
   // Downloaded before the clock of any deployment starts.
   await ensureNodeRuntime(DEFAULT_NODE_MAJOR, runtimesDir);
   const dataDir = path.join(root, 'data');

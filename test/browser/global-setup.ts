@@ -1,6 +1,9 @@
 // Starts one Berth per dialect (berth.ts, in its own process) for the whole browser run, in parallel,
 // and hands each project its addresses through the environment the workers inherit.
 import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { createInterface } from 'node:readline';
 import type { FullConfig } from '@playwright/test';
 
@@ -10,10 +13,13 @@ export const DIALECTS = (process.env.BERTH_TEST_DIALECTS ?? 'sqlite,postgres')
   .filter((d) => d === 'sqlite' || d === 'postgres');
 
 const READY = 'BERTH_BROWSER_READY ';
+/** This run's Node.js runtimes, downloaded once for both Berths (as test/global-setup.ts does for vitest). */
+let runtimesDir = '';
 
 function start(dialect: string): Promise<{ child: ChildProcess; info: string }> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'test/browser/berth.ts', dialect], {
     stdio: ['pipe', 'pipe', 'inherit'],
+    env: { ...process.env, BERTH_BROWSER_RUNTIMES: runtimesDir },
   });
   return new Promise((resolve, reject) => {
     const lines = createInterface({ input: child.stdout });
@@ -28,6 +34,8 @@ function start(dialect: string): Promise<{ child: ChildProcess; info: string }> 
 }
 
 export default async function globalSetup(_config: FullConfig): Promise<() => Promise<void>> {
+  runtimesDir = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-browser-runtimes-'));
+  fs.chmodSync(runtimesDir, 0o755);
   const started = await Promise.allSettled(DIALECTS.map((dialect) => start(dialect)));
   const children = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value.child] : []));
   const stopAll = () =>
@@ -40,7 +48,7 @@ export default async function globalSetup(_config: FullConfig): Promise<() => Pr
             child.kill('SIGTERM');
           }),
       ),
-    ).then(() => undefined);
+    ).then(() => fs.rmSync(runtimesDir, { recursive: true, force: true }));
   const failed = started.find((s) => s.status === 'rejected');
   if (failed) {
     await stopAll();
