@@ -63,6 +63,9 @@ const START_TIMEOUT_MS = 10_000;
 const DRAIN_POLL_MS = 50;
 const RESTART_DELAY_MS = 500;
 const SLOT_REUSE_AFTER_MS = 5000;
+/** HAProxy's own account of a slot switch, a drain or a stop that Berth asked for. */
+const ROUTINE_HAPROXY_LINES =
+  /Server r\d+\/u\d+ is (UP\/READY|going DOWN for maintenance)|backend 'r\d+' has no server available|Proxy \S+ stopped|Stopping (frontend|backend|proxy)/;
 /** sun_path is 108 bytes on Linux. */
 const MAX_SOCKET_PATH = 100;
 
@@ -299,6 +302,12 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
     await writeCertificates();
     writeFiles();
     const takeover = previous?.pid ? ['-x', files.socket, '-sf', String(previous.pid)] : [];
+    // Told to go by the new process as soon as that one serves, maybe before this loop sees it: its exit
+    // is expected from now on, not a crash to restart from.
+    if (previous) {
+      retiring.set(previous, exitOf(previous));
+      void exitOf(previous).then(() => retiring.delete(previous));
+    }
     if (takeover.length === 0) fs.rmSync(files.socket, { force: true });
     const started = spawn(binary, ['-db', '-f', files.config, ...takeover], {
       stdio: ['ignore', 'ignore', 'pipe'],
@@ -309,8 +318,11 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
     started.stderr?.on('data', (chunk: string) => {
       stderr = (stderr + chunk).slice(-4000);
       for (const line of chunk.split('\n')) {
-        if (/\[(ALERT|WARNING)\]/.test(line))
-          options.logger?.warn({ haproxy: line.trim() }, 'edge: haproxy says');
+        if (!/\[(ALERT|WARNING)\]/.test(line)) continue;
+        // What Berth's own runtime commands and stops cause is news to no operator: info, not warn.
+        if (ROUTINE_HAPROXY_LINES.test(line))
+          options.logger?.info?.({ haproxy: line.trim() }, 'edge: haproxy says');
+        else options.logger?.warn({ haproxy: line.trim() }, 'edge: haproxy says');
       }
     });
     const done = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
@@ -351,12 +363,8 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
       await sleep(20);
     }
     child = started;
-    if (previous) {
-      retiring.set(previous, exitOf(previous));
-      void exitOf(previous).then(() => retiring.delete(previous));
-    }
     void done.then(({ code, signal }) => {
-      if (closing || child !== started) return;
+      if (closing || child !== started || retiring.has(started)) return;
       child = undefined;
       options.logger?.warn({ code, signal }, 'edge: haproxy exited; restarting it');
       void restart();
@@ -472,6 +480,14 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
     } catch (error) {
       // The old process still serves the table as it was: the new slots were never there.
       slots.splice(first);
+      if (previous) {
+        retiring.delete(previous);
+        // Unless it was told to go before the new one failed: then it is restarted like a crash.
+        if (previous.exitCode !== null || previous.signalCode !== null) {
+          child = undefined;
+          void restart();
+        }
+      }
       throw error;
     }
     options.logger?.info?.({ slots: slots.length }, 'edge: haproxy reloaded with more route slots');
