@@ -66,6 +66,14 @@ test('applies a document through the editor and watches its deployment stream to
   expect(whileRunning.length, JSON.stringify(snapshots)).toBeGreaterThanOrEqual(2);
   await expect(page.getByTestId('app-status')).toContainText('active');
   await expect(page.getByRole('cell', { name: 'success' }).first()).toBeVisible();
+  // The Redis service of the document: running before the release, its URL revealed on demand.
+  const services = page.getByRole('region', { name: 'Services' });
+  await expect(services.getByRole('heading', { name: /cache redis/ })).toContainText('running');
+  await services.getByRole('button', { name: 'Connection settings of cache' }).click();
+  const url = services.getByRole('textbox', { name: 'cache url' });
+  await expect(url).not.toHaveValue(/redis:/);
+  await services.getByRole('button', { name: 'Reveal cache url' }).click();
+  await expect(url).toHaveValue(/^redis:\/\/.+@127\.0\.0\.1:\d+/);
   // A secret set through the panel: listed by key, its value never on the page.
   const secrets = page.getByRole('region', { name: 'Secrets' });
   await secrets.getByLabel('Key').fill('MAIL_PASSWORD');

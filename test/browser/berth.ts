@@ -133,6 +133,11 @@ async function main(): Promise<BrowserBerth> {
     },
   });
 
+  const withCache = (document: ReturnType<typeof appDocument>) => ({
+    ...document,
+    spec: { ...document.spec, services: [{ name: 'cache', type: 'redis' }] },
+  });
+
   const repository = createRepository(gitRoot, 'hello');
   repository.commit(nodeAppFiles('v1'), 'first version');
 
@@ -197,7 +202,8 @@ async function main(): Promise<BrowserBerth> {
     owner: { email: 'owner@example.com', teamId: owner.team_id, token: owner.api_token },
     rivalAppId: rival.application_id,
     doomedAppId: doomed.application_id,
-    helloDocument: stringify(appDocument('acme', 'hello')),
+    // With a Redis service, so that the page shows a service's state and connection settings.
+    helloDocument: stringify(withCache(appDocument('acme', 'hello'))),
     plans: [PLANS[0]!, PLANS[1]!],
   };
 }

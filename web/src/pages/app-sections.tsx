@@ -1,8 +1,9 @@
-// Parts of an application's page: a deployment's log, streamed while it runs, and the deletion
-// schedule (its date and warnings; change the date or cancel, never set one).
+// Parts of an application's page: a deployment's log, streamed while it runs, the services with their
+// state and connection settings, and the deletion schedule (its date and warnings; change the date or
+// cancel, never set one).
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, type Deployment, type Schedule } from '../api';
-import { Badge, Button, ErrorBox, useAction, useLoad, when } from '../ui';
+import { Badge, Button, Empty, ErrorBox, Secret, useAction, useLoad, when } from '../ui';
 
 /** A deployment's log: the stored lines, then (while it runs) new ones as the server sends them. */
 export function DeploymentLog({
@@ -142,5 +143,109 @@ export function ScheduleSection({ appId }: { appId: number }) {
         </>
       )}
     </section>
+  );
+}
+
+/** One of the application's services as `GET …/services` reports it. */
+interface ServiceState {
+  id: number;
+  name: string;
+  type: string;
+  version: string | null;
+  status: string;
+  status_reason: string | null;
+  engine_version: string | null;
+  host: string | null;
+  port: number | null;
+  restarts: number;
+}
+
+/** The services: state, where they listen, restarts; connection settings revealed on demand; restart. */
+export function ServicesSection({ appId }: { appId: number }) {
+  const services = useLoad(
+    () => api.get<{ data: ServiceState[] }>(`/api/v1/applications/${appId}/services`).then((r) => r.data),
+    [appId],
+  );
+  // A service still coming up is looked at again until it runs (or fails).
+  const settling = services.data?.some((s) => s.status === 'provisioning' || s.status === 'restarting');
+  useEffect(() => {
+    if (!settling) return;
+    const timer = setTimeout(services.reload, 2000);
+    return () => clearTimeout(timer);
+  }, [services.data]);
+  return (
+    <section aria-labelledby="services-heading">
+      <h2 id="services-heading">Services</h2>
+      <ErrorBox error={services.error} />
+      {services.data?.length === 0 && (
+        <Empty>No services: add them under spec.services in the document (a database, Redis…).</Empty>
+      )}
+      {services.data?.map((service) => (
+        <ServiceRow key={service.id} appId={appId} service={service} onChange={services.reload} />
+      ))}
+    </section>
+  );
+}
+
+function ServiceRow({
+  appId,
+  service,
+  onChange,
+}: {
+  appId: number;
+  service: ServiceState;
+  onChange: () => void;
+}) {
+  const base = `/api/v1/applications/${appId}/services/${service.id}`;
+  const [formats, setFormats] = useState<Array<{ name: string; value: string }> | null>(null);
+  const [show, showBusy, showError] = useAction(async () => {
+    setFormats(
+      (await api.get<{ data: Array<{ name: string; value: string }> }>(`${base}/connection-formats`)).data,
+    );
+  });
+  const [restart, restartBusy, restartError] = useAction(async () => {
+    await api.post(`${base}/restart`);
+    onChange();
+  });
+  return (
+    <div class="service">
+      <h3>
+        <code>{service.name}</code> {service.type} {service.engine_version ?? service.version ?? ''}{' '}
+        <Badge value={service.status} />
+      </h3>
+      {service.status_reason && <p>{service.status_reason}</p>}
+      {service.port !== null && (
+        <p>
+          Listens on {service.host ?? '127.0.0.1'}:{service.port}
+          {service.restarts > 0 && `; restarted ${service.restarts} time${service.restarts > 1 ? 's' : ''}`}.
+          The application finds its connection settings in its environment.
+        </p>
+      )}
+      {service.status === 'running' && (
+        <p>
+          {!formats && (
+            <Button kind="secondary" busy={showBusy} onClick={() => void show()}>
+              Connection settings of {service.name}
+            </Button>
+          )}{' '}
+          <Button kind="secondary" busy={restartBusy} onClick={() => void restart()}>
+            Restart {service.name}
+          </Button>
+        </p>
+      )}
+      <ErrorBox error={showError ?? restartError} />
+      {formats && (
+        <dl>
+          {formats.map((format) => (
+            <div key={format.name}>
+              <dt>{format.name}</dt>
+              <dd>
+                <Secret value={format.value} label={`${service.name} ${format.name}`} />
+              </dd>
+            </div>
+          ))}
+        </dl>
+      )}
+    </div>
   );
 }

@@ -11,7 +11,7 @@ import {
   type Deployment,
   type Instance,
 } from '../api';
-import { DeploymentLog, ScheduleSection } from './app-sections';
+import { DeploymentLog, ScheduleSection, ServicesSection } from './app-sections';
 import { navigate } from '../router';
 import { team } from '../state';
 import {
@@ -407,22 +407,7 @@ export function AppPage({ id }: { id: number }) {
         </ul>
       </section>
 
-      <section aria-labelledby="services-heading">
-        <h2 id="services-heading">Services</h2>
-        {a.services.length === 0 && <Empty>No services.</Empty>}
-        <ul>
-          {a.services.map((sv) => (
-            <li key={sv.name}>
-              <code>{sv.name}</code> {sv.type} {sv.version ?? ''}{' '}
-              <small>
-                {Object.entries(sv.settings)
-                  .map(([k, v]) => `${k}=${String(v)}`)
-                  .join(', ')}
-              </small>
-            </li>
-          ))}
-        </ul>
-      </section>
+      <ServicesSection appId={id} />
 
       <section aria-labelledby="health-heading">
         <h2 id="health-heading">Health check</h2>
