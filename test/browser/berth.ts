@@ -19,7 +19,7 @@ import { DEFAULT_NODE_MAJOR, ensureNodeRuntime } from '../../src/drivers/runtime
 import { startServer } from '../../src/main.js';
 import { createRepository, serveRepositories } from '../helpers/git-server.js';
 import { startPostgres, type PostgresServer } from '../helpers/postgres-server.js';
-import { nodeAppFiles } from '../runtime/node-app.js';
+import { nodeAppFiles, nodeDocument } from '../runtime/node-app.js';
 import { startSmtpSink } from '../scheduled-deletion/helpers.js';
 import type { BrowserBerth } from './fixtures.js';
 
@@ -106,37 +106,20 @@ async function main(): Promise<BrowserBerth> {
     role: 'owner',
   });
 
-  const apply = async (token: string, document: unknown, query = '') => {
+  const apply = async (token: string, document: string | object, query = '') => {
     const response = await app.inject({
       method: 'POST',
       url: `/api/v1/infrastructure/apply${query}`,
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/yaml' },
-      payload: stringify(document),
+      payload: typeof document === 'string' ? document : stringify(document),
     });
     if (response.statusCode !== 200)
       throw new Error(`apply answered ${response.statusCode}: ${response.body}`);
     return response.json<{ application_id: number }>();
   };
-  const appDocument = (team: string, name: string, extra: Record<string, unknown> = {}) => ({
-    apiVersion: 'v1',
-    kind: 'Infrastructure',
-    metadata: { name, team },
-    spec: {
-      application: {
-        name,
-        type: 'nodejs',
-        repository: { url: git.url('hello'), branch: 'main' },
-        commands: { build: ['node build.js'], start: 'npm start' },
-        settings: { health_check_path: '/health', replicas: 1, memory: '256Mi', ...extra },
-      },
-      secrets: [{ key: 'APP_SECRET', value: `secret-of-${name}` }],
-    },
-  });
-
-  const withCache = (document: ReturnType<typeof appDocument>) => ({
-    ...document,
-    spec: { ...document.spec, services: [{ name: 'cache', type: 'redis' }] },
-  });
+  // As the runtime tests deploy it, without a domain or a volume (the pages show those empty).
+  const appDocument = (team: string, name: string, settings: Record<string, unknown> = {}, spec = {}) =>
+    nodeDocument(team, name, git.url('hello'), { settings, spec: { domains: [], volumes: [], ...spec } });
 
   const repository = createRepository(gitRoot, 'hello');
   repository.commit(nodeAppFiles('v1'), 'first version');
@@ -203,7 +186,8 @@ async function main(): Promise<BrowserBerth> {
     rivalAppId: rival.application_id,
     doomedAppId: doomed.application_id,
     // With a Redis service, so that the page shows a service's state and connection settings.
-    helloDocument: stringify(withCache(appDocument('acme', 'hello'))),
+    // With a Redis service, so that the page shows a service's state and connection settings.
+    helloDocument: appDocument('acme', 'hello', {}, { services: [{ name: 'cache', type: 'redis' }] }),
     plans: [PLANS[0]!, PLANS[1]!],
   };
 }

@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { inject } from 'vitest';
-import { stringify } from 'yaml';
+export { nodeDocument } from './node-app.js';
 import type { Dialect } from '../../src/db/connect.js';
 import { runtimeTag } from '../../src/drivers/runtime/local/index.js';
 import { DEFAULT_NODE_MAJOR, ensureNodeRuntime } from '../../src/drivers/runtime/local/node-runtime.js';
@@ -149,37 +149,6 @@ export function edgeRequest(
     );
     request.on('error', reject);
     request.end(body);
-  });
-}
-
-export function nodeDocument(
-  team: string,
-  name: string,
-  repositoryUrl: string,
-  extra: {
-    settings?: Record<string, unknown>;
-    application?: Record<string, unknown>;
-    spec?: Record<string, unknown>;
-  } = {},
-): string {
-  return stringify({
-    apiVersion: 'v1',
-    kind: 'Infrastructure',
-    metadata: { name, team },
-    spec: {
-      application: {
-        name,
-        type: 'nodejs',
-        repository: { url: repositoryUrl, branch: 'main' },
-        commands: { build: ['node build.js'], start: 'npm start' },
-        settings: { health_check_path: '/health', replicas: 1, memory: '256Mi', ...extra.settings },
-        ...extra.application,
-      },
-      domains: [{ domain: `${name}.test` }],
-      secrets: [{ key: 'APP_SECRET', value: `secret-of-${name}` }],
-      volumes: [{ name: 'data', mount_path: '/data', volume_size: 1 }],
-      ...extra.spec,
-    },
   });
 }
 

@@ -1,5 +1,6 @@
 // The Node.js application the runtime tests deploy: what it answers shows what it got (its build's
 // output, its secrets, its volume, its port), and a few paths misbehave on request.
+import { stringify } from 'yaml';
 export const SERVER_JS = `
 const http = require('node:http');
 const fs = require('node:fs');
@@ -55,4 +56,36 @@ export function nodeAppFiles(version: string, mode: 'ok' | 'unhealthy' = 'ok'): 
     'build.js':
       "require('node:fs').writeFileSync('built.txt', 'built ' + require('node:fs').readFileSync('version.txt', 'utf8').trim() + ' secret=' + (process.env.APP_SECRET ?? 'none'));",
   };
+}
+
+/** The Infrastructure document of a nodejs application from `repositoryUrl` (the runtime tests' and the browser harness's). */
+export function nodeDocument(
+  team: string,
+  name: string,
+  repositoryUrl: string,
+  extra: {
+    settings?: Record<string, unknown>;
+    application?: Record<string, unknown>;
+    spec?: Record<string, unknown>;
+  } = {},
+): string {
+  return stringify({
+    apiVersion: 'v1',
+    kind: 'Infrastructure',
+    metadata: { name, team },
+    spec: {
+      application: {
+        name,
+        type: 'nodejs',
+        repository: { url: repositoryUrl, branch: 'main' },
+        commands: { build: ['node build.js'], start: 'npm start' },
+        settings: { health_check_path: '/health', replicas: 1, memory: '256Mi', ...extra.settings },
+        ...extra.application,
+      },
+      domains: [{ domain: `${name}.test` }],
+      secrets: [{ key: 'APP_SECRET', value: `secret-of-${name}` }],
+      volumes: [{ name: 'data', mount_path: '/data', volume_size: 1 }],
+      ...extra.spec,
+    },
+  });
 }
