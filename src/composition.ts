@@ -46,6 +46,7 @@ import {
   type RuntimeService,
 } from './services/applications/runtime.js';
 import { createSpecBuilder } from './services/applications/spec.js';
+import type { ServiceRunner } from './drivers/services/types.js';
 import { createAppServicesService, type AppServicesService } from './services/app-services/index.js';
 import {
   createInfrastructureQueries,
@@ -182,6 +183,8 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
     }
   });
   const resources = once(() => createInfrastructureQueries({ db: ctx.db, identity: ctx.identity }));
+  /** What runs the service types that are not database engines (docs/services.md). */
+  const serviceRunners = once((): ServiceRunner[] => []);
   const appServices = once(() => {
     const service = createAppServicesService({
       db: ctx.db,
@@ -191,6 +194,12 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
       secretBox: ctx.secretBox,
       dataDir: config.dataDir,
       driver: managedDatabaseDriver,
+      runners: serviceRunners(),
+      appHost: (appId, volumes) => {
+        const driver = runtimeDriver();
+        return driver.hostFiles ? driver.hostFiles(appId, volumes) : Promise.resolve({ volumes: [] });
+      },
+      runtimeInstances: (appId) => runtimeDriver().status(appId).instances,
       queries: resources(),
     });
     ctx.onClose(() => service.close());

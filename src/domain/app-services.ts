@@ -1,5 +1,5 @@
-// An application's services (spec.services) that run on the managed-database engines, and the
-// connection environment they give the application: which names each ecosystem gets, how two
+// An application's services (spec.services) and container services (spec.container_services), and
+// the connection environment they give the application: which names each ecosystem gets, how two
 // services of one kind are told apart, and the connection strings the API shows. docs/services.md
 // says the same in prose; this file is what Berth does. Pure: no I/O.
 import type { ApplicationType } from './applications.js';
@@ -35,68 +35,150 @@ export const RESERVED_SERVICE_DATABASES: Readonly<Record<'pg' | 'mysql', readonl
 /** Ploi's service states, plus `unavailable` for a type this Berth does not run (never "running"). */
 export type ServiceState = 'provisioning' | 'running' | 'restarting' | 'failed' | 'unavailable';
 
+/**
+ * Types that a Berth on this machine kind cannot run (no current package), with why: accepted by apply
+ * as the spec lists them, and reported `unavailable` with this reason, never `running`. The Kubernetes
+ * driver runs them from their images (docs/runtime.md).
+ */
+export const UNAVAILABLE_SERVICE_TYPES: Readonly<Record<string, string>> = {
+  meilisearch:
+    'meilisearch is not installable on this machine kind (no Debian package); it runs on the Kubernetes driver from its image',
+  clickhouse:
+    'clickhouse is not installable on this machine kind (no current Debian package); it runs on the Kubernetes driver from its image',
+};
+
 /** Everything the application needs to reach one running service. */
 export interface ServiceConnection {
   name: string;
-  type: ServiceType;
+  /** The document's type (a service's or a container service's). */
+  type: string;
   host: string;
   port: number;
   username: string;
   password: string;
-  /** The database of postgresql and mysql services; null for key-value ones. */
+  /** The database of postgresql and mysql services; null for the others. */
   database: string | null;
+  /** What the runner says beyond host and port: `vhost`, `bucket`, `endpoint`, `region`, `path`. */
+  extra: Readonly<Record<string, string>>;
 }
 
-type Kind = 'database' | 'redis';
-const kindOf = (type: ServiceType): Kind | undefined =>
+/**
+ * Services of one kind share names, so two of a kind are told apart by a suffix: databases
+ * (postgresql, mysql), key-value (redis, valkey), and each other type on its own.
+ */
+const kindOf = (type: string): string =>
   type === 'postgresql' || type === 'mysql'
     ? 'database'
     : type === 'redis' || type === 'valkey'
       ? 'redis'
-      : undefined;
+      : type;
 
 /** `main-db` → `_MAIN_DB`: service names are lower-case letters, digits and hyphens, so it is one-to-one. */
 export const serviceSuffix = (name: string): string => `_${name.toUpperCase().replace(/-/g, '_')}`;
 
 const encode = encodeURIComponent;
 
-/** The URL form of a connection (`postgresql://`, `mysql://`, `redis://`). */
+/** A token-bearing base path a runner serves under (`/<token>`), or ''. */
+const basePath = (c: ServiceConnection): string => c.extra.path ?? '';
+
+/** The URL form of a connection (`postgresql://`, `mysql://`, `redis://`, `amqp://`, `sftp://`, `http://`…). */
 export function connectionUrl(c: ServiceConnection): string {
   const auth = `${encode(c.username)}:${encode(c.password)}`;
-  if (c.type === 'postgresql' || c.type === 'mysql')
-    return `${c.type}://${auth}@${c.host}:${c.port}/${encode(c.database ?? '')}`;
-  return `redis://${auth}@${c.host}:${c.port}`;
+  switch (c.type) {
+    case 'postgresql':
+    case 'mysql':
+      return `${c.type}://${auth}@${c.host}:${c.port}/${encode(c.database ?? '')}`;
+    case 'rabbitmq':
+      return `amqp://${auth}@${c.host}:${c.port}/${encode(c.extra.vhost ?? '/')}`;
+    case 'sftp':
+      return `sftp://${auth}@${c.host}:${c.port}`;
+    case 'minio':
+      return c.extra.endpoint ?? `http://${c.host}:${c.port}`;
+    case 'chrome-headless':
+    case 'gotenberg':
+      return `http://${c.host}:${c.port}${basePath(c)}`;
+    default:
+      return `redis://${auth}@${c.host}:${c.port}`;
+  }
 }
 
 /** One service's names without their suffix, for an application of `appType`. */
 function namesOf(appType: ApplicationType, c: ServiceConnection): Record<string, string> {
   const env: Record<string, string> = {};
   const port = String(c.port);
-  if (kindOf(c.type) === 'database') {
-    env.DATABASE_URL = connectionUrl(c);
-    if (appType === 'laravel') {
-      env.DB_CONNECTION = c.type === 'postgresql' ? 'pgsql' : 'mysql';
-      env.DB_HOST = c.host;
-      env.DB_PORT = port;
-      env.DB_DATABASE = c.database ?? '';
-      env.DB_USERNAME = c.username;
-      env.DB_PASSWORD = c.password;
-    }
-    // WordPress speaks MySQL only; the names of the official image, read by Berth's wp-config.php.
-    if (appType === 'wordpress' && c.type === 'mysql') {
-      env.WORDPRESS_DB_HOST = `${c.host}:${port}`;
-      env.WORDPRESS_DB_NAME = c.database ?? '';
-      env.WORDPRESS_DB_USER = c.username;
-      env.WORDPRESS_DB_PASSWORD = c.password;
-    }
-  } else {
-    env.REDIS_URL = connectionUrl(c);
-    if (appType === 'laravel') {
-      env.REDIS_HOST = c.host;
-      env.REDIS_PORT = port;
-      env.REDIS_USERNAME = c.username;
-      env.REDIS_PASSWORD = c.password;
-    }
+  const url = connectionUrl(c);
+  const laravel = appType === 'laravel';
+  switch (kindOf(c.type)) {
+    case 'database':
+      env.DATABASE_URL = url;
+      if (laravel) {
+        env.DB_CONNECTION = c.type === 'postgresql' ? 'pgsql' : 'mysql';
+        env.DB_HOST = c.host;
+        env.DB_PORT = port;
+        env.DB_DATABASE = c.database ?? '';
+        env.DB_USERNAME = c.username;
+        env.DB_PASSWORD = c.password;
+      }
+      // WordPress speaks MySQL only; the names of the official image, read by Berth's wp-config.php.
+      if (appType === 'wordpress' && c.type === 'mysql') {
+        env.WORDPRESS_DB_HOST = `${c.host}:${port}`;
+        env.WORDPRESS_DB_NAME = c.database ?? '';
+        env.WORDPRESS_DB_USER = c.username;
+        env.WORDPRESS_DB_PASSWORD = c.password;
+      }
+      break;
+    case 'redis':
+      env.REDIS_URL = url;
+      if (laravel) {
+        env.REDIS_HOST = c.host;
+        env.REDIS_PORT = port;
+        env.REDIS_USERNAME = c.username;
+        env.REDIS_PASSWORD = c.password;
+      }
+      break;
+    case 'rabbitmq':
+      env.AMQP_URL = url;
+      // The names of vladimir-yuldashev/laravel-queue-rabbitmq, the queue driver Laravel apps use.
+      if (laravel) {
+        env.QUEUE_CONNECTION = 'rabbitmq';
+        env.RABBITMQ_HOST = c.host;
+        env.RABBITMQ_PORT = port;
+        env.RABBITMQ_USER = c.username;
+        env.RABBITMQ_PASSWORD = c.password;
+        env.RABBITMQ_VHOST = c.extra.vhost ?? '/';
+      }
+      break;
+    case 'minio':
+      env.S3_ENDPOINT = url;
+      env.S3_BUCKET = c.extra.bucket ?? '';
+      env.S3_REGION = c.extra.region ?? '';
+      env.S3_ACCESS_KEY_ID = c.username;
+      env.S3_SECRET_ACCESS_KEY = c.password;
+      // Laravel's stock `s3` disk (config/filesystems.php) reads these.
+      if (laravel) {
+        env.FILESYSTEM_DISK = 's3';
+        env.AWS_ACCESS_KEY_ID = c.username;
+        env.AWS_SECRET_ACCESS_KEY = c.password;
+        env.AWS_DEFAULT_REGION = c.extra.region ?? '';
+        env.AWS_BUCKET = c.extra.bucket ?? '';
+        env.AWS_ENDPOINT = url;
+        env.AWS_USE_PATH_STYLE_ENDPOINT = 'true';
+      }
+      break;
+    case 'sftp':
+      env.SFTP_URL = url;
+      env.SFTP_HOST = c.host;
+      env.SFTP_PORT = port;
+      env.SFTP_USERNAME = c.username;
+      env.SFTP_PASSWORD = c.password;
+      break;
+    case 'chrome-headless':
+      env.CHROME_URL = url;
+      env.BROWSER_WS_ENDPOINT = `ws://${c.host}:${c.port}${basePath(c)}/devtools/browser`;
+      break;
+    case 'gotenberg':
+      env.GOTENBERG_URL = url;
+      break;
   }
   return env;
 }
@@ -134,25 +216,44 @@ export function connectionFormats(c: ServiceConnection): Array<{ name: string; v
   const url = connectionUrl(c);
   const db = encode(c.database ?? '');
   const credentials = `user=${encode(c.username)}&password=${encode(c.password)}`;
-  if (c.type === 'postgresql')
-    return [
-      { name: 'url', value: url },
-      { name: 'jdbc', value: `jdbc:postgresql://${c.host}:${c.port}/${db}?${credentials}` },
-      { name: 'cli', value: `psql '${url}'` },
-    ];
-  if (c.type === 'mysql')
-    return [
-      { name: 'url', value: url },
-      { name: 'jdbc', value: `jdbc:mysql://${c.host}:${c.port}/${db}?${credentials}` },
-      {
-        name: 'cli',
-        value: `MYSQL_PWD='${c.password}' mysql -h ${c.host} -P ${c.port} -u ${c.username} ${c.database ?? ''}`,
-      },
-    ];
-  return [
-    { name: 'url', value: url },
-    { name: 'cli', value: `redis-cli -u '${url}'` },
-  ];
+  switch (c.type) {
+    case 'postgresql':
+      return [
+        { name: 'url', value: url },
+        { name: 'jdbc', value: `jdbc:postgresql://${c.host}:${c.port}/${db}?${credentials}` },
+        { name: 'cli', value: `psql '${url}'` },
+      ];
+    case 'mysql':
+      return [
+        { name: 'url', value: url },
+        { name: 'jdbc', value: `jdbc:mysql://${c.host}:${c.port}/${db}?${credentials}` },
+        {
+          name: 'cli',
+          value: `MYSQL_PWD='${c.password}' mysql -h ${c.host} -P ${c.port} -u ${c.username} ${c.database ?? ''}`,
+        },
+      ];
+    case 'redis':
+    case 'valkey':
+      return [
+        { name: 'url', value: url },
+        { name: 'cli', value: `redis-cli -u '${url}'` },
+      ];
+    case 'sftp':
+      return [
+        { name: 'url', value: url },
+        { name: 'cli', value: `sftp -P ${c.port} ${c.username}@${c.host}` },
+      ];
+    case 'minio':
+      return [
+        { name: 'url', value: `${url}/${c.extra.bucket ?? ''}` },
+        {
+          name: 'cli',
+          value: `AWS_ACCESS_KEY_ID='${c.username}' AWS_SECRET_ACCESS_KEY='${c.password}' aws --endpoint-url ${url} s3 ls s3://${c.extra.bucket ?? ''}`,
+        },
+      ];
+    default:
+      return [{ name: 'url', value: url }];
+  }
 }
 
 /** How the injected names are shown (GET …/secrets/injected): the key, never the value. */

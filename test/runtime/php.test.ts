@@ -376,6 +376,7 @@ describe("Laravel's scheduler", () => {
     memoryBytes: 128 * 1024 * 1024,
     health: { enabled: false, path: '/', intervalMs: 1000, timeoutMs: 1000, failureThreshold: 3 },
     schedulerEnabled: true,
+    workers: [],
     volumes: [{ name: 'data', mountPath: '/data' }],
     env: { SCHEDULE_LOG: '/data/schedule.log' },
     hostnames: [],

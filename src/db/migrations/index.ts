@@ -16,6 +16,7 @@ import * as m018 from './018_s3_checksums.js';
 import * as m019 from './019_runtime.js';
 import * as m020 from './020_accounts.js';
 import * as m021 from './021_app_services.js';
+import * as m022 from './022_service_instances.js';
 
 type DialectMigration = { up(db: Kysely<unknown>, dialect: Dialect): Promise<void> };
 
@@ -35,6 +36,7 @@ const MIGRATIONS: Record<string, DialectMigration> = {
   '019_runtime': m019,
   '020_accounts': m020,
   '021_app_services': m021,
+  '022_service_instances': m022,
 };
 
 export async function migrateToLatest(db: Kysely<unknown>, dialect: Dialect): Promise<void> {

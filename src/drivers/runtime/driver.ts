@@ -28,6 +28,11 @@ export interface AppSpec {
   memoryBytes: number;
   health: HealthCheckSpec;
   schedulerEnabled: boolean;
+  /**
+   * The application's `worker` services: each a supervised process running `command` in the live
+   * release's sandbox, with the secrets and services, restarted with backoff, rolled with deployments.
+   */
+  workers: Array<{ name: string; command: string }>;
   volumes: Array<{ name: string; mountPath: string }>;
   /**
    * The application's secrets: the environment of init commands, replicas, the scheduler and one-off
@@ -67,7 +72,7 @@ export type InstanceState =
   'starting' | 'running' | 'unhealthy' | 'restarting' | 'stopping' | 'crashed' | 'idle';
 
 export interface InstanceStatus {
-  /** `web-<deployment>-<n>`, or `scheduler`. */
+  /** `web-<deployment>-<n>`, `scheduler`, or `worker-<service>`. */
   name: string;
   release: string;
   state: InstanceState;
@@ -157,6 +162,17 @@ export interface AppRuntimeDriver {
   exec(app: AppSpec, release: string, command: string, step: StepContext): Promise<ExecResult>;
   /** The source a release was built from, as a tar.gz file, or undefined when it is gone. */
   sourceArchive(appId: number, release: string): Promise<string | undefined>;
+  /**
+   * Where the application's volumes are on this host (made when missing, owned by its account) and
+   * that account, for services that work on its files (sftp); drivers that keep no files here omit it.
+   */
+  hostFiles?(
+    appId: number,
+    volumes: Array<{ name: string; mountPath: string }>,
+  ): Promise<{
+    volumes: Array<{ name: string; hostPath: string; mountPath: string }>;
+    appUser?: { uid: number; gid: number };
+  }>;
   /** Where the edge listens, for the ready line and tests. */
   readonly endpoints: { http: number | undefined; https: number | undefined };
   /** Starts what the driver serves from (the edge). */

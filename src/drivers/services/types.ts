@@ -56,6 +56,8 @@ export interface ServiceRef {
 export interface ServiceRunner {
   /** The document types this runner runs. */
   readonly types: readonly string[];
+  /** Whether it works on the application's files: its specs then carry `volumes` and `appUser`. */
+  readonly usesVolumes?: boolean;
   /**
    * Creates the instance if it does not exist, starts it, and makes its account (the spec's username
    * and password) and data exist. Idempotent: a retry after any failure converges on the same instance.

@@ -1,8 +1,9 @@
-// An application's services that run on the managed-database engines (postgresql, mysql, redis,
-// valkey; docs/services.md): each one a private instance made by the managed-database driver, with its
-// own generated, sealed credentials, provisioned by apply's job and before every deployment's release,
-// supervised (a dead server is started again, and every one comes back when Berth starts), and removed
-// with its data when the application is deleted. The connection environment it gives the application
+// An application's services and container services (docs/services.md): each one a private instance
+// run by a service runner (src/drivers/services: the database types on the managed-database driver's
+// engines, the others on their own), with its own generated, sealed credentials, provisioned by apply's
+// job and before every deployment's release, supervised (a dead one is started again, and every one
+// comes back when Berth starts), and removed with its data when the application is deleted. `worker`
+// services are processes of the application itself: the runtime driver runs them, this file shows them. The connection environment it gives the application
 // is built here from the store (domain/app-services.ts names it); the platform API's services routes
 // call the use cases at the end.
 import type { Kysely } from 'kysely';
@@ -19,21 +20,29 @@ import {
   MASKED_VALUE,
   SERVICE_USER,
   serviceEnvironment,
+  UNAVAILABLE_SERVICE_TYPES,
   type ServiceConnection,
-  type ServiceEngine,
   type ServiceState,
 } from '../../domain/app-services.js';
 import type { ApplicationType } from '../../domain/applications.js';
 import { iso, type Clock, type IdGenerator } from '../../domain/clock.js';
 import { memoryBytes } from '../../domain/deployments.js';
 import { AppError } from '../../domain/errors.js';
-import type { ServiceType } from '../../domain/infrastructure/document.js';
 import { redactPaths } from '../../drivers/databases/operations/redact.js';
-import type { InstanceRuntime, InstanceSpec, ManagedDatabaseDriver } from '../../drivers/databases/types.js';
+import type { ManagedDatabaseDriver } from '../../drivers/databases/types.js';
+import type { InstanceStatus as RuntimeInstanceStatus } from '../../drivers/runtime/driver.js';
+import { createDatabaseServiceRunner } from '../../drivers/services/databases.js';
+import type { ServiceRunner, ServiceRuntime, ServiceSpec } from '../../drivers/services/types.js';
 import type { InfrastructureQueries } from '../infrastructure/queries.js';
 import { handles, jobKey } from '../jobs.js';
 import { isUnder } from '../managed-databases/supervisor.js';
-import { createAppServicesRepository, type ServiceInstanceRow, type ServiceRow } from './repository.js';
+import {
+  createAppServicesRepository,
+  type ServiceInstanceRow,
+  type ServiceRow,
+  type ServiceSource,
+  type UnitKey,
+} from './repository.js';
 
 export interface AppServicesDeps {
   db: Kysely<Database>;
@@ -45,27 +54,57 @@ export interface AppServicesDeps {
   dataDir: string;
   /** The managed-database driver (made when first used: the same one managed databases use). */
   driver: () => ManagedDatabaseDriver;
+  /** The runners of the types that do not run on a database engine (rabbitmq, sftp, chrome-headless…). */
+  runners?: ServiceRunner[];
+  /**
+   * Where an application's volumes are on this host and the account its processes run as, for
+   * runners that work on its files (sftp); undefined when the runtime keeps no files here.
+   */
+  appHost?: (
+    appId: number,
+    volumes: Array<{ name: string; mountPath: string }>,
+  ) => Promise<Pick<ServiceSpec, 'volumes' | 'appUser'>>;
+  /** The runtime's instances of an application: a `worker` service is its `worker-<name>` process. */
+  runtimeInstances?: (appId: number) => RuntimeInstanceStatus[];
   queries: Pick<InfrastructureQueries, 'requireApplication'>;
 }
 
-/** What the store records of a service whose server runs. */
-function runningAt(runtime: InstanceRuntime) {
+/** What the store records of a service that runs. */
+function runningAt(runtime: ServiceRuntime, memoryMiB: number) {
   return {
     state: 'running' as const,
     state_reason: null,
     port: runtime.port,
     pid: runtime.pid,
     version: runtime.version,
+    data_dir: runtime.location,
+    applied_sizing: `${memoryMiB}MiB`,
+    extra: runtime.extra ? JSON.stringify(runtime.extra) : null,
   };
 }
 
-/** The driver's name for what a service is: its sizing, not a plan (InstanceSpec.limits). */
-const SERVICE_PLAN = 'service';
 const MiB = 1024 * 1024;
+/** The runtime's instance name of a worker service. */
+export const workerInstanceName = (service: string): string => `worker-${service}`;
+const keyOf = (row: { source: string; service_id: number }): UnitKey => ({
+  source: row.source as ServiceSource,
+  id: row.service_id,
+});
+/**
+ * The type an instance runs (its runner's key): `engine` holds the managed-database engine for the
+ * database types (`valkey` serves redis too) and the type itself for the others.
+ */
+const ENGINE_TYPES: Readonly<Record<string, string>> = { pg: 'postgresql', mysql: 'mysql', valkey: 'valkey' };
+const typeOfInstance = (instance: ServiceInstanceRow): string =>
+  ENGINE_TYPES[instance.engine] ?? instance.engine;
+const unitKey = (service: ServiceRow): UnitKey => ({ source: service.source, id: service.id });
+const lockKey = (key: UnitKey): string => `${key.source}:${key.id}`;
 
 export interface ServiceView {
   id: number;
   name: string;
+  /** `service` (spec.services) or `container` (spec.container_services). */
+  kind: 'service' | 'container';
   type: string;
   version: string | null;
   memory: string | null;
@@ -88,71 +127,96 @@ export function createAppServicesService(deps: AppServicesDeps) {
   const repo = createAppServicesRepository(deps.db);
   const log = deps.logger.child({ component: 'app-services' });
   const now = () => iso(deps.clock.now());
-  const locks = new Map<number, Promise<unknown>>();
+  const locks = new Map<string, Promise<unknown>>();
   let supervisor: { stop(): Promise<void>; tick(): Promise<void> } | undefined;
   let closing = false;
 
+  const runners = new Map<string, ServiceRunner>();
+  for (const runner of [createDatabaseServiceRunner(deps.driver), ...(deps.runners ?? [])]) {
+    for (const type of runner.types) runners.set(type, runner);
+  }
+  const runnerFor = (type: string): ServiceRunner | undefined => runners.get(type);
+  /** Why a type does not run here, or undefined when it does (workers run in the runtime). */
+  const unavailable = (type: string): string | undefined =>
+    type === 'worker' || runners.has(type)
+      ? undefined
+      : (UNAVAILABLE_SERVICE_TYPES[type] ?? `type ${type} is not run by this Berth`);
+
   /** One operation per service at a time in this process (job, deployment, supervisor, restart). */
-  function locked<T>(serviceId: number, work: () => Promise<T>): Promise<T> {
-    const previous = locks.get(serviceId) ?? Promise.resolve();
+  function locked<T>(key: UnitKey, work: () => Promise<T>): Promise<T> {
+    const id = lockKey(key);
+    const previous = locks.get(id) ?? Promise.resolve();
     const next = previous.then(work, work);
     const settled = next.catch(() => undefined);
-    locks.set(serviceId, settled);
+    locks.set(id, settled);
     void settled.then(() => {
-      if (locks.get(serviceId) === settled) locks.delete(serviceId);
+      if (locks.get(id) === settled) locks.delete(id);
     });
     return next;
   }
 
-  const settingsOf = (service: ServiceRow): Record<string, unknown> => {
+  const parse = (json: string | null): Record<string, unknown> => {
     try {
-      return JSON.parse(service.settings) as Record<string, unknown>;
+      return json ? (JSON.parse(json) as Record<string, unknown>) : {};
     } catch {
       return {};
     }
   };
+  const settingsOf = (service: ServiceRow): Record<string, unknown> => parse(service.settings);
   const databaseOf = (service: ServiceRow): string => {
     const database = settingsOf(service).database;
     return typeof database === 'string' ? database : DEFAULT_SERVICE_DATABASE;
   };
+  const memoryOf = (service: ServiceRow): number =>
+    memoryBytes(service.memory, DEFAULT_SERVICE_MEMORY_MI) / MiB;
 
-  function specOf(service: ServiceRow, instance: ServiceInstanceRow): InstanceSpec {
-    const engine = instance.engine as ServiceEngine;
-    const extensions = settingsOf(service).extensions;
+  async function specOf(
+    service: ServiceRow,
+    instance: ServiceInstanceRow,
+    runner: ServiceRunner,
+  ): Promise<ServiceSpec> {
+    const secrets =
+      service.secret_settings === null
+        ? {}
+        : (JSON.parse(deps.secretBox.decrypt(service.secret_settings)) as Record<string, string>);
+    const host =
+      runner.usesVolumes && deps.appHost
+        ? await deps.appHost(
+            service.application_id,
+            (await repo.volumesOf(service.application_id)).map((v) => ({
+              name: v.name,
+              mountPath: v.mount_path,
+            })),
+          )
+        : { volumes: [] };
     return {
       id: instance.uuid,
-      engine,
-      plan: SERVICE_PLAN,
-      limits: { memoryMiB: memoryBytes(service.memory, DEFAULT_SERVICE_MEMORY_MI) / MiB },
+      type: service.type,
+      applicationId: service.application_id,
+      name: service.name,
+      memoryMiB: memoryOf(service),
       ...(instance.port ? { port: instance.port } : {}),
-      adminUser: instance.username,
-      adminPassword: deps.secretBox.decrypt(instance.password_encrypted),
-      users: [],
-      databases:
-        engine === 'valkey'
-          ? []
-          : [
-              {
-                name: databaseOf(service),
-                ...(engine === 'pg' && Array.isArray(extensions) && extensions.length > 0
-                  ? { extensions: extensions.map(String) }
-                  : {}),
-              },
-            ],
+      username: instance.username,
+      password: deps.secretBox.decrypt(instance.password_encrypted),
+      settings: settingsOf(service),
+      secrets,
+      ...host,
     };
   }
 
   /** The instance row of a service, made with fresh credentials the first time. */
-  async function instanceFor(service: ServiceRow, engine: ServiceEngine): Promise<ServiceInstanceRow> {
-    const existing = await repo.findInstance(service.id);
+  async function instanceFor(service: ServiceRow): Promise<ServiceInstanceRow> {
+    const key = unitKey(service);
+    const existing = await repo.findInstance(key);
     if (existing) return existing;
     const at = now();
     try {
       await repo.insertInstance({
+        source: service.source,
         service_id: service.id,
         application_id: service.application_id,
         uuid: deps.ids.uuid(),
-        engine,
+        engine: engineOfService(service.type) ?? service.type,
         state: 'provisioning',
         state_reason: null,
         port: null,
@@ -160,6 +224,7 @@ export function createAppServicesService(deps: AppServicesDeps) {
         version: null,
         data_dir: null,
         applied_sizing: null,
+        extra: null,
         username: SERVICE_USER,
         password_encrypted: deps.secretBox.encrypt(deps.ids.token(24)),
         restarts: 0,
@@ -170,103 +235,110 @@ export function createAppServicesService(deps: AppServicesDeps) {
       });
     } catch (error) {
       // Another Berth process on the same store made it first: use that one.
-      const made = await repo.findInstance(service.id);
+      const made = await repo.findInstance(key);
       if (made) return made;
       throw error;
     }
-    return (await repo.findInstance(service.id)) as ServiceInstanceRow;
+    return (await repo.findInstance(key)) as ServiceInstanceRow;
   }
 
-  /** Makes one service's instance exist, run with the document's sizing, and hold its database. */
-  function ensureService(service: ServiceRow, engine: ServiceEngine): Promise<ServiceInstanceRow> {
-    return locked(service.id, async () => {
-      const instance = await instanceFor(service, engine);
+  /** Makes one service's instance exist and run as the document says (a changed memory restarts it). */
+  function ensureService(service: ServiceRow, runner: ServiceRunner): Promise<ServiceInstanceRow> {
+    const key = unitKey(service);
+    return locked(key, async () => {
+      const instance = await instanceFor(service);
       try {
-        const runtime = await deps.driver().provision(specOf(service, instance));
-        await repo.updateInstance(service.id, {
-          ...runningAt(runtime),
-          data_dir: runtime.location,
-          applied_sizing: runtime.plan,
-          updated_at: now(),
-        });
+        const runtime = await runner.provision(await specOf(service, instance, runner));
+        await repo.updateInstance(key, { ...runningAt(runtime, memoryOf(service)), updated_at: now() });
         log.info(
           { app: service.application_id, service: service.name, port: runtime.port },
           'service running',
         );
       } catch (error) {
         const reason = redactPaths(error instanceof Error ? error.message : String(error)).slice(0, 1000);
-        await repo.updateInstance(service.id, { state: 'failed', state_reason: reason, updated_at: now() });
+        await repo.updateInstance(key, { state: 'failed', state_reason: reason, updated_at: now() });
         log.warn({ app: service.application_id, service: service.name, err: error }, 'service failed');
         throw new Error(`service '${service.name}' (${service.type}) failed: ${reason}`, { cause: error });
       }
-      return (await repo.findInstance(service.id)) as ServiceInstanceRow;
+      return (await repo.findInstance(key)) as ServiceInstanceRow;
     });
   }
 
-  /** The services of an application that run on a database engine, with their engine. */
-  async function engineServices(
+  /** The services of an application that a runner runs, with it. */
+  async function runnableServices(
     appId: number,
-  ): Promise<Array<{ service: ServiceRow; engine: ServiceEngine }>> {
+  ): Promise<Array<{ service: ServiceRow; runner: ServiceRunner }>> {
     return (await repo.servicesOf(appId)).flatMap((service) => {
-      const engine = engineOfService(service.type);
-      return engine ? [{ service, engine }] : [];
+      const runner = runnerFor(service.type);
+      return runner ? [{ service, runner }] : [];
     });
   }
 
   function connectionOf(service: ServiceRow, instance: ServiceInstanceRow): ServiceConnection | undefined {
     if (instance.port === null) return undefined;
-    const engine = instance.engine as ServiceEngine;
     return {
       name: service.name,
-      type: service.type as ServiceType,
+      type: service.type,
       host: '127.0.0.1',
       port: instance.port,
       username: instance.username,
       password: deps.secretBox.decrypt(instance.password_encrypted),
-      database: engine === 'valkey' ? null : databaseOf(service),
+      database:
+        engineOfService(service.type) && service.type !== 'redis' && service.type !== 'valkey'
+          ? databaseOf(service)
+          : null,
+      extra: parse(instance.extra) as Record<string, string>,
     };
   }
+
+  const byKey = (instances: ServiceInstanceRow[]) => new Map(instances.map((i) => [lockKey(keyOf(i)), i]));
 
   /** Every service of the application that has a place to connect to. */
   async function connections(
     appId: number,
   ): Promise<Array<{ service: ServiceRow; connection: ServiceConnection }>> {
     const [services, instances] = await Promise.all([repo.servicesOf(appId), repo.instancesOf(appId)]);
-    const byService = new Map(instances.map((i) => [i.service_id, i]));
+    const found = byKey(instances);
     return services.flatMap((service) => {
-      const instance = byService.get(service.id);
+      const instance = found.get(lockKey(unitKey(service)));
       const connection = instance && connectionOf(service, instance);
       return connection ? [{ service, connection }] : [];
     });
   }
 
-  function stateOf(
-    service: ServiceRow,
-    instance: ServiceInstanceRow | undefined,
-  ): {
-    status: ServiceState;
-    reason: string | null;
-  } {
-    if (!engineOfService(service.type)) {
-      return { status: 'unavailable', reason: `type ${service.type} is not run by this Berth yet` };
-    }
-    if (!instance) return { status: 'provisioning', reason: null };
-    return { status: instance.state as ServiceState, reason: instance.state_reason };
+  function workerView(service: ServiceRow): Partial<ServiceView> {
+    const instance = deps
+      .runtimeInstances?.(service.application_id)
+      .find((i) => i.name === workerInstanceName(service.name));
+    if (!instance)
+      return { status: 'provisioning', status_reason: 'starts with the next deployment of the application' };
+    const state = instance.state;
+    return {
+      status: state === 'running' ? 'running' : state === 'crashed' ? 'failed' : 'restarting',
+      status_reason:
+        state === 'running'
+          ? null
+          : `${state}${instance.lastRestartReason ? `: ${instance.lastRestartReason}` : ''}`,
+      engine_version: instance.release,
+      restarts: instance.restarts,
+      last_restart_reason: instance.lastRestartReason,
+    };
   }
 
   function view(service: ServiceRow, instance: ServiceInstanceRow | undefined): ServiceView {
-    const { status, reason } = stateOf(service, instance);
-    return {
+    const why = unavailable(service.type);
+    const base: ServiceView = {
       id: service.id,
       name: service.name,
+      kind: service.source,
       type: service.type,
       version: service.version,
       memory: service.memory,
       volume_size: service.volume_size,
       settings: settingsOf(service),
       command: service.command,
-      status,
-      status_reason: reason,
+      status: why ? 'unavailable' : instance ? (instance.state as ServiceState) : 'provisioning',
+      status_reason: why ?? instance?.state_reason ?? null,
       engine_version: instance?.version ?? null,
       host: instance?.port ? '127.0.0.1' : null,
       port: instance?.port ?? null,
@@ -277,6 +349,7 @@ export function createAppServicesService(deps: AppServicesDeps) {
       updated_at:
         instance && instance.updated_at > service.updated_at ? instance.updated_at : service.updated_at,
     };
+    return service.type === 'worker' ? { ...base, ...workerView(service) } : base;
   }
 
   /** The service `ref` (its id, or its name) of an application the caller may see; 404 otherwise. */
@@ -287,19 +360,23 @@ export function createAppServicesService(deps: AppServicesDeps) {
   ): Promise<{ app: ApplicationRow; service: ServiceRow; instance: ServiceInstanceRow | undefined }> {
     const { row } = await deps.queries.requireApplication(userId, appId);
     const services = await repo.servicesOf(row.id);
+    // Ids of services and container services overlap: a name is exact, an id picks a service first.
     const service = /^\d+$/.test(ref)
       ? services.find((s) => s.id === Number(ref))
       : services.find((s) => s.name === ref);
     if (!service) throw new AppError('not_found', `Service ${ref} not found on application ${row.id}`);
-    return { app: row, service, instance: await repo.findInstance(service.id) };
+    return { app: row, service, instance: await repo.findInstance(unitKey(service)) };
   }
 
-  /** A service that runs on an engine and was provisioned: 409 until then, 422 for the other types. */
+  /** A service a runner runs and that was provisioned: 409 until then, 422 for the other types. */
   function requireConnection(service: ServiceRow, instance: ServiceInstanceRow | undefined) {
-    if (!engineOfService(service.type)) {
+    const runner = runnerFor(service.type);
+    if (!runner) {
       throw new AppError(
         'validation',
-        `Service '${service.name}' (${service.type}) is not run by this Berth yet`,
+        service.type === 'worker'
+          ? `Service '${service.name}' is a worker: it has no connection; see the application's instances and logs`
+          : `Service '${service.name}' (${service.type}) is unavailable: ${unavailable(service.type) ?? ''}`,
       );
     }
     const connection = instance && connectionOf(service, instance);
@@ -309,56 +386,63 @@ export function createAppServicesService(deps: AppServicesDeps) {
         `Service '${service.name}' is still provisioning; try again once it runs`,
       );
     }
-    return { instance, connection };
+    return { instance, connection, runner };
   }
 
   async function supervise(
     instance: ServiceInstanceRow,
-    backoff: Map<number, { until: number; delay: number }>,
+    backoff: Map<string, { until: number; delay: number }>,
   ) {
-    const wait = backoff.get(instance.service_id);
+    const key = keyOf(instance);
+    const wait = backoff.get(lockKey(key));
     if (wait && wait.until > Date.now()) return;
     if (instance.data_dir && !isUnder(instance.data_dir, deps.dataDir)) return; // another Berth's
-    await locked(instance.service_id, async () => {
+    await locked(key, async () => {
       if (closing) return;
-      const fresh = await repo.findInstance(instance.service_id);
+      const fresh = await repo.findInstance(key);
       const service =
-        fresh && (await repo.servicesOf(fresh.application_id)).find((s) => s.id === fresh.service_id);
-      if (!fresh || !service || fresh.applied_sizing === null) return;
-      const engine = fresh.engine as ServiceEngine;
-      const status = await deps.driver().status({ id: fresh.uuid, engine });
+        fresh &&
+        (await repo.servicesOf(fresh.application_id)).find((s) => s.source === key.source && s.id === key.id);
+      const runner = service && runnerFor(service.type);
+      if (!fresh || !service || !runner || fresh.applied_sizing === null) return;
+      const ref = { id: fresh.uuid, type: service.type };
+      const status = await runner.status(ref);
       if (status.running) {
-        if (status.pid !== fresh.pid) await repo.updateInstance(fresh.service_id, { pid: status.pid });
+        if (status.pid !== fresh.pid) await repo.updateInstance(key, { pid: status.pid });
         return;
       }
-      // pid null: Berth stopped it when it last stopped, so starting it again is no incident.
+      // pid null: Berth stopped it when it last stopped (or Berth's own process served it), so starting
+      // it again is no incident.
       const died = fresh.pid !== null;
       const reason = died ? `process ${fresh.pid} exited` : 'started after Berth restarted';
       if (died) {
-        await repo.updateInstance(fresh.service_id, {
+        await repo.updateInstance(key, {
           state: 'restarting',
           state_reason: `${reason}; restarting`,
           updated_at: now(),
         });
       }
       try {
-        // The sizing it ran with: a changed memory waits for the next deployment (docs/services.md).
-        const spec = specOf(service, fresh);
-        const runtime = await deps.driver().start(spec);
-        await repo.updateInstance(fresh.service_id, {
-          ...runningAt(runtime),
+        // The memory it ran with: a changed memory waits for the next deployment (docs/services.md).
+        const spec = await specOf(service, fresh, runner);
+        const runtime = await runner.start({
+          ...spec,
+          memoryMiB: Number.parseInt(fresh.applied_sizing, 10) || spec.memoryMiB,
+        });
+        await repo.updateInstance(key, {
+          ...runningAt(runtime, Number.parseInt(fresh.applied_sizing, 10) || spec.memoryMiB),
           ...(died
             ? { restarts: fresh.restarts + 1, last_restart_at: now(), last_restart_reason: reason }
             : {}),
           updated_at: now(),
         });
-        backoff.delete(fresh.service_id);
+        backoff.delete(lockKey(key));
         if (died) log.warn({ app: fresh.application_id, service: service.name, reason }, 'service restarted');
       } catch (error) {
         const delay = Math.min(60_000, (wait?.delay ?? 1000) * 2);
-        backoff.set(fresh.service_id, { until: Date.now() + delay, delay });
+        backoff.set(lockKey(key), { until: Date.now() + delay, delay });
         const message = redactPaths(error instanceof Error ? error.message : String(error));
-        await repo.updateInstance(fresh.service_id, {
+        await repo.updateInstance(key, {
           state: 'failed',
           state_reason: `restart failed: ${message}`.slice(0, 1000),
           updated_at: now(),
@@ -369,14 +453,20 @@ export function createAppServicesService(deps: AppServicesDeps) {
   }
 
   /**
-   * Makes every engine-backed service of the application run (idempotent; a changed memory is applied
-   * by restarting its server). Throws when one fails, naming it; the others still run.
+   * Makes every service of the application that a runner runs run (idempotent; a changed memory is
+   * applied by restarting it). Throws when one fails, naming it; the others still run. Types that do
+   * not run here are said in the log, once each.
    */
   async function ensureApplication(appId: number, logLine: (line: string) => void = () => undefined) {
-    const wanted = await engineServices(appId);
+    const all = await repo.servicesOf(appId);
+    for (const service of all) {
+      const why = unavailable(service.type);
+      if (why) logLine(`Service ${service.name} (${service.type}) is unavailable: ${why}`);
+    }
+    const wanted = await runnableServices(appId);
     const results = await Promise.allSettled(
-      wanted.map(async ({ service, engine }) => {
-        const instance = await ensureService(service, engine);
+      wanted.map(async ({ service, runner }) => {
+        const instance = await ensureService(service, runner);
         logLine(`Service ${service.name} (${service.type} ${instance.version ?? '?'}) is running`);
       }),
     );
@@ -400,11 +490,20 @@ export function createAppServicesService(deps: AppServicesDeps) {
       );
     },
 
+    /** The `worker` services of an application: the runtime runs each as a process of the release. */
+    async workers(appId: number): Promise<Array<{ name: string; command: string }>> {
+      return (await repo.servicesOf(appId)).flatMap((s) =>
+        s.source === 'service' && s.type === 'worker' && s.command
+          ? [{ name: s.name, command: s.command }]
+          : [],
+      );
+    },
+
     async list(userId: number, appId: number): Promise<ServiceView[]> {
       const { row } = await deps.queries.requireApplication(userId, appId);
       const [services, instances] = await Promise.all([repo.servicesOf(row.id), repo.instancesOf(row.id)]);
-      const byService = new Map(instances.map((i) => [i.service_id, i]));
-      return services.map((service) => view(service, byService.get(service.id)));
+      const found = byKey(instances);
+      return services.map((service) => view(service, found.get(lockKey(unitKey(service)))));
     },
 
     /** What this one service injects into the application, values included (they are meant to be seen). */
@@ -421,28 +520,23 @@ export function createAppServicesService(deps: AppServicesDeps) {
       return connectionFormats(requireConnection(service, instance).connection);
     },
 
-    /** Stops and starts the service's server (its data stays); resolves once it runs again. */
+    /** Stops and starts the service (its data stays); resolves once it runs again. */
     async restart(userId: number, appId: number, ref: string): Promise<ServiceView> {
       const { service, instance } = await serviceFor(userId, appId, ref);
-      const { instance: current } = requireConnection(service, instance);
-      await locked(service.id, async () => {
-        const runtime = await deps.driver().restart(specOf(service, current));
-        await repo.updateInstance(service.id, {
-          ...runningAt(runtime),
-          applied_sizing: runtime.plan,
-          updated_at: now(),
-        });
+      const { instance: current, runner } = requireConnection(service, instance);
+      const key = unitKey(service);
+      await locked(key, async () => {
+        const runtime = await runner.restart(await specOf(service, current, runner));
+        await repo.updateInstance(key, { ...runningAt(runtime, memoryOf(service)), updated_at: now() });
       });
-      return view(service, await repo.findInstance(service.id));
+      return view(service, await repo.findInstance(key));
     },
 
-    /** The newest lines of the service's server log (its own log file), oldest first. */
+    /** The newest lines of the service's own log, oldest first. */
     async logs(userId: number, appId: number, ref: string, tail: number): Promise<Array<{ line: string }>> {
       const { service, instance } = await serviceFor(userId, appId, ref);
-      const { instance: current } = requireConnection(service, instance);
-      const driver = deps.driver();
-      if (!driver.logs) return [];
-      const lines = await driver.logs({ id: current.uuid, engine: current.engine as ServiceEngine }, tail);
+      const { instance: current, runner } = requireConnection(service, instance);
+      const lines = await runner.logs({ id: current.uuid, type: service.type }, tail);
       return lines.map((line) => ({ line: redactPaths(line) }));
     },
 
@@ -466,11 +560,12 @@ export function createAppServicesService(deps: AppServicesDeps) {
 
     /** Removes every service instance of an application: its processes and files, then its rows. */
     async removeApplication(appId: number): Promise<void> {
-      const instances = await repo.instancesOf(appId);
-      for (const instance of instances) {
-        await locked(instance.service_id, async () => {
-          await deps.driver().delete({ id: instance.uuid, engine: instance.engine as ServiceEngine });
-          await repo.deleteInstance(instance.service_id);
+      for (const instance of await repo.instancesOf(appId)) {
+        const key = keyOf(instance);
+        await locked(key, async () => {
+          const type = typeOfInstance(instance);
+          await runnerFor(type)?.delete({ id: instance.uuid, type });
+          await repo.deleteInstance(key);
         });
       }
       await deps.db
@@ -481,11 +576,11 @@ export function createAppServicesService(deps: AppServicesDeps) {
 
     /**
      * Keeps every provisioned service running: its first pass starts them after a restart of Berth,
-     * later passes start a dead server again (with backoff on failure).
+     * later passes start a dead one again (with backoff on failure).
      */
     startSupervisor(options: { intervalMs?: number } = {}) {
       const intervalMs = options.intervalMs ?? 1000;
-      const backoff = new Map<number, { until: number; delay: number }>();
+      const backoff = new Map<string, { until: number; delay: number }>();
       let timer: NodeJS.Timeout | undefined;
       let stopped = false;
       let passing: Promise<void> | undefined;
@@ -524,7 +619,7 @@ export function createAppServicesService(deps: AppServicesDeps) {
       return supervisor;
     },
 
-    /** Stops the supervisor and every service server of this data dir (they come back at the next start). */
+    /** Stops the supervisor and every service of this data dir (they come back at the next start). */
     async close(): Promise<void> {
       if (closing) return;
       closing = true;
@@ -533,11 +628,12 @@ export function createAppServicesService(deps: AppServicesDeps) {
       const instances = await repo.provisioned().catch(() => []);
       await Promise.all(
         instances
-          .filter((i) => i.data_dir !== null && isUnder(i.data_dir, deps.dataDir))
+          .filter((i) => i.data_dir === null || isUnder(i.data_dir, deps.dataDir))
           .map(async (instance) => {
-            await deps.driver().stop({ id: instance.uuid, engine: instance.engine as ServiceEngine });
+            const type = typeOfInstance(instance);
+            await runnerFor(type)?.stop({ id: instance.uuid, type });
             // pid null marks a deliberate stop: the next start is not counted as a crash.
-            await repo.updateInstance(instance.service_id, { pid: null, updated_at: now() });
+            await repo.updateInstance(keyOf(instance), { pid: null, updated_at: now() });
           }),
       );
     },

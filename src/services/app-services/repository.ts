@@ -1,33 +1,87 @@
-// The SQL of the app-services service: apply's `services` rows of an application (read only) and the
-// `app_service_instances` rows this service keeps beside them.
+// The SQL of the app-services service: apply's `services` and `container_services` rows of an
+// application (read only), seen as one list of units, and the `app_service_instances` rows this
+// service keeps beside them.
 import type { Kysely, Selectable, Transaction } from 'kysely';
 import type { Database } from '../../db/schema/index.js';
 import type { AppServiceInstancesTable } from '../../db/schema/app-services.js';
-import type { ServicesTable } from '../../db/schema/infrastructure.js';
 
-export type ServiceRow = Omit<Selectable<ServicesTable>, 'secret_settings' | 'secret_settings_hash'>;
+/** Which table a unit comes from: `services` or `container_services`. */
+export type ServiceSource = 'service' | 'container';
+
+/** A service or container service as apply stored it. */
+export interface ServiceRow {
+  source: ServiceSource;
+  id: number;
+  application_id: number;
+  name: string;
+  type: string;
+  version: string | null;
+  memory: string | null;
+  volume_size: string | null;
+  /** JSON of the non-secret settings (a container service's environment). */
+  settings: string;
+  /** Sealed JSON of the secret settings (sftp password), or null. */
+  secret_settings: string | null;
+  command: string | null;
+  created_at: string;
+  updated_at: string;
+}
 export type ServiceInstanceRow = Selectable<AppServiceInstancesTable>;
 type Db = Kysely<Database> | Transaction<Database>;
 
+/** A unit's key: its source and id. */
+export interface UnitKey {
+  source: ServiceSource;
+  id: number;
+}
+
 export function createAppServicesRepository(db: Db) {
   return {
-    /** An application's services in the document's order (never the sealed sftp password). */
-    servicesOf: (appId: number): Promise<ServiceRow[]> =>
+    /** An application's services, then its container services, each in the document's order. */
+    async servicesOf(appId: number): Promise<ServiceRow[]> {
+      const [services, containers] = await Promise.all([
+        db
+          .selectFrom('services')
+          .select([
+            'id',
+            'application_id',
+            'name',
+            'type',
+            'version',
+            'memory',
+            'volume_size',
+            'settings',
+            'secret_settings',
+            'command',
+            'created_at',
+            'updated_at',
+          ])
+          .where('application_id', '=', appId)
+          .orderBy('id')
+          .execute(),
+        db
+          .selectFrom('container_services')
+          .selectAll()
+          .where('application_id', '=', appId)
+          .orderBy('id')
+          .execute(),
+      ]);
+      return [
+        ...services.map((s) => ({ ...s, source: 'service' as const })),
+        ...containers.map((s) => ({
+          ...s,
+          source: 'container' as const,
+          secret_settings: null,
+          command: null,
+        })),
+      ];
+    },
+
+    /** The application's volumes (name and mount path), for services that work on its files. */
+    volumesOf: (appId: number) =>
       db
-        .selectFrom('services')
-        .select([
-          'id',
-          'application_id',
-          'name',
-          'type',
-          'version',
-          'memory',
-          'volume_size',
-          'settings',
-          'command',
-          'created_at',
-          'updated_at',
-        ])
+        .selectFrom('volumes')
+        .select(['name', 'mount_path'])
         .where('application_id', '=', appId)
         .orderBy('id')
         .execute(),
@@ -46,11 +100,12 @@ export function createAppServicesRepository(db: Db) {
         .orderBy('id')
         .execute(),
 
-    findInstance: (serviceId: number): Promise<ServiceInstanceRow | undefined> =>
+    findInstance: (key: UnitKey): Promise<ServiceInstanceRow | undefined> =>
       db
         .selectFrom('app_service_instances')
         .selectAll()
-        .where('service_id', '=', serviceId)
+        .where('source', '=', key.source)
+        .where('service_id', '=', key.id)
         .executeTakeFirst(),
 
     /** Instances that ran at least once: what the supervisor keeps running. */
@@ -65,11 +120,20 @@ export function createAppServicesRepository(db: Db) {
     insertInstance: (row: Omit<ServiceInstanceRow, 'id'>) =>
       db.insertInto('app_service_instances').values(row).execute(),
 
-    updateInstance: (serviceId: number, patch: Partial<Omit<ServiceInstanceRow, 'id'>>) =>
-      db.updateTable('app_service_instances').set(patch).where('service_id', '=', serviceId).execute(),
+    updateInstance: (key: UnitKey, patch: Partial<Omit<ServiceInstanceRow, 'id'>>) =>
+      db
+        .updateTable('app_service_instances')
+        .set(patch)
+        .where('source', '=', key.source)
+        .where('service_id', '=', key.id)
+        .execute(),
 
-    deleteInstance: (serviceId: number) =>
-      db.deleteFrom('app_service_instances').where('service_id', '=', serviceId).execute(),
+    deleteInstance: (key: UnitKey) =>
+      db
+        .deleteFrom('app_service_instances')
+        .where('source', '=', key.source)
+        .where('service_id', '=', key.id)
+        .execute(),
   };
 }
 

@@ -83,6 +83,9 @@ export function createSpecBuilder(deps: SpecDeps) {
           failureThreshold: deps.runtime.healthFailureThreshold,
         },
         schedulerEnabled: app.scheduler_enabled === true,
+        workers: children.services.flatMap((s) =>
+          s.type === 'worker' && s.command ? [{ name: s.name, command: s.command }] : [],
+        ),
         volumes: children.volumes.map((v) => ({ name: v.name, mountPath: v.mount_path })),
         env,
         hostnames: [...children.domains, this.defaultHostname(row)],

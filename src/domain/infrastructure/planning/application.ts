@@ -1,5 +1,6 @@
 // Planning the application and what belongs to it: its row, domains, secrets, volumes, services and
 // container services (only when the document touches the application).
+import { UNAVAILABLE_SERVICE_TYPES } from '../../app-services.js';
 import { secretPlaceholder, servicePasswordPlaceholder } from '../document.js';
 import {
   DEPLOYED_FIELDS,
@@ -302,7 +303,8 @@ export function planContainerServices(p: Plan): void {
       });
       structured.container_services.push({ action: 'created', name: service.name, type: service.type });
       report(p, 'container_service', service.name, service.type, 'created');
-      lines.push(line(subject, 'created', `create ${lower(subject)}`));
+      const note = unavailableNote(service.type);
+      lines.push(line(subject, `created${note}`, `create ${lower(subject)}${note}`));
       p.needsDeployment = true;
       continue;
     }
@@ -335,10 +337,21 @@ export function planContainerServices(p: Plan): void {
         'updated',
         fieldPaths(values, stored.settings),
       );
+      const note = unavailableNote(service.type);
       lines.push(
-        line(subject, `updated (${fields.join(', ')})`, `update ${lower(subject)} (${fields.join(', ')})`),
+        line(
+          subject,
+          `updated (${fields.join(', ')})${note}`,
+          `update ${lower(subject)} (${fields.join(', ')})${note}`,
+        ),
       );
       p.needsDeployment = true;
     }
   }
+}
+
+/** What a change line adds for a type that cannot run here: it is stored, and never reads `running`. */
+function unavailableNote(type: string): string {
+  const reason = UNAVAILABLE_SERVICE_TYPES[type];
+  return reason ? `; unavailable: ${reason}` : '';
 }

@@ -24,10 +24,11 @@ import { appLayout } from './layout.js';
 import { AppLogs } from './logs.js';
 import { ensureNodeRuntime, NODE_MAJORS_OFFERED, parseNodeVersion } from './node-runtime.js';
 import { availablePhpExtensions, checkPhpSettings, PHP_VERSIONS_OFFERED, renderPhpReplica } from './php.js';
-import { baseEnv, launch, RUN_MOUNT, type LaunchContext } from './processes.js';
+import { baseEnv, ensureVolumeDir, launch, RUN_MOUNT, type LaunchContext } from './processes.js';
 import { Replica, type ReplicaCommand } from './replicas.js';
 import { ensureAppAccount, removeAppAccount } from './sandbox.js';
 import { Scheduler } from './scheduler.js';
+import { Worker } from './worker.js';
 
 export interface LocalRuntimeOptions {
   dataDir: string;
@@ -56,6 +57,9 @@ interface RunningApp {
   draining: Set<Replica>;
   routed: Set<string>;
   scheduler: Scheduler | undefined;
+  /** The live release's worker services, and those of a release being replaced (until they stop). */
+  workers: Worker[];
+  drainingWorkers: Set<Worker>;
   logs: AppLogs;
 }
 
@@ -77,15 +81,21 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
   let edge: EdgeProxy | undefined;
   let capabilities: RuntimeCapabilities | undefined;
 
-  async function launchContext(app: AppSpec): Promise<LaunchContext> {
-    const layout = appLayout(options.dataDir, app.id);
-    let account = accounts.get(app.id);
-    if (!accounts.has(app.id)) {
-      account = ensureAppAccount(app.id, cgroupTag);
-      accounts.set(app.id, account);
+  /** The application's directory and OS account, made when missing. */
+  async function appFiles(appId: number) {
+    const layout = appLayout(options.dataDir, appId);
+    let account = accounts.get(appId);
+    if (!accounts.has(appId)) {
+      account = ensureAppAccount(appId, cgroupTag);
+      accounts.set(appId, account);
     }
     await fs.mkdir(layout.root, { recursive: true, mode: 0o711 });
     await fs.chmod(`${options.dataDir}/apps`, 0o711).catch(() => undefined);
+    return { layout, account };
+  }
+
+  async function launchContext(app: AppSpec): Promise<LaunchContext> {
+    const { layout, account } = await appFiles(app.id);
     return { support, cgroupTag, account, layout, nodeDir: await nodeDir(app) };
   }
 
@@ -110,6 +120,8 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
         draining: new Set(),
         routed: new Set(),
         scheduler: undefined,
+        workers: [],
+        drainingWorkers: new Set(),
         logs: new AppLogs(appLayout(options.dataDir, app.id).logs),
       };
       apps.set(app.id, entry);
@@ -220,7 +232,26 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
       entry.draining.add(replica);
       void drain(replica).finally(() => entry.draining.delete(replica));
     }
+    rollWorkers(entry, release, context);
     await switched;
+  }
+
+  /** The new release's workers start; the old ones end (SIGTERM, SIGKILL after the drain time). */
+  function rollWorkers(entry: RunningApp, release: string, context: LaunchContext): void {
+    const old = entry.workers;
+    entry.workers = entry.spec.workers.map(
+      (w) =>
+        new Worker(`worker-${w.name}`, release, entry.spec, w.command, {
+          context,
+          logs: entry.logs,
+          onEvent: (event) => options.onEvent(event),
+        }),
+    );
+    for (const worker of old) {
+      entry.drainingWorkers.add(worker);
+      void worker.stop(options.drainMs).finally(() => entry.drainingWorkers.delete(worker));
+    }
+    for (const worker of entry.workers) worker.run();
   }
 
   /** Lets requests the edge already sent finish, then stops the replica (SIGTERM, then SIGKILL). */
@@ -234,12 +265,18 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
     const scheduler = entry.scheduler;
     entry.scheduler = undefined;
     const all = [...entry.replicas, ...entry.draining];
+    const workers = [...entry.workers, ...entry.drainingWorkers];
     entry.replicas = [];
+    entry.workers = [];
     entry.release = null;
     await route(entry);
     // A schedule:run in progress ends too: nothing of the application may outlive a stop or a delete.
     const drainMs = Math.min(options.drainMs, 5000);
-    await Promise.all([scheduler?.terminate(drainMs), ...all.map((replica) => replica.stop(drainMs))]);
+    await Promise.all([
+      scheduler?.terminate(drainMs),
+      ...all.map((replica) => replica.stop(drainMs)),
+      ...workers.map((worker) => worker.stop(drainMs)),
+    ]);
   }
 
   return {
@@ -294,6 +331,16 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
         allowFileUrls: options.allowFileUrls,
         timeoutMs: options.deploymentTimeoutMs,
       });
+    },
+
+    async hostFiles(appId, volumes) {
+      const files = await appFiles(appId);
+      return {
+        volumes: await Promise.all(
+          volumes.map(async (v) => ({ ...v, hostPath: await ensureVolumeDir(files, v.name) })),
+        ),
+        ...(files.account ? { appUser: { uid: files.account.uid, gid: files.account.gid } } : {}),
+      };
     },
 
     async hasRelease(appId, release) {
@@ -370,6 +417,7 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
       if (!entry) return { release: null, instances: [] };
       const instances = [...entry.replicas, ...entry.draining].map((replica) => replica.status());
       if (entry.scheduler) instances.push(entry.scheduler.status());
+      for (const worker of [...entry.workers, ...entry.drainingWorkers]) instances.push(worker.status());
       return { release: entry.release, instances };
     },
 

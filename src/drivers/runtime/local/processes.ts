@@ -54,6 +54,20 @@ export function baseEnv(app: AppSpec): Record<string, string> {
   };
 }
 
+/** The host directory of one of the application's volumes, made (owned by its account) when missing. */
+export async function ensureVolumeDir(
+  context: Pick<LaunchContext, 'layout' | 'account'>,
+  name: string,
+): Promise<string> {
+  // Searchable, not listable, by the application's account (a bind source must be reachable).
+  await fs.mkdir(context.layout.volumes, { recursive: true, mode: 0o711 });
+  await fs.chmod(context.layout.volumes, 0o711);
+  const source = context.layout.volume(name);
+  await fs.mkdir(source, { recursive: true, mode: 0o700 });
+  if (context.account) await fs.chown(source, context.account.uid, context.account.gid);
+  return source;
+}
+
 export async function launch(
   app: AppSpec,
   context: LaunchContext,
@@ -72,14 +86,9 @@ export async function launch(
   ];
   if (context.nodeDir) binds.push({ source: context.nodeDir, target: NODE_MOUNT, writable: false });
   if (options.runDir) binds.push({ source: options.runDir, target: RUN_MOUNT, writable: true });
-  if (options.withVolumes && app.volumes.length > 0) {
-    // Searchable, not listable, by the application's account (a bind source must be reachable).
-    await fs.mkdir(context.layout.volumes, { recursive: true, mode: 0o711 });
-    await fs.chmod(context.layout.volumes, 0o711);
+  if (options.withVolumes) {
     for (const volume of app.volumes) {
-      const source = context.layout.volume(volume.name);
-      await fs.mkdir(source, { recursive: true, mode: 0o700 });
-      if (context.account) await fs.chown(source, context.account.uid, context.account.gid);
+      const source = await ensureVolumeDir(context, volume.name);
       binds.push({ source, target: volume.mountPath, writable: true });
     }
   }

@@ -1,0 +1,141 @@
+// A `worker` service (docs/services.md): `command` running for as long as the release is live, in a
+// fresh sandbox of it with the application's secrets, services and volumes, like a replica but with
+// no port and no health check. It is restarted whenever it exits (with backoff, as a replica), and
+// rolled with deployments: the new release's workers start when its replicas take the traffic, and
+// the old ones get SIGTERM then (a queue worker finishes its job), SIGKILL after the drain time.
+import type { AppSpec, InstanceState, InstanceStatus, RuntimeEvent } from '../driver.js';
+import { AppLogs } from './logs.js';
+import { baseEnv, exitReason, launch, type LaunchContext, type Launched } from './processes.js';
+
+const BACKOFF_START_MS = 1000;
+const BACKOFF_CAP_MS = 30_000;
+/** A worker that ran this long without exiting starts its backoff over. */
+const STABLE_MS = 60_000;
+
+export interface WorkerDeps {
+  context: LaunchContext;
+  logs: AppLogs;
+  onEvent(event: RuntimeEvent): void;
+}
+
+export class Worker {
+  state: InstanceState = 'starting';
+  restarts = 0;
+  lastRestartReason: string | null = null;
+  private startedAt: Date | null = null;
+  private current: Launched | undefined;
+  /** Resolves once the current process has ended and its exit was handled. */
+  private ended: Promise<void> = Promise.resolve();
+  private launches = 0;
+  private stopping = false;
+  private backoffMs = BACKOFF_START_MS;
+  private restartTimer: NodeJS.Timeout | undefined;
+
+  /** `name` is the instance's: `worker-<service>`. */
+  constructor(
+    readonly name: string,
+    readonly release: string,
+    private readonly app: AppSpec,
+    private readonly command: string,
+    private readonly deps: WorkerDeps,
+  ) {}
+
+  /** Starts it; a start that fails is tried again with backoff, as an exit is. */
+  run(): void {
+    this.start().catch((error: unknown) => this.onExit(`did not start: ${(error as Error).message}`, false));
+  }
+
+  private async start(): Promise<void> {
+    if (this.stopping) return;
+    this.launches += 1;
+    const launched = await launch(this.app, this.deps.context, {
+      instance: `${this.name}-${this.release}-${this.launches}`,
+      release: this.release,
+      command: ['/bin/sh', '-c', this.command],
+      env: { ...baseEnv(this.app), ...this.app.env },
+      memoryBytes: this.app.memoryBytes,
+      withVolumes: true,
+    });
+    // stop() came while the sandbox was being set up.
+    if (this.stopping) launched.process.kill('SIGKILL');
+    this.current = launched;
+    this.startedAt = new Date();
+    this.state = 'running';
+    const out = AppLogs.splitter((line) => this.deps.logs.add(this.name, 'stdout', line));
+    const err = AppLogs.splitter((line) => this.deps.logs.add(this.name, 'stderr', line));
+    launched.process.stdout.on('data', (chunk: Buffer) => out.write(chunk));
+    launched.process.stderr.on('data', (chunk: Buffer) => err.write(chunk));
+    this.ended = launched.process.exited.then(async (exit) => {
+      out.end();
+      err.end();
+      // Read before the group goes: its OOM counter says whether the kernel killed it.
+      const ended = await exitReason(launched, exit, this.app.memoryBytes).catch(() => undefined);
+      await launched.group?.remove().catch(() => undefined);
+      if (this.current === launched) this.current = undefined;
+      if (this.stopping) return;
+      this.onExit(ended?.reason ?? `exited with ${exit.code ?? exit.signal}`, ended?.oom ?? false);
+    });
+  }
+
+  private onExit(reason: string, oom: boolean): void {
+    if (this.stopping) return;
+    this.state = 'crashed';
+    const ranMs = this.startedAt ? Date.now() - this.startedAt.getTime() : 0;
+    if (ranMs >= STABLE_MS) this.backoffMs = BACKOFF_START_MS;
+    const delay = this.backoffMs;
+    this.backoffMs = Math.min(BACKOFF_CAP_MS, this.backoffMs * 2);
+    this.deps.logs.add(this.name, 'system', `${reason}; restarting in ${delay / 1000} s`);
+    this.deps.onEvent({
+      appId: this.app.id,
+      kind: oom ? 'oom_killed' : 'crashed',
+      instance: this.name,
+      message: reason,
+    });
+    this.restartTimer = setTimeout(() => void this.restart(reason), delay);
+    this.restartTimer.unref();
+  }
+
+  private async restart(reason: string): Promise<void> {
+    if (this.stopping) return;
+    this.restarts += 1;
+    this.lastRestartReason = reason;
+    this.state = 'restarting';
+    try {
+      await this.start();
+      this.deps.onEvent({ appId: this.app.id, kind: 'restarted', instance: this.name, message: reason });
+    } catch (error) {
+      // It could not even start (the release is gone, the sandbox failed): try again later.
+      this.onExit(`did not start: ${(error as Error).message}`, false);
+    }
+  }
+
+  /** SIGTERM, then SIGKILL after `graceMs`; resolves when the process and its group are gone. */
+  async stop(graceMs: number): Promise<void> {
+    this.stopping = true;
+    this.state = 'stopping';
+    if (this.restartTimer) clearTimeout(this.restartTimer);
+    const process = this.current?.process;
+    if (process) {
+      process.kill(graceMs > 0 ? 'SIGTERM' : 'SIGKILL');
+      const killer = graceMs > 0 ? setTimeout(() => process.kill('SIGKILL'), graceMs) : undefined;
+      await process.exited.catch(() => undefined);
+      clearTimeout(killer);
+    }
+    await this.ended;
+  }
+
+  status(): InstanceStatus {
+    return {
+      name: this.name,
+      release: this.release,
+      state: this.state,
+      pid: this.current?.process.pid ?? null,
+      port: null,
+      startedAt: this.startedAt?.toISOString() ?? null,
+      restarts: this.restarts,
+      lastRestartReason: this.lastRestartReason,
+      healthy: null,
+      memoryLimitBytes: this.app.memoryBytes,
+    };
+  }
+}
