@@ -46,6 +46,7 @@ import {
   type RuntimeService,
 } from './services/applications/runtime.js';
 import { createSpecBuilder } from './services/applications/spec.js';
+import { createSftpRunner } from './drivers/services/sftp.js';
 import type { ServiceRunner } from './drivers/services/types.js';
 import { createAppServicesService, type AppServicesService } from './services/app-services/index.js';
 import {
@@ -184,7 +185,9 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
   });
   const resources = once(() => createInfrastructureQueries({ db: ctx.db, identity: ctx.identity }));
   /** What runs the service types that are not database engines (docs/services.md). */
-  const serviceRunners = once((): ServiceRunner[] => []);
+  const serviceRunners = once((): ServiceRunner[] => [
+    createSftpRunner({ dataDir: config.dataDir, logger: ctx.logger }),
+  ]);
   const appServices = once(() => {
     const service = createAppServicesService({
       db: ctx.db,

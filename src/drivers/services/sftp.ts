@@ -343,6 +343,7 @@ export function createSftpRunner(deps: { dataDir: string; logger: Logger }): Ser
 
   return {
     types: ['sftp'],
+    usesVolumes: true,
     provision: (spec) => serialized(spec.id, () => launch(spec)),
     start: (spec) => serialized(spec.id, () => launch(spec)),
     restart: (spec) =>

@@ -175,10 +175,7 @@ export function createAppServicesService(deps: AppServicesDeps) {
     instance: ServiceInstanceRow,
     runner: ServiceRunner,
   ): Promise<ServiceSpec> {
-    const secrets =
-      service.secret_settings === null
-        ? {}
-        : (JSON.parse(deps.secretBox.decrypt(service.secret_settings)) as Record<string, string>);
+    const secrets = secretsOf(service);
     const host =
       runner.usesVolumes && deps.appHost
         ? await deps.appHost(
@@ -274,6 +271,26 @@ export function createAppServicesService(deps: AppServicesDeps) {
     });
   }
 
+  /** The secret settings of a service, opened (sftp: `password`). */
+  const secretsOf = (service: ServiceRow): Record<string, string> =>
+    service.secret_settings === null
+      ? {}
+      : (JSON.parse(deps.secretBox.decrypt(service.secret_settings)) as Record<string, string>);
+
+  /**
+   * Who the application connects as: the generated account, except for an sftp service whose document
+   * names its own `settings.username` and `password` (the login people use too).
+   */
+  function credentialsOf(service: ServiceRow, instance: ServiceInstanceRow) {
+    const username = settingsOf(service).username;
+    const password = secretsOf(service).password;
+    return {
+      username: service.type === 'sftp' && typeof username === 'string' ? username : instance.username,
+      password:
+        service.type === 'sftp' && password ? password : deps.secretBox.decrypt(instance.password_encrypted),
+    };
+  }
+
   function connectionOf(service: ServiceRow, instance: ServiceInstanceRow): ServiceConnection | undefined {
     if (instance.port === null) return undefined;
     return {
@@ -281,8 +298,7 @@ export function createAppServicesService(deps: AppServicesDeps) {
       type: service.type,
       host: '127.0.0.1',
       port: instance.port,
-      username: instance.username,
-      password: deps.secretBox.decrypt(instance.password_encrypted),
+      ...credentialsOf(service, instance),
       database:
         engineOfService(service.type) && service.type !== 'redis' && service.type !== 'valkey'
           ? databaseOf(service)
