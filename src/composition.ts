@@ -46,6 +46,7 @@ import {
   type RuntimeService,
 } from './services/applications/runtime.js';
 import { createSpecBuilder } from './services/applications/spec.js';
+import { createChromeRunner } from './drivers/services/chrome.js';
 import { createSftpRunner } from './drivers/services/sftp.js';
 import type { ServiceRunner } from './drivers/services/types.js';
 import { createAppServicesService, type AppServicesService } from './services/app-services/index.js';
@@ -84,6 +85,8 @@ export interface Services {
   readonly applications: RuntimeService;
   /** Applications' services on the managed-database engines: provisioning, supervision, environment. */
   readonly appServices: AppServicesService;
+  /** What runs the service types that are not database engines (one of each, shared). */
+  readonly serviceRunners: ServiceRunner[];
   /** People signing in: passwords, sessions, sign-in links; team membership changes. */
   readonly accounts: AccountsService;
   /** What a team has, as the platform API reads it: applications, resources, YAML exports. */
@@ -187,6 +190,7 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
   /** What runs the service types that are not database engines (docs/services.md). */
   const serviceRunners = once((): ServiceRunner[] => [
     createSftpRunner({ dataDir: config.dataDir, logger: ctx.logger }),
+    createChromeRunner({ dataDir: config.dataDir, logger: ctx.logger }),
   ]);
   const appServices = once(() => {
     const service = createAppServicesService({
@@ -414,6 +418,9 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
     },
     get appServices() {
       return appServices();
+    },
+    get serviceRunners() {
+      return serviceRunners();
     },
     get accounts() {
       return accounts();

@@ -58,7 +58,10 @@ export interface ServiceConnection {
   password: string;
   /** The database of postgresql and mysql services; null for the others. */
   database: string | null;
-  /** What the runner says beyond host and port: `vhost`, `bucket`, `endpoint`, `region`, `path`. */
+  /**
+   * What the runner says beyond host and port: `vhost`, `bucket`, `endpoint`, `region`, `path` (a
+   * token-bearing base path: a credential), `websocketPath`.
+   */
   extra: Readonly<Record<string, string>>;
 }
 
@@ -174,7 +177,7 @@ function namesOf(appType: ApplicationType, c: ServiceConnection): Record<string,
       break;
     case 'chrome-headless':
       env.CHROME_URL = url;
-      env.BROWSER_WS_ENDPOINT = `ws://${c.host}:${c.port}${basePath(c)}/devtools/browser`;
+      env.BROWSER_WS_ENDPOINT = `ws://${c.host}:${c.port}${basePath(c)}${c.extra.websocketPath ?? '/devtools/browser'}`;
       break;
     case 'gotenberg':
       env.GOTENBERG_URL = url;

@@ -122,8 +122,8 @@ client.connect()
   .catch((e) => { console.error(e.message); process.exit(1); });
 `;
 
-/** `pg` and what it requires, from Berth's node_modules, as files of the repository. */
-function pgPackageFiles(): Record<string, string> {
+/** An npm package and what it requires, from Berth's node_modules, as files of the repository. */
+export function packageFiles(name: string): Record<string, string> {
   const root = path.resolve('node_modules');
   const files: Record<string, string> = {};
   const seen = new Set<string>();
@@ -147,13 +147,13 @@ function pgPackageFiles(): Record<string, string> {
     };
     for (const dependency of Object.keys(manifest.dependencies ?? {})) add(dependency);
   };
-  add('pg');
+  add(name);
   return files;
 }
 
 export function serviceAppFiles(): Record<string, string> {
   return {
-    ...pgPackageFiles(),
+    ...packageFiles('pg'),
     'server.js': SERVICE_SERVER_JS,
     'init.js': SERVICE_INIT_JS,
     'build.js': "require('node:fs').writeFileSync('built.txt', 'built');",

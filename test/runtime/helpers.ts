@@ -160,7 +160,7 @@ export async function applyYaml(t: TestApp, yaml: string, query = '') {
     payload: yaml,
   });
   if (response.statusCode !== 200) throw new Error(`apply answered ${response.statusCode}: ${response.body}`);
-  return response.json<{ application_id: number; deployment_id: number | null }>();
+  return response.json<{ application_id: number; deployment_id: number | null; changes: string[] }>();
 }
 
 export interface DeploymentView {

@@ -43,7 +43,8 @@ export interface ServiceRuntime {
   location: string | null;
   /**
    * What the application connects with beyond host, port and credentials: `vhost` (rabbitmq),
-   * `bucket`, `endpoint` and `region` (minio), `path` (a token-bearing base path). Not secret.
+   * `bucket`, `endpoint` and `region` (minio), `path` (a token-bearing base path), `websocketPath`
+   * (chrome). Berth stores it sealed: a token path is a credential.
    */
   extra?: Record<string, string>;
 }

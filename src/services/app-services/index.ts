@@ -69,8 +69,11 @@ export interface AppServicesDeps {
   queries: Pick<InfrastructureQueries, 'requireApplication'>;
 }
 
-/** What the store records of a service that runs. */
-function runningAt(runtime: ServiceRuntime, memoryMiB: number) {
+/**
+ * What the store records of a service that runs. `extra` is sealed: a token-bearing path (chrome,
+ * gotenberg) is a credential.
+ */
+function runningAt(runtime: ServiceRuntime, memoryMiB: number, secretBox: SecretBox) {
   return {
     state: 'running' as const,
     state_reason: null,
@@ -79,7 +82,7 @@ function runningAt(runtime: ServiceRuntime, memoryMiB: number) {
     version: runtime.version,
     data_dir: runtime.location,
     applied_sizing: `${memoryMiB}MiB`,
-    extra: runtime.extra ? JSON.stringify(runtime.extra) : null,
+    extra: runtime.extra ? secretBox.encrypt(JSON.stringify(runtime.extra)) : null,
   };
 }
 
@@ -246,7 +249,10 @@ export function createAppServicesService(deps: AppServicesDeps) {
       const instance = await instanceFor(service);
       try {
         const runtime = await runner.provision(await specOf(service, instance, runner));
-        await repo.updateInstance(key, { ...runningAt(runtime, memoryOf(service)), updated_at: now() });
+        await repo.updateInstance(key, {
+          ...runningAt(runtime, memoryOf(service), deps.secretBox),
+          updated_at: now(),
+        });
         log.info(
           { app: service.application_id, service: service.name, port: runtime.port },
           'service running',
@@ -303,7 +309,7 @@ export function createAppServicesService(deps: AppServicesDeps) {
         engineOfService(service.type) && service.type !== 'redis' && service.type !== 'valkey'
           ? databaseOf(service)
           : null,
-      extra: parse(instance.extra) as Record<string, string>,
+      extra: parse(instance.extra && deps.secretBox.decrypt(instance.extra)) as Record<string, string>,
     };
   }
 
@@ -446,7 +452,7 @@ export function createAppServicesService(deps: AppServicesDeps) {
           memoryMiB: Number.parseInt(fresh.applied_sizing, 10) || spec.memoryMiB,
         });
         await repo.updateInstance(key, {
-          ...runningAt(runtime, Number.parseInt(fresh.applied_sizing, 10) || spec.memoryMiB),
+          ...runningAt(runtime, Number.parseInt(fresh.applied_sizing, 10) || spec.memoryMiB, deps.secretBox),
           ...(died
             ? { restarts: fresh.restarts + 1, last_restart_at: now(), last_restart_reason: reason }
             : {}),
@@ -543,7 +549,10 @@ export function createAppServicesService(deps: AppServicesDeps) {
       const key = unitKey(service);
       await locked(key, async () => {
         const runtime = await runner.restart(await specOf(service, current, runner));
-        await repo.updateInstance(key, { ...runningAt(runtime, memoryOf(service)), updated_at: now() });
+        await repo.updateInstance(key, {
+          ...runningAt(runtime, memoryOf(service), deps.secretBox),
+          updated_at: now(),
+        });
       });
       return view(service, await repo.findInstance(key));
     },
