@@ -242,8 +242,8 @@ describe('rabbitmq service runner', () => {
     'a second provision converges: same node and port, a changed password takes effect',
     async () => {
       const before = Date.now();
-    const again = await runner.provision(spec);
-    console.log(`rabbitmq: a provision that changes nothing took ${Date.now() - before} ms`);
+      const again = await runner.provision(spec);
+      console.log(`rabbitmq: a provision that changes nothing took ${Date.now() - before} ms`);
       expect(again.port).toBe(runtime.port);
       expect(again.pid).toBe(runtime.pid);
       expect(again.extra).toEqual({ vhost: 'orders' });
