@@ -7,6 +7,8 @@
 # extensions (laravel and wordpress), Debian's wordpress with a default theme (a wordpress application
 # without a repository).
 # Edge: haproxy (BERTH_EDGE_PROXY=haproxy; Berth starts its own process, never the system service).
+# Application services: rabbitmq-server (a `rabbitmq` service: Berth starts one node per service with
+# its own epmd on free loopback ports, never the system service).
 set -euo pipefail
 
 PACKAGES=(
@@ -20,6 +22,7 @@ PACKAGES=(
   php8.2-xml php8.2-curl php8.2-intl php8.2-gd php8.2-zip php8.2-bcmath php8.2-redis
   wordpress wordpress-theme-twentytwentythree
   haproxy
+  rabbitmq-server
 )
 
 missing=()
@@ -42,14 +45,16 @@ DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommen
   { grep --line-buffered -E '^(Setting up|Get:[0-9]+ )' || true; } |
   sed -u -E 's/^Get:[0-9]+ [^ ]+ [^ ]+ [^ ]+ ([^ ]+) .*/berth:   downloading \1/; s/^Setting up ([^ ]+).*/berth:   set up \1/' >&2
 $SUDO rm -f /usr/sbin/policy-rc.d
-# haproxy's package enables a system-wide service for the next boot: Berth runs its own HAProxy.
-if dpkg-query -W -f='${Status}' haproxy 2>/dev/null | grep -q "install ok installed"; then
+# haproxy's and rabbitmq-server's packages enable a system-wide service for the next boot: Berth runs
+# its own HAProxy and its own RabbitMQ nodes.
+for service in haproxy rabbitmq-server; do
+  dpkg-query -W -f='${Status}' "$service" 2>/dev/null | grep -q "install ok installed" || continue
   if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
-    $SUDO systemctl disable --now haproxy.service >/dev/null 2>&1 || true
+    $SUDO systemctl disable --now "$service.service" >/dev/null 2>&1 || true
   else
-    $SUDO rm -f /etc/systemd/system/multi-user.target.wants/haproxy.service
+    $SUDO rm -f "/etc/systemd/system/multi-user.target.wants/$service.service"
   fi
-  $SUDO update-rc.d haproxy disable >/dev/null 2>&1 || true
-  [ -x /etc/init.d/haproxy ] && $SUDO /etc/init.d/haproxy stop >/dev/null 2>&1 || true
-fi
+  $SUDO update-rc.d "$service" disable >/dev/null 2>&1 || true
+  [ -x "/etc/init.d/$service" ] && $SUDO "/etc/init.d/$service" stop >/dev/null 2>&1 || true
+done
 echo "berth: Debian packages installed in $((SECONDS - started)) s" >&2
