@@ -52,10 +52,28 @@ export const CHROMIUM_ARGS = [
   '--proxy-bypass-list=<-loopback>',
 ];
 
-export type PageSource = { kind: 'html'; html: string } | { kind: 'url'; url: string };
+/** A file an HTML document refers to by a relative name (`style.css`, `img/logo.png`), served beside it. */
+export interface PageAsset {
+  body: Buffer;
+  type: string;
+}
 
-/** A PDF's page layout: the domain's PageLayout (the tools API parses it, src/domain/tools.ts). */
-export type PdfSettings = PageLayout;
+export type PageSource =
+  { kind: 'html'; html: string; assets?: ReadonlyMap<string, PageAsset> } | { kind: 'url'; url: string };
+
+/**
+ * A PDF's page layout: the domain's PageLayout (the tools API parses it, src/domain/tools.ts), and what
+ * the Gotenberg-compatible service also asks for (src/drivers/services/gotenberg.ts).
+ */
+export type PdfSettings = PageLayout & {
+  /** Chromium's page ranges (`1-3,5`); a range it cannot read or past the last page is a PageRangesError. */
+  pageRanges?: string;
+  preferCSSPageSize?: boolean;
+  /** Milliseconds to wait after the page loaded, within the job's timeout. */
+  waitDelayMs?: number;
+  /** The CSS media type to print with (Chromium prints with `print`). */
+  media?: 'screen' | 'print';
+};
 
 export interface ScreenshotSettings {
   width: number;
@@ -76,6 +94,14 @@ export class PageBlockedError extends Error {
   constructor(readonly blockedBy: BlockedAddressError) {
     super(blockedBy.message);
     this.name = 'PageBlockedError';
+  }
+}
+
+/** The page ranges asked for are not valid for this document (`syntax` or past the last page). */
+export class PageRangesError extends Error {
+  constructor(readonly reason: 'syntax' | 'exceeds') {
+    super(reason === 'syntax' ? 'page range syntax error' : 'page range exceeds page count');
+    this.name = 'PageRangesError';
   }
 }
 
@@ -112,6 +138,8 @@ interface Job {
   /** A redirect of the main document, followed by navigating again. */
   redirectTo: string | undefined;
   html: string | undefined;
+  /** Files served beside an HTML job's document, by path (without the leading slash). */
+  assets: ReadonlyMap<string, PageAsset> | undefined;
   blocked: string[];
   mainBlocked: BlockedAddressError | undefined;
   origins: Set<string>;
@@ -170,6 +198,16 @@ function isMainFrame(request: Request): boolean {
   }
 }
 
+/** The path of a URL on a slot's origin, decoded, without query or fragment: the name of an asset. */
+function assetName(url: string, origin: string): string {
+  const rest = url.slice(origin.length + 1).replace(/[?#].*$/s, '');
+  try {
+    return decodeURIComponent(rest);
+  } catch {
+    return rest;
+  }
+}
+
 const BLANK = '<!doctype html><html><head><meta charset="utf-8"></head><body></body></html>';
 
 /**
@@ -220,17 +258,33 @@ export class ChromiumEngine {
 
   async pdf(source: PageSource, settings: PdfSettings): Promise<RenderResult> {
     return this.render(source, undefined, async (page) => {
-      const pdf = await page.pdf({
-        landscape: settings.landscape,
-        printBackground: settings.printBackground,
-        scale: settings.scale,
-        width: settings.width,
-        height: settings.height,
-        margin: settings.margin,
-      });
-      // Without a <title>, Chromium would title the PDF with Berth's internal address.
-      if ((await page.title()) === '') blankPdfTitle(pdf);
-      return pdf;
+      if (settings.waitDelayMs) await new Promise((resolve) => setTimeout(resolve, settings.waitDelayMs));
+      // A warm slot's page serves the next job too: the media type is set back afterwards.
+      if (settings.media === 'screen') await page.emulateMedia({ media: 'screen' });
+      try {
+        const pdf = await page
+          .pdf({
+            landscape: settings.landscape,
+            printBackground: settings.printBackground,
+            scale: settings.scale,
+            width: settings.width,
+            height: settings.height,
+            margin: settings.margin,
+            ...(settings.pageRanges ? { pageRanges: settings.pageRanges } : {}),
+            ...(settings.preferCSSPageSize ? { preferCSSPageSize: true } : {}),
+          })
+          .catch((error: unknown) => {
+            const message = error instanceof Error ? error.message : '';
+            if (/page range exceeds page count/i.test(message)) throw new PageRangesError('exceeds');
+            if (/page range/i.test(message)) throw new PageRangesError('syntax');
+            throw error;
+          });
+        // Without a <title>, Chromium would title the PDF with Berth's internal address.
+        if ((await page.title()) === '') blankPdfTitle(pdf);
+        return pdf;
+      } finally {
+        if (settings.media === 'screen') await page.emulateMedia({ media: null }).catch(() => undefined);
+      }
     });
   }
 
@@ -269,6 +323,7 @@ export class ChromiumEngine {
       documentUrl: '',
       redirectTo: undefined,
       html: undefined,
+      assets: undefined,
       blocked: [],
       mainBlocked: undefined,
       origins: new Set(),
@@ -283,6 +338,7 @@ export class ChromiumEngine {
         slot.job = job;
         page = slot.page;
         job.html = source.html;
+        job.assets = source.assets;
         job.documentUrl = `${slot.origin}/${randomBytes(6).toString('hex')}`;
       } else {
         context = await this.newContext(generation.browser, () => job);
@@ -322,7 +378,7 @@ export class ChromiumEngine {
       healthy = true;
       return { body: result, blocked: job.blocked };
     } catch (error) {
-      if (error instanceof PageBlockedError) {
+      if (error instanceof PageBlockedError || error instanceof PageRangesError) {
         healthy = true;
         throw error;
       }
@@ -525,6 +581,14 @@ export class ChromiumEngine {
             status: 200,
             headers: { 'content-type': 'text/html; charset=utf-8', 'content-security-policy': SANDBOX_CSP },
             body: job.html,
+          });
+        } else if (job?.assets?.has(assetName(url, slotOrigin))) {
+          // A file sent with the document: fonts are fetched with CORS from its opaque origin.
+          const asset = job.assets.get(assetName(url, slotOrigin))!;
+          await route.fulfill({
+            status: 200,
+            headers: { 'content-type': asset.type, 'access-control-allow-origin': '*' },
+            body: asset.body,
           });
         } else if (request.isNavigationRequest()) {
           await route.fulfill({

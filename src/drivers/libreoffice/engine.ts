@@ -42,6 +42,14 @@ export interface OfficeOptions {
   workDir?: string;
 }
 
+/** What a conversion may ask beyond the format (the warm listeners honour it; the cold fallback does not). */
+export interface OfficeConvertOptions {
+  /** Every page style turned to landscape (its width and height swapped). */
+  landscape?: boolean;
+  /** LibreOffice's page range (`1-3,5`). */
+  pageRanges?: string;
+}
+
 export interface OfficeStatus {
   status: 'idle' | 'starting' | 'ready' | 'failed';
   listeners: number;
@@ -149,6 +157,7 @@ class Listener {
     input: string,
     output: string,
     extension: string,
+    options: OfficeConvertOptions = {},
   ): Promise<{ ok: boolean; unreadable?: boolean; error?: string }> {
     if (this.dead || !this.worker?.stdin) return Promise.reject(new OfficeEngineError('listener is down'));
     const id = this.nextId++;
@@ -156,7 +165,16 @@ class Listener {
     const extra = IMPORT_FILTERS[extension] ?? {};
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
-      this.worker!.stdin!.write(`${JSON.stringify({ id, input, output, ...extra })}\n`);
+      this.worker!.stdin!.write(
+        `${JSON.stringify({
+          id,
+          input,
+          output,
+          ...extra,
+          ...(options.landscape ? { landscape: true } : {}),
+          ...(options.pageRanges ? { pageRanges: options.pageRanges } : {}),
+        })}\n`,
+      );
     });
   }
 
@@ -224,7 +242,7 @@ export class OfficeEngine {
   }
 
   /** Converts one document to PDF. `extension` is lower case, without the dot. */
-  async convert(bytes: Buffer, extension: string): Promise<Buffer> {
+  async convert(bytes: Buffer, extension: string, options: OfficeConvertOptions = {}): Promise<Buffer> {
     if (this.closed) throw new OfficeEngineError('the office engine is stopped');
     this.stats.jobs += 1;
     const root = await this.workDir;
@@ -240,7 +258,7 @@ export class OfficeEngine {
         let timer: NodeJS.Timeout | undefined;
         try {
           const answer = await Promise.race([
-            listener.convert(input, output, extension),
+            listener.convert(input, output, extension, options),
             new Promise<never>((_resolve, reject) => {
               timer = setTimeout(
                 () =>

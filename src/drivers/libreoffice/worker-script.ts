@@ -70,7 +70,19 @@ for line in sys.stdin:
             if doc.supportsService(service):
                 name = candidate
                 break
-        doc.storeToURL(uno.systemPathToFileUrl(job["output"]), (prop("FilterName", name),))
+        if job.get("landscape"):
+            styles = doc.getStyleFamilies().getByName("PageStyles")
+            for style_name in styles.getElementNames():
+                style = styles.getByName(style_name)
+                if not style.IsLandscape:
+                    width, height = style.Width, style.Height
+                    style.IsLandscape = True
+                    style.Width, style.Height = max(width, height), min(width, height)
+        store = (prop("FilterName", name),)
+        if job.get("pageRanges"):
+            data = uno.Any("[]com.sun.star.beans.PropertyValue", (prop("PageRange", job["pageRanges"]),))
+            store = store + (prop("FilterData", data),)
+        uno.invoke(doc, "storeToURL", (uno.systemPathToFileUrl(job["output"]), store))
         reply({"id": job["id"], "ok": True})
     except Exception as error:
         reply({"id": job["id"], "ok": False, "error": str(error)[:500]})

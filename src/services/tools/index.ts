@@ -22,6 +22,7 @@ import {
   OfficeEngine,
   OfficeEngineError,
   UnreadableDocumentError,
+  type OfficeConvertOptions,
   type OfficeStatus,
 } from '../../drivers/libreoffice/engine.js';
 import { createAddressGuard, BlockedAddressError, type AddressGuard } from '../../drivers/net/guard.js';
@@ -104,7 +105,7 @@ export interface ToolsService {
   renderPdf(source: PageSource, settings: PdfSettings): Promise<{ body: Buffer; blocked: string[] }>;
   screenshot(source: PageSource, settings: ScreenshotSettings): Promise<{ body: Buffer; blocked: string[] }>;
   markdownToHtml(markdown: string, template?: string): string;
-  office(bytes: Buffer, extension: string): Promise<Buffer>;
+  office(bytes: Buffer, extension: string, options?: OfficeConvertOptions): Promise<Buffer>;
   merge(files: readonly Uint8Array[]): Promise<Buffer>;
   health(): ToolsHealth;
   /** Engines, for tests that simulate crashes. */
@@ -236,8 +237,8 @@ export function createToolsService(deps: ToolsDeps, options: ToolsOptions): Tool
       return `<!doctype html><html><head><meta charset="utf-8"><style>${MARKDOWN_STYLESHEET}</style></head><body><main>${body}</main></body></html>`;
     },
 
-    office(bytes, extension) {
-      return officeQueue.run(() => office.convert(bytes, extension));
+    office(bytes, extension, convertOptions) {
+      return officeQueue.run(() => office.convert(bytes, extension, convertOptions));
     },
 
     merge(files) {
