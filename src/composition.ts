@@ -47,6 +47,8 @@ import {
 } from './services/applications/runtime.js';
 import { createSpecBuilder } from './services/applications/spec.js';
 import { createChromeRunner } from './drivers/services/chrome.js';
+import { createGotenbergRunner } from './drivers/services/gotenberg.js';
+import { createRabbitmqRunner } from './drivers/services/rabbitmq.js';
 import { createSftpRunner } from './drivers/services/sftp.js';
 import type { ServiceRunner } from './drivers/services/types.js';
 import { createAppServicesService, type AppServicesService } from './services/app-services/index.js';
@@ -191,6 +193,18 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
   const serviceRunners = once((): ServiceRunner[] => [
     createSftpRunner({ dataDir: config.dataDir, logger: ctx.logger }),
     createChromeRunner({ dataDir: config.dataDir, logger: ctx.logger }),
+    createRabbitmqRunner({ dataDir: config.dataDir, logger: ctx.logger }),
+    // The tools' warm engines, made when a gotenberg service first needs them.
+    createGotenbergRunner({
+      renderPdf: (source, settings) => tools().renderPdf(source, settings),
+      office: (bytes, extension, options) => tools().office(bytes, extension, options),
+      merge: (files) => tools().merge(files),
+      markdownToHtml: (markdown, template) => tools().markdownToHtml(markdown, template),
+      get guard() {
+        return tools().guard;
+      },
+      health: () => tools().health(),
+    }),
   ]);
   const appServices = once(() => {
     const service = createAppServicesService({
