@@ -1,6 +1,6 @@
-// Signing in (password and e-mailed link), signing out, teams and members, tokens, and the refusal of
-// another team's pages: through the panel, in the system Chromium, against a real Berth.
-import { expect, mailsTo, signIn, test } from './fixtures.js';
+// Signing in (password and e-mailed link), signing out, teams and members (leaving one), tokens, and the
+// refusal of another team's pages: through the panel, in the system Chromium, against a real Berth.
+import { expect, mailsTo, signIn, test, type BrowserBerth } from './fixtures.js';
 
 test('signs in with a password and out again', async ({ page, berth }) => {
   await page.goto(`${berth.url}/apps`);
@@ -155,4 +155,116 @@ test('ends another browser, changes the password, and shows new credentials once
   await page.reload();
   await expect(page.locator(`input[value="${secret}"]`)).toHaveCount(0);
   await expect(page.getByText(secret)).toHaveCount(0);
+});
+
+/** A call to the API with a token: its status and JSON answer. */
+async function call(
+  berth: BrowserBerth,
+  token: string,
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; json: { message?: string; data?: unknown } }> {
+  const response = await fetch(`${berth.url}${path}`, {
+    method,
+    headers: {
+      authorization: `Bearer ${token}`,
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+    },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  return { status: response.status, json: (await response.json()) as { message?: string; data?: unknown } };
+}
+
+test("a member leaves a team (its last owner may not), and is refused another team's database and storage", async ({
+  page,
+  berth,
+}) => {
+  // acme's owner makes a team and adds the colleague to it, as a member.
+  const made = await call(berth, berth.owner.token, 'POST', '/api/v1/teams', { name: 'visitors' });
+  expect(made.status).toBe(201);
+  const visitors = (made.json.data as { id: number }).id;
+  const added = await call(berth, berth.owner.token, 'POST', `/api/v1/teams/${visitors}/members`, {
+    email: berth.colleague.email,
+    role: 'member',
+  });
+  expect(added.status).toBe(201);
+  const teamsOf = async () =>
+    (
+      (await call(berth, berth.colleague.token, 'GET', '/api/v1/user')).json.data as {
+        teams: Array<{ name: string }>;
+      }
+    ).teams.map((t) => t.name);
+  expect(await teamsOf()).toEqual(expect.arrayContaining(['solo', 'visitors']));
+
+  await signIn(page, berth, berth.colleague.email);
+  const switcher = page.getByLabel('Team', { exact: true });
+  await switcher.selectOption({ label: 'visitors (member)' });
+  await page.getByRole('link', { name: 'Team' }).click();
+  await expect(page.getByRole('heading', { name: 'Team visitors' })).toBeVisible();
+  await page.getByRole('button', { name: 'Leave visitors' }).click();
+  await expect(page.getByRole('heading', { name: 'Applications' })).toBeVisible();
+  await expect(switcher.getByRole('option')).toHaveText(['solo (owner)']);
+  await page.reload();
+  await expect(page.getByLabel('Team', { exact: true }).getByRole('option')).toHaveText(['solo (owner)']);
+  expect(await teamsOf()).toEqual(['solo']);
+  const members = await call(berth, berth.owner.token, 'GET', `/api/v1/teams/${visitors}`);
+  expect(JSON.stringify(members.json)).not.toContain(berth.colleague.email);
+
+  // The only owner of solo may not leave it: the API's message, and solo stays.
+  await page.getByRole('link', { name: 'Team' }).click();
+  await expect(page.getByRole('heading', { name: 'Team solo' })).toBeVisible();
+  await page.getByRole('button', { name: 'Leave solo' }).click();
+  await expect(page.getByRole('alert')).toHaveText(
+    'A team keeps at least one owner: make another member owner first',
+  );
+  await expect(page.getByRole('heading', { name: 'Team solo' })).toBeVisible();
+  expect(await teamsOf()).toEqual(['solo']);
+
+  // Another team's pages (the colleague is not in acme): refused, none of their data shown.
+  const listed = await call(
+    berth,
+    berth.owner.token,
+    'GET',
+    `/api/v1/teams/${berth.owner.teamId}/managed-databases`,
+  );
+  const mainDb = (listed.json.data as Array<{ uuid: string; name: string }>).find(
+    (d) => d.name === 'main-db',
+  )!;
+  // The colleague is not in acme: the API refuses both, and the page shows its words.
+  const database = await call(
+    berth,
+    berth.colleague.token,
+    'GET',
+    `/api/v1/managed-databases/${mainDb.uuid}`,
+  );
+  expect([403, 404]).toContain(database.status);
+  const storage = await call(
+    berth,
+    berth.colleague.token,
+    'GET',
+    `/api/v1/teams/${berth.owner.teamId}/object-storage/files`,
+  );
+  expect([403, 404]).toContain(storage.status);
+
+  await page.goto(`${berth.url}/databases/${mainDb.uuid}`);
+  await expect(page.getByRole('alert')).toHaveText(database.json.message!);
+  await expect(page.getByRole('heading', { name: 'main-db' })).toHaveCount(0);
+  await expect(page.getByLabel('connection URI', { exact: true })).toHaveCount(0);
+  await expect(page.getByTestId('db-plan')).toHaveCount(0);
+
+  // The storage page asks for the storage of the team chosen in the switcher (acme is not offered):
+  // the API's answer there is shown, and nothing of acme's.
+  const own = await call(
+    berth,
+    berth.colleague.token,
+    'GET',
+    `/api/v1/teams/${berth.colleague.teamId}/object-storage/files`,
+  );
+  expect(own.status).toBe(404);
+  await page.goto(`${berth.url}/storage/files`);
+  await expect(page.getByRole('alert')).toHaveText(own.json.message!);
+  await expect(page.getByRole('heading', { name: 'files' })).toHaveCount(0);
+  await expect(page.getByText('uploads')).toHaveCount(0);
+  await expect(page.getByText('uploader')).toHaveCount(0);
 });

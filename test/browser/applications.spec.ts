@@ -1,7 +1,10 @@
 // Apply through the editor (checked as you type, a dry-run preview, then apply), a deployment's log
-// streaming to success, and the deletion schedule: change and cancel, never set.
+// streaming to success, a rollback to the earlier release, removing a domain and a secret, the exports,
+// and the deletion schedule: change and cancel, never set.
 import fs from 'node:fs';
-import { expect, signIn, test } from './fixtures.js';
+import http from 'node:http';
+import { parse } from 'yaml';
+import { expect, signIn, test, type BrowserBerth } from './fixtures.js';
 
 test('applies a document through the editor and watches its deployment stream to success', async ({
   page,
@@ -92,8 +95,11 @@ test('applies a document through the editor and watches its deployment stream to
   ]);
   expect(download.suggestedFilename()).toBe('hello.yaml');
   const exported = fs.readFileSync(await download.path(), 'utf8');
-  expect(exported).toContain('name: hello');
-  expect(exported).toContain('key: MAIL_PASSWORD');
+  const appExport = parse(exported) as {
+    spec: { application: { name: string }; secrets: Array<{ key: string; value: string }> };
+  };
+  expect(appExport.spec.application.name).toBe('hello');
+  expect(appExport.spec.secrets).toContainEqual({ key: 'MAIL_PASSWORD', value: '${SECRET_MAIL_PASSWORD}' });
   expect(exported).not.toContain('hunter2');
   // Suspended, then running again.
   await page.getByRole('button', { name: 'Suspend' }).click();
@@ -103,6 +109,140 @@ test('applies a document through the editor and watches its deployment stream to
   // No schedule, and no control that would set one.
   await expect(page.getByTestId('no-schedule')).toBeVisible();
   await expect(page.getByLabel('New deletion date')).toHaveCount(0);
+});
+
+/** The API's answer for a path, with the owner's token. */
+async function get<T>(berth: BrowserBerth, path: string): Promise<T> {
+  const response = await fetch(`${berth.url}${path}`, {
+    headers: { authorization: `Bearer ${berth.owner.token}` },
+  });
+  expect(response.status, path).toBe(200);
+  return ((await response.json()) as { data: T }).data;
+}
+
+/** The version the application answers with through the edge, for one of its host names. */
+function served(berth: BrowserBerth, host: string): Promise<string> {
+  return new Promise((resolve) => {
+    const request = http.get(`${berth.edge}/`, { headers: { host }, timeout: 5000 }, (response) => {
+      let body = '';
+      response.on('data', (chunk: Buffer) => (body += chunk.toString()));
+      response.on('end', () => {
+        try {
+          resolve((JSON.parse(body) as { version: string }).version);
+        } catch {
+          resolve(`${response.statusCode}: ${body.slice(0, 100)}`);
+        }
+      });
+    });
+    request.on('error', (error) => resolve(error.message));
+    request.on('timeout', () => request.destroy(new Error('timed out')));
+  });
+}
+
+test('rolls back to the earlier release, removes a domain and a secret, and exports the team', async ({
+  page,
+  berth,
+}) => {
+  test.setTimeout(120_000);
+  // hello, as the test above deployed it (v1, the domain hello.test, the secret MAIL_PASSWORD).
+  const apps = await get<Array<{ id: number; name: string }>>(berth, `/api/v1/applications?team=acme`);
+  const id = apps.find((a) => a.name === 'hello')!.id;
+  const status = await get<{ hostnames: string[] }>(berth, `/api/v1/applications/${id}/status`);
+  const host = status.hostnames.at(-1)!;
+  await expect.poll(() => served(berth, host), { timeout: 30_000 }).toBe('v1');
+
+  // A new version, deployed from the panel.
+  expect((await fetch(`${berth.control}/commit?version=v2`, { method: 'POST' })).status).toBe(200);
+  await signIn(page, berth);
+  await page.goto(`${berth.url}/apps/${id}`);
+  const logHeading = page.getByRole('heading', { name: /Log of deployment/ });
+  await expect(logHeading).toContainText('success');
+  const first = await logHeading.textContent();
+  await page.getByRole('button', { name: 'Deploy', exact: true }).click();
+  await expect(logHeading).not.toHaveText(first!);
+  await expect(logHeading).toContainText('success', { timeout: 90_000 });
+  await expect.poll(() => served(berth, host), { timeout: 30_000 }).toBe('v2');
+
+  // Rolled back: a deployment of the earlier release, followed in the page to its end.
+  const second = await logHeading.textContent();
+  await page.getByRole('button', { name: 'Roll back' }).click();
+  await expect(logHeading).not.toHaveText(second!);
+  const rollbackId = Number(/#(\d+)/.exec((await logHeading.textContent()) ?? '')?.[1]);
+  await expect(logHeading).toContainText('success', { timeout: 60_000 });
+  const row = page
+    .getByRole('row')
+    .filter({ has: page.getByRole('cell', { name: String(rollbackId), exact: true }) });
+  await expect(row).toContainText('rollback');
+  await expect(row.getByRole('cell', { name: 'success' })).toBeVisible();
+  await expect.poll(() => served(berth, host), { timeout: 30_000 }).toBe('v1');
+  const rollback = await get<{
+    reason: string;
+    status: string;
+    step: string | null;
+    rollback_of: number | null;
+  }>(berth, `/api/v1/applications/${id}/deployments/${rollbackId}`);
+  expect(rollback).toMatchObject({ reason: 'rollback', status: 'success' });
+  expect(rollback.rollback_of).not.toBeNull();
+  await expect(row.getByRole('cell', { name: rollback.step ?? '—', exact: true })).toBeVisible();
+
+  // A domain and a secret removed: gone from the page, after a reload, and from the API.
+  await page.getByRole('button', { name: 'Remove domain hello.test' }).click();
+  const domains = page.getByRole('region', { name: 'Domains' });
+  await expect(domains.getByText('hello.test')).toHaveCount(0);
+  await page.getByRole('button', { name: 'Remove secret MAIL_PASSWORD' }).click();
+  const secrets = page.getByRole('region', { name: 'Secrets' });
+  await expect(secrets.getByText('MAIL_PASSWORD', { exact: true })).toHaveCount(0);
+  await page.reload();
+  await expect(page.getByRole('heading', { name: /^hello/ })).toBeVisible();
+  await expect(domains.getByText('No domains')).toBeVisible();
+  await expect(secrets.getByText('APP_SECRET', { exact: true })).toBeVisible();
+  await expect(secrets.getByText('MAIL_PASSWORD', { exact: true })).toHaveCount(0);
+  const detail = await get<{ domains: Array<{ domain: string }>; secrets: Array<{ key: string }> }>(
+    berth,
+    `/api/v1/applications/${id}`,
+  );
+  expect(detail.domains).toEqual([]);
+  expect(detail.secrets.map((s) => s.key)).toEqual(['APP_SECRET']);
+
+  // The team's export, as a download: its databases and storages, credentials as placeholders.
+  await page.getByRole('link', { name: 'Apply' }).click();
+  const [download] = await Promise.all([
+    page.waitForEvent('download'),
+    page.getByRole('button', { name: /Export/ }).click(),
+  ]);
+  expect(download.suggestedFilename()).toBe('acme.yaml');
+  const exported = fs.readFileSync(await download.path(), 'utf8');
+  const teamExport = parse(exported) as {
+    metadata: { team: number | string };
+    spec: {
+      managed_databases: Array<{ name: string; password: string }>;
+      object_storage: Array<{ name: string; secret_key: string }>;
+    };
+  };
+  expect(teamExport.metadata.team).toBe(berth.owner.teamId);
+  expect(teamExport.spec.managed_databases).toContainEqual(
+    expect.objectContaining({ name: 'main-db', password: '${DB_MAIN_DB_PASSWORD}' }),
+  );
+  expect(teamExport.spec.object_storage).toContainEqual(
+    expect.objectContaining({ name: 'files', secret_key: '${STORAGE_FILES_SECRET_KEY}' }),
+  );
+  // The real credentials are nowhere in it.
+  const storage = await get<{ users: Array<{ secret_key: string }> }>(
+    berth,
+    '/api/v1/teams/acme/object-storage/files',
+  );
+  for (const user of storage.users) expect(exported).not.toContain(user.secret_key);
+  const databases = await get<Array<{ uuid: string; name: string }>>(
+    berth,
+    `/api/v1/teams/${berth.owner.teamId}/managed-databases`,
+  );
+  const mainDb = await get<{ connection: { users: Array<{ password: string | null }> } }>(
+    berth,
+    `/api/v1/managed-databases/${databases.find((d) => d.name === 'main-db')!.uuid}`,
+  );
+  const passwords = mainDb.connection.users.flatMap((u) => (u.password ? [u.password] : []));
+  expect(passwords.length).toBeGreaterThan(0);
+  for (const password of passwords) expect(exported).not.toContain(password);
 });
 
 test('changes and cancels a deletion date, and offers no control to set one', async ({ page, berth }) => {

@@ -13,6 +13,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { stringify } from 'yaml';
 import { loadConfig } from '../../src/config/index.js';
+import { MAINTENANCE_USER, maintenancePassword } from '../../src/drivers/databases/local/accounts.js';
 import { MANAGED_DATABASE_PLANS } from '../../src/domain/plans.js';
 import { runtimeTag } from '../../src/drivers/runtime/local/index.js';
 import { DEFAULT_NODE_MAJOR, ensureNodeRuntime } from '../../src/drivers/runtime/local/node-runtime.js';
@@ -81,6 +82,8 @@ async function main(): Promise<BrowserBerth> {
     BERTH_SMTP_URL: smtp.url,
     BERTH_RUNTIMES_DIR: runtimesDir,
     BERTH_SOURCES_ALLOW_PRIVATE: '127.0.0.1',
+    // A migration's source may be another managed database on loopback (databases.spec.ts).
+    BERTH_TOOLS_ALLOW_PRIVATE: '127.0.0.1',
     BERTH_HEALTH_INTERVAL: '1',
     BERTH_HEALTH_TIMEOUT: '1',
     BERTH_DRAIN_SECONDS: '1',
@@ -105,6 +108,13 @@ async function main(): Promise<BrowserBerth> {
     team: 'rival',
     role: 'owner',
   });
+  // Signs in too: a member of a team of acme's owner (to leave it), the only owner of their own.
+  const colleague = await ctx.identity.createUser({
+    email: 'colleague@example.com',
+    team: 'solo',
+    role: 'owner',
+  });
+  await ctx.services.accounts.forcePassword(colleague.user_id, PASSWORD);
 
   const apply = async (token: string, document: string | object, query = '') => {
     const response = await app.inject({
@@ -168,11 +178,50 @@ async function main(): Promise<BrowserBerth> {
   if (state !== 'running') throw new Error(`the managed database did not start: ${state}`);
   await apply(owner.api_token, database(PLANS[1]!, 'europe-2'), '?auto_deploy=false');
 
-  // The mails Berth sent, for the specs (sign-in links, invitations).
+  // Berth's own superuser on a managed database (what a team's admin is not): for a setting that
+  // waits for a restart, which maintenance then applies.
+  const maintenanceUrl = async (name: string): Promise<string> => {
+    const instance = await ctx.db
+      .selectFrom('managed_instances')
+      .innerJoin('managed_databases', 'managed_databases.id', 'managed_instances.managed_database_id')
+      .select(['managed_instances.port', 'managed_instances.data_dir'])
+      .where('managed_databases.name', '=', name)
+      .executeTakeFirstOrThrow();
+    const password = encodeURIComponent(maintenancePassword(instance.data_dir ?? ''));
+    return `postgres://${MAINTENANCE_USER}:${password}@127.0.0.1:${instance.port}/postgres`;
+  };
+  // The harness's controls for the specs: the mails Berth sent (sign-in links, invitations); a new
+  // version of the hello repository; a setting on a managed database that waits for a restart.
   const control = http.createServer((request, response) => {
-    const to = new URL(request.url ?? '/', 'http://x').searchParams.get('to') ?? '';
+    const url = new URL(request.url ?? '/', 'http://x');
+    const answer = async (): Promise<unknown> => {
+      if (url.pathname === '/commit') {
+        return { sha: repository.commit(nodeAppFiles(url.searchParams.get('version') ?? 'v2')) };
+      }
+      if (url.pathname === '/pending-restart') {
+        const client = new pg.Client({
+          connectionString: await maintenanceUrl(url.searchParams.get('database') ?? ''),
+        });
+        await client.connect();
+        try {
+          await client.query('ALTER SYSTEM SET max_wal_senders = 7');
+          await client.query('SELECT pg_reload_conf()');
+        } finally {
+          await client.end();
+        }
+        return { ok: true };
+      }
+      const to = url.searchParams.get('to') ?? '';
+      return smtp.to(to).map((m) => ({ subject: m.subject, text: m.text }));
+    };
     response.setHeader('content-type', 'application/json');
-    response.end(JSON.stringify(smtp.to(to).map((m) => ({ subject: m.subject, text: m.text }))));
+    answer().then(
+      (body) => response.end(JSON.stringify(body)),
+      (error: unknown) => {
+        response.statusCode = 500;
+        response.end(JSON.stringify({ error: String(error) }));
+      },
+    );
   });
   await new Promise<void>((resolve) => control.listen(0, '127.0.0.1', resolve));
   cleanups.push(() => new Promise((resolve) => control.close(resolve)));
@@ -183,11 +232,18 @@ async function main(): Promise<BrowserBerth> {
     control: `http://127.0.0.1:${(control.address() as AddressInfo).port}`,
     password: PASSWORD,
     owner: { email: 'owner@example.com', teamId: owner.team_id, token: owner.api_token },
+    colleague: { email: 'colleague@example.com', teamId: colleague.team_id, token: colleague.api_token },
+    edge: `http://127.0.0.1:${ctx.services.runtime.endpoints.http ?? 0}`,
     rivalAppId: rival.application_id,
     doomedAppId: doomed.application_id,
     // With a Redis service, so that the page shows a service's state and connection settings.
-    // With a Redis service, so that the page shows a service's state and connection settings.
-    helloDocument: appDocument('acme', 'hello', {}, { services: [{ name: 'cache', type: 'redis' }] }),
+    // And a domain, which the panel removes.
+    helloDocument: appDocument(
+      'acme',
+      'hello',
+      {},
+      { services: [{ name: 'cache', type: 'redis' }], domains: [{ domain: 'hello.test' }] },
+    ),
     plans: [PLANS[0]!, PLANS[1]!],
   };
 }

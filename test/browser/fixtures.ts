@@ -5,10 +5,17 @@ import { test as base, expect, type Page } from '@playwright/test';
 export interface BrowserBerth {
   dialect: 'sqlite' | 'postgres';
   url: string;
-  /** Loopback server of the harness: GET /mails?to=<address>. */
+  /**
+   * Loopback server of the harness: GET /mails?to=<address>; POST /commit?version=<v> (a new version of
+   * the hello repository); POST /pending-restart?database=<name> (a setting that waits for a restart).
+   */
   control: string;
   password: string;
   owner: { email: string; teamId: number; token: string };
+  /** Signs in with the same password; the only owner of the team solo. */
+  colleague: { email: string; teamId: number; token: string };
+  /** The edge proxy: the deployed applications answer here for their host names. */
+  edge: string;
   rivalAppId: number;
   doomedAppId: number;
   /** The Infrastructure document of the small Node.js application the specs apply. */

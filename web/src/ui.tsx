@@ -1,5 +1,5 @@
-// Shared pieces: error display (message and fields), busy buttons, empty states, typed confirmation,
-// secrets shown once, reveal-and-copy, dates.
+// Shared pieces: error display (message and fields), forms that stay in the page, busy buttons, empty
+// states, typed confirmation, secrets shown once, reveal-and-copy, dates.
 import type { ComponentChildren, JSX } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError } from './api';
@@ -75,6 +75,25 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[] = []) {
   return { data, error, reload: () => setTick((t) => t + 1) };
 }
 
+/** A form whose submission stays in the page: `onSubmit` runs instead of the browser's navigation. */
+export function Form({
+  onSubmit,
+  children,
+  ...rest
+}: Omit<JSX.FormHTMLAttributes<HTMLFormElement>, 'onSubmit'> & { onSubmit: () => unknown }) {
+  return (
+    <form
+      {...rest}
+      onSubmit={(e) => {
+        e.preventDefault();
+        void onSubmit();
+      }}
+    >
+      {children}
+    </form>
+  );
+}
+
 export function Busy({ label = 'Loading…' }: { label?: string }) {
   return (
     <p class="busy" role="status" aria-live="polite">
@@ -117,10 +136,9 @@ export function TypedConfirm(props: { name: string; action: string; onConfirm: (
     );
   }
   return (
-    <form
+    <Form
       class="confirm"
-      onSubmit={(e) => {
-        e.preventDefault();
+      onSubmit={() => {
         if (typed === props.name) void run();
       }}
     >
@@ -137,7 +155,7 @@ export function TypedConfirm(props: { name: string; action: string; onConfirm: (
         </Button>
       </div>
       <ErrorBox error={error} />
-    </form>
+    </Form>
   );
 }
 

@@ -3,7 +3,7 @@
 import { useState } from 'preact/hooks';
 import { api, type Credential, type IssuedCredential, type Session } from '../api';
 import { user } from '../state';
-import { Badge, Button, Empty, ErrorBox, ShownOnce, useAction, useLoad, when } from '../ui';
+import { Badge, Button, Empty, ErrorBox, Form, ShownOnce, useAction, useLoad, when } from '../ui';
 
 const KINDS = [
   {
@@ -72,13 +72,7 @@ function Credentials({ kind }: { kind: (typeof KINDS)[number] }) {
           ))}
         </ul>
       )}
-      <form
-        class="row"
-        onSubmit={(e) => {
-          e.preventDefault();
-          void create();
-        }}
-      >
+      <Form class="row" onSubmit={create}>
         <label>
           Name of the new {kind.one}
           <input value={name} maxLength={100} onInput={(e) => setName(e.currentTarget.value)} />
@@ -86,7 +80,7 @@ function Credentials({ kind }: { kind: (typeof KINDS)[number] }) {
         <button type="submit" disabled={creating}>
           Create {kind.one}
         </button>
-      </form>
+      </Form>
       <ErrorBox error={createError ?? revokeError} />
       {issued?.token && <ShownOnce label={`The new ${kind.one}`} value={issued.token} />}
       {issued?.password && (
@@ -153,13 +147,7 @@ function Password() {
   return (
     <section aria-labelledby="password-heading">
       <h2 id="password-heading">Password</h2>
-      <form
-        class="row"
-        onSubmit={(e) => {
-          e.preventDefault();
-          void save();
-        }}
-      >
+      <Form class="row" onSubmit={save}>
         <label>
           Current password (if you have one)
           <input
@@ -182,7 +170,7 @@ function Password() {
         <button type="submit" disabled={busy}>
           Set password
         </button>
-      </form>
+      </Form>
       {done && (
         <p role="status" class="ok">
           Password set; your other browsers were signed out.

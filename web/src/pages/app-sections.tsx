@@ -3,7 +3,7 @@
 // cancel, never set one).
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, type Deployment, type Schedule } from '../api';
-import { Badge, Button, Empty, ErrorBox, Secret, useAction, useLoad, when } from '../ui';
+import { Badge, Button, Empty, ErrorBox, Form, Secret, useAction, useLoad, when } from '../ui';
 
 /** A deployment's log: the stored lines, then (while it runs) new ones as the server sends them. */
 export function DeploymentLog({
@@ -116,13 +116,7 @@ export function ScheduleSection({ appId }: { appId: number }) {
               );
             })}
           </ul>
-          <form
-            class="row"
-            onSubmit={(e) => {
-              e.preventDefault();
-              void change();
-            }}
-          >
+          <Form class="row" onSubmit={change}>
             <label>
               New deletion date
               <input
@@ -138,7 +132,7 @@ export function ScheduleSection({ appId }: { appId: number }) {
             <Button kind="secondary" busy={cancelling} onClick={() => void cancel()}>
               Cancel deletion
             </Button>
-          </form>
+          </Form>
           <ErrorBox error={changeError ?? cancelError} />
         </>
       )}

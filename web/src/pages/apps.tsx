@@ -21,6 +21,7 @@ import {
   download,
   Empty,
   ErrorBox,
+  Form,
   TypedConfirm,
   useAction,
   useLoad,
@@ -357,13 +358,7 @@ export function AppPage({ id }: { id: number }) {
             </li>
           ))}
         </ul>
-        <form
-          class="row"
-          onSubmit={(e) => {
-            e.preventDefault();
-            void saveSecret();
-          }}
-        >
+        <Form class="row" onSubmit={saveSecret}>
           <label>
             Key
             <input
@@ -386,7 +381,7 @@ export function AppPage({ id }: { id: number }) {
           <button type="submit" disabled={savingSecret}>
             {savingSecret ? 'Saving…' : 'Set secret'}
           </button>
-        </form>
+        </Form>
         {secretSaved && (
           <p role="status" class="ok">
             Secret {secretSaved} saved. Deploy to start using it.

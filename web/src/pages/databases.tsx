@@ -5,7 +5,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { api, enc, type DatabaseDetail, type DatabaseSummary, type MigrationStatus, type Task } from '../api';
 import { navigate } from '../router';
 import { team } from '../state';
-import { Badge, Busy, Button, Empty, ErrorBox, Secret, useAction, useLoad } from '../ui';
+import { Badge, Busy, Button, Empty, ErrorBox, Form, Secret, useAction, useLoad } from '../ui';
 
 export function DatabasesPage() {
   const current = team.value;
@@ -81,6 +81,8 @@ function Operations({ db, reload }: { db: DatabaseDetail; reload: () => void }) 
   const [task, setTask] = useState<Task | null>(null);
   const [targetVersion, setTargetVersion] = useState('16');
   const [source, setSource] = useState('');
+  // The API's default for a migration: TLS to the source, required.
+  const [tls, setTls] = useState(true);
   const [migration, setMigration] = useState<MigrationStatus | null>(null);
   const [cloneName, setCloneName] = useState(`${db.name}-copy`);
   const [cloneTime, setCloneTime] = useState('');
@@ -97,7 +99,11 @@ function Operations({ db, reload }: { db: DatabaseDetail; reload: () => void }) 
         `${base}/tasks`,
         operation === 'upgrade_check'
           ? { operation, target_version: targetVersion }
-          : { operation, migration_check: { source_service_uri: source } },
+          : {
+              operation,
+              // With TLS (the default) the check also says whether the source offers it at all.
+              migration_check: { source_service_uri: source, ...(tls ? {} : { ssl: false }) },
+            },
       ),
     );
   });
@@ -106,7 +112,7 @@ function Operations({ db, reload }: { db: DatabaseDetail; reload: () => void }) 
     reload();
   });
   const [migrate, migrating, migrateError] = useAction(async () => {
-    await api.post(`${base}/migration`, { source_service_uri: source });
+    await api.post(`${base}/migration`, { source_service_uri: source, ssl: tls });
     setMigration(await api.get<MigrationStatus>(`${base}/migration-status`));
   });
   const [maintain, maintaining, maintainError] = useAction(async () => {
@@ -123,13 +129,7 @@ function Operations({ db, reload }: { db: DatabaseDetail; reload: () => void }) 
     <section aria-labelledby="ops-heading">
       <h2 id="ops-heading">Operations</h2>
       <h3>Clone</h3>
-      <form
-        class="row"
-        onSubmit={(e) => {
-          e.preventDefault();
-          void clone();
-        }}
-      >
+      <Form class="row" onSubmit={clone}>
         <label>
           Name of the clone
           <input
@@ -151,7 +151,7 @@ function Operations({ db, reload }: { db: DatabaseDetail; reload: () => void }) 
         <button type="submit" disabled={cloning}>
           {cloning ? 'Cloning…' : 'Clone'}
         </button>
-      </form>
+      </Form>
       <ErrorBox error={cloneError} />
 
       {db.type === 'pg' && (
@@ -165,7 +165,11 @@ function Operations({ db, reload }: { db: DatabaseDetail; reload: () => void }) 
             <Button kind="secondary" busy={checking} onClick={() => void check('upgrade_check')}>
               Check the upgrade
             </Button>
-            <Button busy={upgrading} disabled={task?.success !== true} onClick={() => void upgrade()}>
+            <Button
+              busy={upgrading}
+              disabled={task?.success !== true || !task.operation.endsWith('upgrade_check')}
+              onClick={() => void upgrade()}
+            >
               Upgrade
             </Button>
           </div>
@@ -183,6 +187,10 @@ function Operations({ db, reload }: { db: DatabaseDetail; reload: () => void }) 
             onInput={(e) => setSource(e.currentTarget.value)}
           />
         </label>
+        <label>
+          <input type="checkbox" checked={tls} onChange={(e) => setTls(e.currentTarget.checked)} /> TLS to the
+          source
+        </label>
         <Button
           kind="secondary"
           busy={checking}
@@ -197,7 +205,7 @@ function Operations({ db, reload }: { db: DatabaseDetail; reload: () => void }) 
       </div>
       <ErrorBox error={checkError ?? migrateError} />
       {task && (
-        <p role="status">
+        <p role="status" data-testid="task">
           Check {task.operation}:{' '}
           {task.success === null ? (
             <>
@@ -212,7 +220,7 @@ function Operations({ db, reload }: { db: DatabaseDetail; reload: () => void }) 
         </p>
       )}
       {migration && (
-        <div role="status">
+        <div role="status" data-testid="migration">
           Migration <Badge value={migration.status} /> {migration.error}
           <ul>
             {migration.databases.map((d) => (
@@ -229,7 +237,11 @@ function Operations({ db, reload }: { db: DatabaseDetail; reload: () => void }) 
         Run maintenance now
       </Button>
       {maintaining && <p role="status">Restarting with the pending updates…</p>}
-      {message && <p role="status">{message}</p>}
+      {message && (
+        <p role="status" data-testid="maintenance">
+          {message}
+        </p>
+      )}
       <ErrorBox error={maintainError} />
     </section>
   );

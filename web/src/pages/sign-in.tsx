@@ -3,7 +3,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { api, type SignedIn } from '../api';
 import { currentHash, navigate } from '../router';
 import { signedIn } from '../state';
-import { Busy, Button, ErrorBox, useAction } from '../ui';
+import { Busy, Button, ErrorBox, Form, useAction } from '../ui';
 
 export function SignInPage({ ended }: { ended: boolean }) {
   const [email, setEmail] = useState('');
@@ -26,12 +26,7 @@ export function SignInPage({ ended }: { ended: boolean }) {
     <main id="main" class="sign-in">
       <h1>Sign in to Berth</h1>
       {ended && <p class="notice">Your session has ended: sign in again.</p>}
-      <form
-        onSubmit={(e) => {
-          e.preventDefault();
-          void signIn();
-        }}
-      >
+      <Form onSubmit={signIn}>
         <label>
           E-mail
           <input
@@ -57,7 +52,7 @@ export function SignInPage({ ended }: { ended: boolean }) {
           {busy ? 'Signing in…' : 'Sign in'}
         </button>
         <ErrorBox error={error} />
-      </form>
+      </Form>
       <section aria-labelledby="link-heading">
         <h2 id="link-heading">No password?</h2>
         <p>We can e-mail you a link that signs you in once, within 15 minutes.</p>

@@ -4,7 +4,7 @@ import { useState } from 'preact/hooks';
 import { api, type Notification, type TeamDetail } from '../api';
 import { navigate } from '../router';
 import { chooseTeam, refreshUser, team, user } from '../state';
-import { Badge, Button, Empty, ErrorBox, useAction, useLoad, when } from '../ui';
+import { Badge, Button, Empty, ErrorBox, Form, useAction, useLoad, when } from '../ui';
 
 function NewTeam() {
   const [name, setName] = useState('');
@@ -17,13 +17,7 @@ function NewTeam() {
   return (
     <section aria-labelledby="new-team-heading">
       <h2 id="new-team-heading">Create a team</h2>
-      <form
-        class="row"
-        onSubmit={(e) => {
-          e.preventDefault();
-          void create();
-        }}
-      >
+      <Form class="row" onSubmit={create}>
         <label>
           Team name
           <input value={name} required onInput={(e) => setName(e.currentTarget.value)} />
@@ -31,7 +25,7 @@ function NewTeam() {
         <button type="submit" disabled={busy}>
           Create team
         </button>
-      </form>
+      </Form>
       <ErrorBox error={error} />
     </section>
   );
@@ -125,13 +119,7 @@ export function TeamPage() {
           </div>
           <ErrorBox error={changeError ?? removeError} />
           {owner ? (
-            <form
-              class="row"
-              onSubmit={(e) => {
-                e.preventDefault();
-                void invite();
-              }}
-            >
+            <Form class="row" onSubmit={invite}>
               <label>
                 Invite by e-mail
                 <input type="email" required value={email} onInput={(e) => setEmail(e.currentTarget.value)} />
@@ -146,7 +134,7 @@ export function TeamPage() {
               <button type="submit" disabled={inviting}>
                 Invite
               </button>
-            </form>
+            </Form>
           ) : (
             <p class="help">Only the team's owners invite and manage members.</p>
           )}

@@ -2,7 +2,7 @@
 // to a PDF or a screenshot, spending credits as the API does.
 import { useState } from 'preact/hooks';
 import { api, request, type Balance, type UsageEntry } from '../api';
-import { Button, Empty, ErrorBox, useAction, useLoad, when } from '../ui';
+import { Button, Empty, ErrorBox, Form, useAction, useLoad, when } from '../ui';
 
 function UsageChart({ entries }: { entries: UsageEntry[] }) {
   const days = new Map<string, number>();
@@ -85,12 +85,7 @@ export function ToolsPage() {
       <section aria-labelledby="try-heading">
         <h2 id="try-heading">Try it</h2>
         <p class="help">Each conversion spends one credit, as the API does.</p>
-        <form
-          onSubmit={(e) => {
-            e.preventDefault();
-            void run();
-          }}
-        >
+        <Form onSubmit={run}>
           <fieldset class="row">
             <legend>From</legend>
             <label>
@@ -147,7 +142,7 @@ export function ToolsPage() {
           <Button type="submit" busy={busy}>
             {busy ? 'Converting…' : 'Convert'}
           </Button>
-        </form>
+        </Form>
         <ErrorBox error={error} />
         {result && (
           <div role="status" class="result">
