@@ -59,8 +59,7 @@ function document(name: string, repositoryUrl: string, withEverything: boolean):
               {
                 name: 'files',
                 type: 'sftp',
-                settings: { username: 'uploader' },
-                password: SFTP_PASSWORD,
+                settings: { username: 'uploader', password: SFTP_PASSWORD },
               },
             ],
           }
