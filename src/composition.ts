@@ -308,9 +308,11 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
   const applicationCleanups: ApplicationCleanup[] = [
     async (app) => {
       deployments().cancelInFlight(app.id, 'the application is being deleted');
-      await runtimeDriver().remove(app.id);
-      // Its services' servers and data go with it (their rows go with the application's).
+      await runtimeDriver().stop(app.id);
+      // Its services' servers and data go with it (their rows go with the application's), before the
+      // runtime removes the application's OS account, which an sftp server runs as.
       await appServices().removeApplication(app.id);
+      await runtimeDriver().remove(app.id);
     },
   ];
   // The /1.3 operations' requests and jobs. The managed-database service is reached when used, not when

@@ -277,11 +277,11 @@ export function createAppServicesService(deps: AppServicesDeps) {
     });
   }
 
-  /** The secret settings of a service, opened (sftp: `password`). */
+  /** The secret settings of a service, opened: apply seals the one there is, sftp's `password`. */
   const secretsOf = (service: ServiceRow): Record<string, string> =>
     service.secret_settings === null
       ? {}
-      : (JSON.parse(deps.secretBox.decrypt(service.secret_settings)) as Record<string, string>);
+      : { password: deps.secretBox.decrypt(service.secret_settings) };
 
   /**
    * Who the application connects as: the generated account, except for an sftp service whose document
