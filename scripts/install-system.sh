@@ -4,7 +4,8 @@
 # (managed databases, and the test store), lz4 and tar (base backups and clones), qpdf and poppler-utils
 # (test oracles for PDFs).
 # Application runtime: git (sources), bubblewrap (sandbox), nginx-light and PHP 8.2 FPM with common
-# extensions (laravel and wordpress), Debian's wordpress with a default theme (a wordpress application
+# extensions (laravel and wordpress; php8.2-amqp for queues on a rabbitmq service), Debian's wordpress
+# with a default theme (a wordpress application
 # without a repository).
 # Edge: haproxy (BERTH_EDGE_PROXY=haproxy; Berth starts its own process, never the system service).
 # Application services: rabbitmq-server (a `rabbitmq` service: Berth starts one node per service with
@@ -19,7 +20,7 @@ PACKAGES=(
   lz4 tar
   util-linux
   git nginx-light php8.2-fpm php8.2-cli php8.2-mysql php8.2-pgsql php8.2-sqlite3 php8.2-mbstring
-  php8.2-xml php8.2-curl php8.2-intl php8.2-gd php8.2-zip php8.2-bcmath php8.2-redis
+  php8.2-xml php8.2-curl php8.2-intl php8.2-gd php8.2-zip php8.2-bcmath php8.2-redis php8.2-amqp
   wordpress wordpress-theme-twentytwentythree
   haproxy
   rabbitmq-server

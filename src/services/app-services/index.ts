@@ -248,7 +248,12 @@ export function createAppServicesService(deps: AppServicesDeps) {
     return locked(key, async () => {
       const instance = await instanceFor(service);
       try {
-        const runtime = await runner.provision(await specOf(service, instance, runner));
+        const spec = await specOf(service, instance, runner);
+        let runtime = await runner.provision(spec);
+        // A changed memory is applied by a restart (the database driver's provision does that itself).
+        const sizing = `${spec.memoryMiB}MiB`;
+        if (!engineOfService(service.type) && instance.applied_sizing && instance.applied_sizing !== sizing)
+          runtime = await runner.restart(spec);
         await repo.updateInstance(key, {
           ...runningAt(runtime, memoryOf(service), deps.secretBox),
           updated_at: now(),
@@ -279,9 +284,7 @@ export function createAppServicesService(deps: AppServicesDeps) {
 
   /** The secret settings of a service, opened: apply seals the one there is, sftp's `password`. */
   const secretsOf = (service: ServiceRow): Record<string, string> =>
-    service.secret_settings === null
-      ? {}
-      : { password: deps.secretBox.decrypt(service.secret_settings) };
+    service.secret_settings === null ? {} : { password: deps.secretBox.decrypt(service.secret_settings) };
 
   /**
    * Who the application connects as: the generated account, except for an sftp service whose document
