@@ -49,6 +49,7 @@ import { createSpecBuilder } from './services/applications/spec.js';
 import { createChromeRunner } from './drivers/services/chrome.js';
 import { createGotenbergRunner } from './drivers/services/gotenberg.js';
 import { createRabbitmqRunner } from './drivers/services/rabbitmq.js';
+import { createMinioRunner } from './services/app-services/minio.js';
 import { createSftpRunner } from './drivers/services/sftp.js';
 import type { ServiceRunner } from './drivers/services/types.js';
 import { createAppServicesService, type AppServicesService } from './services/app-services/index.js';
@@ -205,6 +206,13 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
       },
       health: () => tools().health(),
     }),
+    // A private bucket on Berth's own S3 endpoint, on the object storage service (made when first used).
+    createMinioRunner({
+      db: ctx.db,
+      clock: ctx.clock,
+      logger: ctx.logger,
+      objectStorage: () => objectStorage(),
+    }),
   ]);
   const appServices = once(() => {
     const service = createAppServicesService({
@@ -296,14 +304,17 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
     if (made) ctx.onClose(() => made.close());
     return made;
   });
-  const objectStorage = once(() =>
-    createObjectStorageService({
+  const objectStorage = once(() => {
+    const service = createObjectStorageService({
       db: ctx.db,
       clock: ctx.clock,
       driver: objectStorageDriver(),
       listen: { host: config.host, port: config.s3Port },
-    }),
-  );
+    });
+    // The endpoint a minio service started (where Berth's start did not serve it) stops with Berth.
+    ctx.onClose(() => service.close());
+    return service;
+  });
   // What runs for an application stops and goes before its rows do.
   const applicationCleanups: ApplicationCleanup[] = [
     async (app) => {

@@ -17,6 +17,7 @@ import * as m019 from './019_runtime.js';
 import * as m020 from './020_accounts.js';
 import * as m021 from './021_app_services.js';
 import * as m022 from './022_service_instances.js';
+import * as m023 from './023_app_object_storage.js';
 
 type DialectMigration = { up(db: Kysely<unknown>, dialect: Dialect): Promise<void> };
 
@@ -37,6 +38,7 @@ const MIGRATIONS: Record<string, DialectMigration> = {
   '020_accounts': m020,
   '021_app_services': m021,
   '022_service_instances': m022,
+  '023_app_object_storage': m023,
 };
 
 export async function migrateToLatest(db: Kysely<unknown>, dialect: Dialect): Promise<void> {

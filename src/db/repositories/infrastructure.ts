@@ -400,11 +400,19 @@ export function createInfrastructureRepository(db: Db) {
               .select((eb) => eb.fn.countAll().as('n'))
               .where('applications.team_id', '=', teamId)
               .executeTakeFirst()
-          : await db
-              .selectFrom(kind)
-              .select((eb) => eb.fn.countAll().as('n'))
-              .where('team_id', '=', teamId)
-              .executeTakeFirst();
+          : kind === 'object_storages'
+            ? await db
+                .selectFrom('object_storages')
+                .select((eb) => eb.fn.countAll().as('n'))
+                .where('team_id', '=', teamId)
+                // An application's private storage (its minio service) is not one of the team's.
+                .where('application_id', 'is', null)
+                .executeTakeFirst()
+            : await db
+                .selectFrom(kind)
+                .select((eb) => eb.fn.countAll().as('n'))
+                .where('team_id', '=', teamId)
+                .executeTakeFirst();
       return Number(row?.n ?? 0);
     },
 
@@ -458,7 +466,12 @@ export function createInfrastructureRepository(db: Db) {
     objectStorages: (teamId: number, names?: string[], dialect?: Dialect): Promise<ObjectStorageRow[]> => {
       if (names?.length === 0) return Promise.resolve([]);
       const build = () => {
-        let query = db.selectFrom('object_storages').selectAll().where('team_id', '=', teamId);
+        let query = db
+          .selectFrom('object_storages')
+          .selectAll()
+          .where('team_id', '=', teamId)
+          // Applications' private storages (minio services) are theirs, not the team's.
+          .where('application_id', 'is', null);
         if (names) query = query.where('name', 'in', names);
         return query.orderBy('id');
       };

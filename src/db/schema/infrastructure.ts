@@ -1,6 +1,6 @@
 // Tables behind the Infrastructure document: applications and what hangs off them, and a team's
 // managed databases and object storage. JSON columns are text holding JSON.
-import type { Generated } from 'kysely';
+import type { ColumnType, Generated } from 'kysely';
 
 import type { ApplicationType } from '../../domain/applications.js';
 import type { ApplicationStatus, DeploymentStatus, DeploymentStep } from '../../domain/deployments.js';
@@ -201,6 +201,11 @@ export interface ObjectStoragesTable {
   state: string;
   state_reason: string | null;
   pending_zone: string | null;
+  /**
+   * Set on an application's private storage (its `minio` service, migration 023): never one of the
+   * team's object storages (lists, exports, apply and quotas leave it out). Null for the team's own.
+   */
+  application_id: ColumnType<number | null, number | null | undefined, number | null>;
   created_at: string;
   updated_at: string;
 }

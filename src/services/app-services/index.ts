@@ -291,6 +291,14 @@ export function createAppServicesService(deps: AppServicesDeps) {
    * names its own `settings.username` and `password` (the login people use too).
    */
   function credentialsOf(service: ServiceRow, instance: ServiceInstanceRow) {
+    // minio: the access key of its bucket (the S3 endpoint makes it; the runner hands it in `extra`).
+    if (service.type === 'minio') {
+      const extra = parse(instance.extra && deps.secretBox.decrypt(instance.extra));
+      return {
+        username: typeof extra.accessKeyId === 'string' ? extra.accessKeyId : '',
+        password: typeof extra.secretKey === 'string' ? extra.secretKey : '',
+      };
+    }
     const username = settingsOf(service).username;
     const password = secretsOf(service).password;
     return {

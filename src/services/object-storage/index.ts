@@ -40,6 +40,7 @@ function provisionHandler(deps: ObjectStorageDeps): Record<'object_storage.provi
       .selectFrom('object_storages')
       .selectAll()
       .where('uuid', '=', uuid)
+      .where('application_id', 'is', null) // an application's minio service provisions its own
       .executeTakeFirst();
     if (!row) return; // deleted since the job was queued
     try {
@@ -103,6 +104,7 @@ async function applyPendingChange(
       .selectFrom('object_storages')
       .select(['id', 'uuid', 'name', 'zone', 'pending_zone'])
       .where('team_id', '=', team.id)
+      .where('application_id', 'is', null)
       .where((eb) => eb.or([eb('uuid', '=', ref), eb('name', '=', ref)]))
       .executeTakeFirst();
     if (!row) throw new AppError('not_found', `Object storage '${ref}' not found`);
@@ -141,6 +143,7 @@ async function remove(
     .selectFrom('object_storages')
     .select(['id', 'uuid', 'name'])
     .where('team_id', '=', team.id)
+    .where('application_id', 'is', null) // an application's minio service goes with its application
     .where((eb) => eb.or([eb('uuid', '=', ref), eb('name', '=', ref)]))
     .executeTakeFirst();
   if (!row) throw new AppError('not_found', `Object storage '${ref}' not found`);
@@ -172,6 +175,8 @@ async function view(
     .selectFrom('object_storages')
     .selectAll()
     .where('team_id', '=', team.id)
+    // Applications' private storages (their minio services) are not the team's to see.
+    .where('application_id', 'is', null)
     .orderBy('name');
   if (ref !== undefined) query = query.where((eb) => eb.or([eb('uuid', '=', ref), eb('name', '=', ref)]));
   const rows = await query.execute();
@@ -202,20 +207,69 @@ async function view(
   );
 }
 
-/** Starts what the driver serves here (the local S3 endpoint); undefined where it serves none. */
-function serve(deps: ObjectStorageDeps): Promise<ServedEndpoint | undefined> {
-  return deps.driver.serve(deps.listen);
-}
-
 export function createObjectStorageService(deps: ObjectStorageDeps) {
+  /** The endpoints this process serves and has not closed, oldest first. */
+  const open = new Set<ServedEndpoint>();
+  /** The one ensureServed started (closed by close()), and its start while under way. */
+  let ensured: ServedEndpoint | undefined;
+  let ensuring: Promise<ServedEndpoint | undefined> | undefined;
+  /** The driver's provider serves its endpoint: nothing to start here. */
+  let servesNothing = false;
+
+  /** Starts what the driver serves here (the local S3 endpoint); undefined where it serves none. */
+  async function serve(): Promise<ServedEndpoint | undefined> {
+    const served = await deps.driver.serve(deps.listen);
+    if (!served) {
+      servesNothing = true;
+      return undefined;
+    }
+    let closing: Promise<void> | undefined;
+    const tracked: ServedEndpoint = {
+      port: served.port,
+      url: served.url,
+      close: () => {
+        open.delete(tracked);
+        if (ensured === tracked) ensured = undefined;
+        closing ??= served.close();
+        return closing;
+      },
+    };
+    open.add(tracked);
+    return tracked;
+  }
+  const current = (): ServedEndpoint | undefined => open.values().next().value;
+
   return {
     /** The driver BERTH_OBJECT_STORAGE_DRIVER names. */
     driver: deps.driver,
     /** Starts what the object-storage driver serves here (the lifecycle). */
-    serve: () => serve(deps),
+    serve,
+    /**
+     * The endpoint this process serves (Berth's start serves it), started when none is: an
+     * application's `minio` service needs it. Undefined where the driver's provider serves it.
+     */
+    async ensureServed(): Promise<ServedEndpoint | undefined> {
+      const served = current();
+      if (served || servesNothing) return served;
+      ensuring ??= serve()
+        .then((made) => (ensured = made))
+        .finally(() => {
+          ensuring = undefined;
+        });
+      return ensuring;
+    },
+    /** The endpoint this process serves now, or undefined (none yet, or the provider serves it). */
+    served: (): ServedEndpoint | undefined => current(),
+    /** Whether the driver's provider serves the endpoint (then nothing is started here). */
+    servesNothing: (): boolean => servesNothing,
+    /** Closes the endpoint ensureServed started (the lifecycle closes its own). */
+    async close(): Promise<void> {
+      await ensuring?.catch(() => undefined);
+      await ensured?.close();
+    },
     /** The same where an endpoint must be served (tests, benchmarks, the S3 compatibility run). */
     async serveEndpoint(): Promise<ServedEndpoint> {
-      const served = await serve(deps);
+      const served = await serve();
       if (!served) throw new Error(`the ${deps.driver.name} object-storage driver serves no endpoint here`);
       return served;
     },

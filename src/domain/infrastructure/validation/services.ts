@@ -9,16 +9,27 @@ import {
   type ServiceType,
 } from '../document.js';
 import { Checker, checkUnique, entryLabel, entryPath, repr, versionText } from './checker.js';
-import { ENV_NAME, type Obj, RESOURCE_NAME, RESOURCE_NAME_TEXT, SIZE_GI, SIZE_MI_GI } from './rules.js';
+import {
+  BUCKET,
+  ENV_NAME,
+  type Obj,
+  RESOURCE_NAME,
+  RESOURCE_NAME_TEXT,
+  SIZE_GI,
+  SIZE_MI_GI,
+} from './rules.js';
 
-/** Settings each service type takes (spec: database for databases, extensions for postgresql, sftp credentials). */
+/**
+ * Settings each service type takes (spec: database for databases, extensions for postgresql, sftp
+ * credentials; minio: the bucket's name, docs/services.md).
+ */
 export const SERVICE_SETTINGS: Readonly<Record<ServiceType, readonly string[]>> = {
   mysql: ['database'],
   postgresql: ['database', 'extensions'],
   redis: [],
   valkey: [],
   rabbitmq: [],
-  minio: [],
+  minio: ['bucket'],
   sftp: ['username', 'password'],
   worker: [],
 };
@@ -109,6 +120,17 @@ export function validateServices(c: Checker, spec: Obj): DesiredService[] {
           )
         : undefined;
       if (extensions !== undefined) settings.extensions = extensions;
+      const bucket = allowed.includes('bucket')
+        ? c.pattern(
+            rawSettings,
+            'bucket',
+            p,
+            l,
+            BUCKET,
+            'a bucket name (3-63 lower-case letters, digits, "." and "-")',
+          )
+        : undefined;
+      if (bucket !== undefined) settings.bucket = bucket;
       if (type === 'sftp') {
         const username = c.pattern(
           rawSettings,
