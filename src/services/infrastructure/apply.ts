@@ -472,8 +472,9 @@ export function createApplyService(deps: InfrastructureDeps) {
             op.password === null ? null : seal(op.password),
             at,
           );
-          // Provisioned by a job of this transaction: it runs once the document is stored.
-          if (engineOfService(op.values.type)) {
+          // Provisioned by a job of this transaction: it runs once the document is stored (a worker is
+          // a process of the application: its deployment starts it).
+          if (op.values.type !== 'worker') {
             await enqueue(trx, 'app_service.provision', { applicationId: requireApp() }, { now });
           }
           break;
@@ -487,6 +488,7 @@ export function createApplyService(deps: InfrastructureDeps) {
           break;
         case 'container_service.create':
           await repo.insertContainerService(requireApp(), op.values, at);
+          await enqueue(trx, 'app_service.provision', { applicationId: requireApp() }, { now });
           break;
         case 'container_service.update':
           await repo.updateContainerService(op.id, op.values, at);
