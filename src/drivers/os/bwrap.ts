@@ -23,3 +23,21 @@ export const PRIVATE_KERNEL_MOUNTS: readonly string[] = [
   '--tmpfs',
   '/tmp',
 ];
+
+/**
+ * bubblewrap's namespaces and limits for untrusted code (the network stays the host's: applications
+ * listen on loopback): its own user (no nested ones), PID, IPC and UTS namespaces, a new session, no
+ * capabilities, and it dies with Berth.
+ */
+export const ISOLATION_ARGS: readonly string[] = [
+  '--unshare-user',
+  '--disable-userns',
+  '--unshare-pid',
+  '--unshare-ipc',
+  '--unshare-uts',
+  '--unshare-cgroup-try',
+  '--die-with-parent',
+  '--new-session',
+  '--cap-drop',
+  'ALL',
+];

@@ -20,7 +20,7 @@ import path from 'node:path';
 import readline from 'node:readline';
 import type { Logger } from 'pino';
 import ssh2 from 'ssh2';
-import { BWRAP_PATH, readOnlySystemArgs } from '../os/bwrap.js';
+import { BWRAP_PATH, ISOLATION_ARGS, readOnlySystemArgs } from '../os/bwrap.js';
 import { isRoot } from '../os/users.js';
 import { SFTP_SERVER_SOURCE } from './sftp-server-source.js';
 import type { ServiceRef, ServiceRunner, ServiceRuntime, ServiceSpec } from './types.js';
@@ -155,16 +155,7 @@ export function createSftpRunner(deps: { dataDir: string; logger: Logger }): Ser
     const node = nodeBinds.length > 0 ? JAIL_NODE : process.execPath;
     const bwrap = [
       BWRAP_PATH,
-      '--unshare-user',
-      '--disable-userns',
-      '--unshare-pid',
-      '--unshare-ipc',
-      '--unshare-uts',
-      '--unshare-cgroup-try',
-      '--die-with-parent',
-      '--new-session',
-      '--cap-drop',
-      'ALL',
+      ...ISOLATION_ARGS,
       '--clearenv',
       ...readOnlySystemArgs(),
       '--dev',

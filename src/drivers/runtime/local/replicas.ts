@@ -9,12 +9,15 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { AppSpec, InstanceState, InstanceStatus, RuntimeEvent } from '../driver.js';
 import { freePort } from '../../net/ports.js';
 import { AppLogs } from './logs.js';
-import { exitReason, launch, RUN_MOUNT, type LaunchContext, type Launched } from './processes.js';
+import {
+  exitReason,
+  launch,
+  RestartBackoff,
+  RUN_MOUNT,
+  type LaunchContext,
+  type Launched,
+} from './processes.js';
 
-const BACKOFF_START_MS = 1000;
-const BACKOFF_CAP_MS = 30_000;
-/** A replica that ran this long without trouble starts its backoff over. */
-const STABLE_MS = 60_000;
 /** How often readiness is polled while a replica starts. */
 const READY_POLL_MS = 100;
 
@@ -88,7 +91,7 @@ export class Replica {
   private launches = 0;
   private stopping = false;
   private failures = 0;
-  private backoffMs = BACKOFF_START_MS;
+  private readonly backoff = new RestartBackoff();
   private liveness: NodeJS.Timeout | undefined;
   private restartTimer: NodeJS.Timeout | undefined;
   /** Why the process last ended by itself. */
@@ -185,9 +188,7 @@ export class Replica {
     this.port = null;
     void this.deps.onChange();
     const ranMs = this.startedAt ? Date.now() - this.startedAt.getTime() : 0;
-    if (ranMs >= STABLE_MS) this.backoffMs = BACKOFF_START_MS;
-    const delay = this.backoffMs;
-    this.backoffMs = Math.min(BACKOFF_CAP_MS, this.backoffMs * 2);
+    const delay = this.backoff.next(ranMs);
     this.deps.logs.add(this.name, 'system', `${reason}; restarting in ${delay / 1000} s`);
     this.deps.onEvent({
       appId: this.app.id,

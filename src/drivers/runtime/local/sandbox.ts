@@ -33,7 +33,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Writable, type Readable } from 'node:stream';
-import { BWRAP_PATH, PRIVATE_KERNEL_MOUNTS, readOnlySystemArgs } from '../../os/bwrap.js';
+import { BWRAP_PATH, ISOLATION_ARGS, PRIVATE_KERNEL_MOUNTS, readOnlySystemArgs } from '../../os/bwrap.js';
 import {
   ensureSystemAccount,
   forgetSystemAccount,
@@ -193,16 +193,7 @@ export function sandboxCommandLine(spec: SandboxSpec): string[] {
     BWRAP_PATH,
     '--args',
     String(ARGS_FD),
-    '--unshare-user',
-    '--disable-userns',
-    '--unshare-pid',
-    '--unshare-ipc',
-    '--unshare-uts',
-    '--unshare-cgroup-try',
-    '--die-with-parent',
-    '--new-session',
-    '--cap-drop',
-    'ALL',
+    ...ISOLATION_ARGS,
     ...readOnlySystemArgs(),
     ...ETC_ENTRIES.flatMap((entry) => ['--ro-bind-try', entry, entry]),
     '--ro-bind-data',

@@ -5,12 +5,14 @@
 // the old ones get SIGTERM then (a queue worker finishes its job), SIGKILL after the drain time.
 import type { AppSpec, InstanceState, InstanceStatus, RuntimeEvent } from '../driver.js';
 import { AppLogs } from './logs.js';
-import { baseEnv, exitReason, launch, type LaunchContext, type Launched } from './processes.js';
-
-const BACKOFF_START_MS = 1000;
-const BACKOFF_CAP_MS = 30_000;
-/** A worker that ran this long without exiting starts its backoff over. */
-const STABLE_MS = 60_000;
+import {
+  baseEnv,
+  exitReason,
+  launch,
+  RestartBackoff,
+  type LaunchContext,
+  type Launched,
+} from './processes.js';
 
 export interface WorkerDeps {
   context: LaunchContext;
@@ -28,7 +30,7 @@ export class Worker {
   private ended: Promise<void> = Promise.resolve();
   private launches = 0;
   private stopping = false;
-  private backoffMs = BACKOFF_START_MS;
+  private readonly backoff = new RestartBackoff();
   private restartTimer: NodeJS.Timeout | undefined;
 
   /** `name` is the instance's: `worker-<service>`. */
@@ -81,9 +83,7 @@ export class Worker {
     if (this.stopping) return;
     this.state = 'crashed';
     const ranMs = this.startedAt ? Date.now() - this.startedAt.getTime() : 0;
-    if (ranMs >= STABLE_MS) this.backoffMs = BACKOFF_START_MS;
-    const delay = this.backoffMs;
-    this.backoffMs = Math.min(BACKOFF_CAP_MS, this.backoffMs * 2);
+    const delay = this.backoff.next(ranMs);
     this.deps.logs.add(this.name, 'system', `${reason}; restarting in ${delay / 1000} s`);
     this.deps.onEvent({
       appId: this.app.id,
