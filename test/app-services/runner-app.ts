@@ -1,5 +1,5 @@
-// A Node.js application that uses the services that are not databases through nothing but the
-// environment Berth injects: a chrome-headless service over the DevTools protocol (`ws`, copied from
+// A Node.js application that uses its services through nothing but the environment Berth injects: a
+// postgresql service with an extension (`pg`, copied like `ws`), a chrome-headless service over the DevTools protocol (`ws`, copied from
 // Berth's node_modules into the repository) with BROWSER_WS_ENDPOINT, a gotenberg service with
 // GOTENBERG_URL and fetch, the files an sftp service wrote to its volume, and a worker service that
 // says it runs in the volume.
@@ -9,6 +9,21 @@ export const RUNNER_SERVER_JS = `
 const http = require('node:http');
 const fs = require('node:fs');
 const WebSocket = require('ws');
+const { Client } = require('pg');
+
+/** citext, from the service's settings.extensions, makes an upper-cased lookup find the row. */
+async function citext(value) {
+  const client = new Client({ connectionString: process.env.DATABASE_URL });
+  await client.connect();
+  try {
+    await client.query('CREATE TABLE IF NOT EXISTS tags (name citext PRIMARY KEY)');
+    await client.query('INSERT INTO tags (name) VALUES ($1) ON CONFLICT DO NOTHING', [value]);
+    const found = await client.query('SELECT name FROM tags WHERE name = $1', [value.toUpperCase()]);
+    return { found: found.rows.length > 0 ? found.rows[0].name : null };
+  } finally {
+    await client.end();
+  }
+}
 
 /** The title of \`url\` as the chrome-headless service renders it, over its browser endpoint. */
 async function renderTitle(endpoint, url) {
@@ -62,6 +77,7 @@ http.createServer((req, res) => {
     return renderTitle(process.env.BROWSER_WS_ENDPOINT, 'http://127.0.0.1:' + process.env.PORT + '/page').then((title) => reply({ title }), fail);
   }
   if (url.pathname === '/gotenberg') return convert().then(reply, fail);
+  if (url.pathname === '/pg') return citext(url.searchParams.get('value') || 'x').then(reply, fail);
   if (url.pathname === '/file') {
     const name = url.searchParams.get('name') || '';
     if (!/^[a-z0-9.]+$/.test(name)) { res.statusCode = 400; return res.end('bad name'); }
@@ -86,6 +102,7 @@ process.on('SIGTERM', () => process.exit(0));
 export function runnerAppFiles(): Record<string, string> {
   return {
     ...packageFiles('ws'),
+    ...packageFiles('pg'),
     'server.js': RUNNER_SERVER_JS,
     'worker.js': RUNNER_WORKER_JS,
     'package.json': JSON.stringify({

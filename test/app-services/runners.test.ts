@@ -1,6 +1,7 @@
-// Application services that are not database engines, on a real Berth (issue 15): a nodejs
-// application with a chrome-headless container service renders its own page over the DevTools
-// protocol, an sftp service writes into the application's volume, a worker service runs in the
+// Application services on runners, on a real Berth (issue 15): a nodejs application with a
+// postgresql service with an extension, a chrome-headless container service that renders its own page
+// over the DevTools protocol, a gotenberg container service that converts HTML as a Gotenberg client
+// asks, an sftp service writes into the application's volume, a worker service runs in the
 // release's sandbox and comes back when killed, and a meilisearch container service is accepted and
 // reported unavailable with its reason (apply's change line, the services API, the deployment log).
 // Another application's credentials open none of them; a restart of Berth brings them back.
@@ -55,6 +56,7 @@ function document(name: string, repositoryUrl: string, withEverything: boolean):
       ...(withEverything
         ? {
             services: [
+              { name: 'db', type: 'postgresql', memory: '128Mi', settings: { extensions: ['citext'] } },
               { name: 'jobs', type: 'worker', command: 'node worker.js' },
               {
                 name: 'files',
@@ -66,7 +68,12 @@ function document(name: string, repositoryUrl: string, withEverything: boolean):
         : {}),
       container_services: [
         { name: 'browser', type: 'chrome-headless', memory: '512Mi' },
-        ...(withEverything ? [{ name: 'search', type: 'meilisearch' }] : []),
+        ...(withEverything
+          ? [
+              { name: 'pdf', type: 'gotenberg' },
+              { name: 'search', type: 'meilisearch' },
+            ]
+          : []),
       ],
     },
   });
@@ -165,6 +172,25 @@ describe.each(DIALECTS.slice(0, 1))('application services on runners (%s)', (dia
     const rows = await h.t.ctx.db.selectFrom('app_service_instances').selectAll().execute();
     expect(JSON.stringify(rows)).not.toContain(token);
   }, 60_000);
+
+  it('uses its postgresql service with the extension the document asked for', async () => {
+    const answer = await edgeRequest(h.edgePort, 'tools.test', '/pg?value=berth');
+    expect(answer.status, answer.body).toBe(200);
+    expect(JSON.parse(answer.body)).toEqual({ found: 'berth' });
+  }, 60_000);
+
+  it('converts HTML to PDF through its gotenberg service as a Gotenberg client would, with only GOTENBERG_URL', async () => {
+    const balance = async () =>
+      (
+        await h.t.app.inject({ method: 'GET', url: '/api/v1/user/tools/balance', headers: h.t.auth.platform })
+      ).json<unknown>();
+    const before = await balance();
+    const answer = await edgeRequest(h.edgePort, 'tools.test', '/gotenberg');
+    expect(answer.status, answer.body).toBe(200);
+    expect(JSON.parse(answer.body)).toMatchObject({ status: 200, type: 'application/pdf', magic: '%PDF-' });
+    // No credit was spent: the service is the application's, not the tools API.
+    expect(await balance()).toEqual(before);
+  }, 90_000);
 
   it('lets an SFTP client log in with the document’s username and password and write into the volume the application reads', async () => {
     const sftpEnv = await environment(appId, 'files');
