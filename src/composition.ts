@@ -86,7 +86,7 @@ export interface Services {
   readonly deployments: DeploymentService;
   /** The platform API's use cases on running applications. */
   readonly applications: RuntimeService;
-  /** Applications' services on the managed-database engines: provisioning, supervision, environment. */
+  /** Applications' services and container services: provisioning, supervision, environment. */
   readonly appServices: AppServicesService;
   /** What runs the service types that are not database engines (one of each, shared). */
   readonly serviceRunners: ServiceRunner[];
