@@ -144,6 +144,8 @@ export function ScheduleSection({ appId }: { appId: number }) {
 interface ServiceState {
   id: number;
   name: string;
+  /** `service` or `container` (their ids overlap: the name is what identifies one). */
+  kind: string;
   type: string;
   version: string | null;
   status: string;
@@ -175,7 +177,12 @@ export function ServicesSection({ appId }: { appId: number }) {
         <Empty>No services: add them under spec.services in the document (a database, Redis…).</Empty>
       )}
       {services.data?.map((service) => (
-        <ServiceRow key={service.id} appId={appId} service={service} onChange={services.reload} />
+        <ServiceRow
+          key={`${service.kind}-${service.id}`}
+          appId={appId}
+          service={service}
+          onChange={services.reload}
+        />
       ))}
     </section>
   );
@@ -190,7 +197,7 @@ function ServiceRow({
   service: ServiceState;
   onChange: () => void;
 }) {
-  const base = `/api/v1/applications/${appId}/services/${service.id}`;
+  const base = `/api/v1/applications/${appId}/services/${encodeURIComponent(service.name)}`;
   const [formats, setFormats] = useState<Array<{ name: string; value: string }> | null>(null);
   const [show, showBusy, showError] = useAction(async () => {
     setFormats(
