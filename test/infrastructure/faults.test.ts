@@ -82,10 +82,10 @@ describe.each(DIALECTS)('apply is all or nothing (%s)', (dialect) => {
 
   it('a fault at any write of a creating apply stores nothing', async () => {
     const writes = await everyWriteFails(fullDocument(t.user.team_id, 'faulty'));
-    // application, domain, secret, volume, 2 services + the provisioning job of the one a database
-    // engine runs, container service, database + job, storage + job, deployment (older ones
-    // cancelled, the new one, its job).
-    expect(writes).toBe(15);
+    // application, domain, secret, volume, 2 services + the provisioning job of the one that is not a
+    // worker, container service + its provisioning job, database + job, storage + job, deployment
+    // (older ones cancelled, the new one, its job).
+    expect(writes).toBe(16);
   });
 
   it('a fault at any write of an updating apply changes nothing', async () => {

@@ -74,3 +74,15 @@ export function ensureSystemAccount(name: string): SystemAccount {
 export function forgetSystemAccount(name: string): void {
   known.delete(name);
 }
+
+/**
+ * Deletes one of Berth's accounts and its group, and forgets it; nothing happens when it is missing.
+ * Call it once nothing runs as it (userdel refuses a user that runs something) and its files are gone:
+ * a later account may receive the same uid.
+ */
+export function removeSystemAccount(name: string): void {
+  if (!ACCOUNT_NAME.test(name)) throw new Error(`not an account name of Berth's: '${name}'`);
+  forgetSystemAccount(name);
+  if (!findAccount(name)) return;
+  execFileSync('userdel', ['--', name], { stdio: ['ignore', 'ignore', 'pipe'] });
+}

@@ -25,7 +25,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import type { Logger } from 'pino';
 import { CHROMIUM_PATH } from '../chromium/engine.js';
-import { ensureSystemAccount, findAccount, forgetSystemAccount, isRoot } from '../os/users.js';
+import { ensureSystemAccount, isRoot, removeSystemAccount } from '../os/users.js';
 import {
   createMemoryGroup,
   detectCgroups,
@@ -437,20 +437,20 @@ export function createChromeRunner(deps: ChromeRunnerDeps): ChromeRunner {
         await stop(ref);
         await fsp.rm(layout(ref.id).root, { recursive: true, force: true });
         await fsp.rm(tmpDir(ref.id), { recursive: true, force: true });
-        if (isRoot()) {
-          const name = accountName(ref.id);
-          forgetSystemAccount(name);
-          if (findAccount(name)) await execFileAsync('userdel', ['--', name]);
-        }
+        if (isRoot()) removeSystemAccount(accountName(ref.id));
       }),
-    status(ref) {
+    async status(ref) {
       const instance = instances.get(ref.id);
       const browser = instance?.browser;
+      // Dead, its exit not handled yet (the event comes a moment after the kill): wait for the reason.
+      if (browser && !browser.exited && !alive(browser.pid)) {
+        await Promise.race([browser.exit, sleep(2000)]);
+      }
       const reason = instance?.reason ? { reason: instance.reason } : {};
       if (instance && running(browser) && instance.proxy.listening) {
-        return Promise.resolve({ running: true, pid: browser.pid, ...reason });
+        return { running: true, pid: browser.pid, ...reason };
       }
-      return Promise.resolve({ running: false, pid: null, ...reason });
+      return { running: false, pid: null, ...reason };
     },
     async logs(ref, tail) {
       if (!INSTANCE_ID.test(ref.id)) throw new Error(`invalid service instance id '${ref.id}'`);

@@ -24,7 +24,7 @@ import {
   tailLines,
   waitUntil,
 } from '../databases/local/process.js';
-import { ensureSystemAccount, findAccount, forgetSystemAccount, isRoot } from '../os/users.js';
+import { ensureSystemAccount, findAccount, isRoot, removeSystemAccount } from '../os/users.js';
 import type { ServiceRef, ServiceRunner, ServiceRuntime, ServiceSpec } from './types.js';
 
 const RABBIT_BIN = '/usr/lib/rabbitmq/bin';
@@ -702,14 +702,7 @@ export function createRabbitmqRunner(deps: RabbitmqRunnerDeps): ServiceRunner {
           if (left.length > 0) await terminateAll(left, 'SIGKILL', 5000);
         }
         fs.rmSync(rootOf(id), { recursive: true, force: true });
-        if (account) {
-          forgetSystemAccount(name);
-          try {
-            await execFileAsync('userdel', ['--', name]);
-          } catch (error) {
-            if (findAccount(name)) throw error;
-          }
-        }
+        if (account) removeSystemAccount(name);
         logger.info({ serviceId: id }, 'rabbitmq service deleted');
       });
     },

@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { ensureSystemAccount, findAccount, isRoot } from '../../os/users.js';
+import { ensureSystemAccount, findAccount, isRoot, removeSystemAccount } from '../../os/users.js';
 import { run } from './process.js';
 
 /** The server-side account Berth keeps for itself in every instance; never handed out. */
@@ -21,9 +21,16 @@ export function instanceAccount(root: string, fallback: string | undefined): str
   if (!isRoot()) return undefined;
   const id = path.basename(root);
   if (!INSTANCE_ID.test(id)) return fallback;
-  const name = `berth-db-${id.replace(/-/g, '').slice(0, 20)}`;
+  const name = instanceAccountName(id);
   ensureSystemAccount(name);
   return name;
+}
+
+const instanceAccountName = (id: string): string => `berth-db-${id.replace(/-/g, '').slice(0, 20)}`;
+
+/** Deletes the OS account of instance `id` (its server stopped, its files gone); none when not root. */
+export function removeInstanceAccount(id: string): void {
+  if (isRoot() && INSTANCE_ID.test(id)) removeSystemAccount(instanceAccountName(id));
 }
 
 /**

@@ -18,7 +18,13 @@ import {
 import type { LocalEngine } from './engine.js';
 import { mariadbEngine } from './mariadb.js';
 import { availablePgExtensions, postgresEngine } from './postgres.js';
-import { MAINTENANCE_USER, instanceAccount, maintenanceFile, ownInstance } from './accounts.js';
+import {
+  MAINTENANCE_USER,
+  instanceAccount,
+  maintenanceFile,
+  ownInstance,
+  removeInstanceAccount,
+} from './accounts.js';
 import {
   chownTree,
   ensureTraversable,
@@ -290,6 +296,7 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
         await stopInstance(ref);
         fs.rmSync(dirOf(ref.id), { recursive: true, force: true });
         fs.rmSync(maintenanceFile(dirOf(ref.id)), { force: true });
+        removeInstanceAccount(ref.id);
       }),
     status: (ref): Promise<InstanceStatus> => {
       const root = dirOf(ref.id);

@@ -29,16 +29,16 @@
 // - bwrap follows symlinks in a bind's target: a target nested inside a writable bind (a volume inside
 //   /app) must be checked by the caller not to be a symlink the tenant planted; at worst it lands
 //   elsewhere inside this sandbox, never outside it.
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Writable, type Readable } from 'node:stream';
 import { BWRAP_PATH, ISOLATION_ARGS, PRIVATE_KERNEL_MOUNTS, readOnlySystemArgs } from '../../os/bwrap.js';
 import {
   ensureSystemAccount,
-  forgetSystemAccount,
   findAccount,
   isRoot,
+  removeSystemAccount,
   type SystemAccount,
 } from '../../os/users.js';
 import type { MemoryGroup } from './cgroups.js';
@@ -239,10 +239,7 @@ export function ensureAppAccount(appId: number, tag = 'app'): SystemAccount | un
  */
 export function removeAppAccount(appId: number, tag = 'app'): void {
   if (!isRoot()) return;
-  const name = appAccountName(appId, tag);
-  forgetSystemAccount(name);
-  if (!findAccount(name)) return;
-  execFileSync('userdel', ['--', name], { stdio: ['ignore', 'ignore', 'pipe'] });
+  removeSystemAccount(appAccountName(appId, tag));
 }
 
 function appAccountName(appId: number, tag: string): string {
