@@ -2,17 +2,17 @@
 // tools endpoint `POST /api/v1/tools/pdf/convert/html` (JSON, one credit), both on the same warm engines of
 // one context, measured in the same run: median latency one at a time, then throughput with N clients,
 // alternating which goes first. Target: the gotenberg route's throughput ≥ 0.9× the tools endpoint's.
-// Run: npx tsx bench/gotenberg.ts [--runs 30] [--jobs 120] [--clients 4] [--rounds 2]
+// Run: npx tsx bench/runtime/gotenberg.ts [--runs 30] [--jobs 120] [--clients 4] [--rounds 2]
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { pino } from 'pino';
-import { buildApp } from '../src/app.js';
-import { loadConfig } from '../src/config/index.js';
-import { createContext } from '../src/context.js';
-import { createGotenbergRunner } from '../src/drivers/services/gotenberg.js';
+import { buildApp } from '../../src/app.js';
+import { loadConfig } from '../../src/config/index.js';
+import { createContext } from '../../src/context.js';
+import { createGotenbergRunner } from '../../src/drivers/services/gotenberg.js';
 
 const { values } = parseArgs({
   options: {
