@@ -10,6 +10,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { isAlive } from '../../src/drivers/databases/local/process.js';
+import { findAccount, isRoot } from '../../src/drivers/os/users.js';
 import { DIALECTS } from '../helpers/store.js';
 import {
   applyYaml,
@@ -444,6 +445,9 @@ describe.each(DIALECTS)('application services (%s)', (dialect) => {
     for (const instance of instances) {
       expect(isAlive(instance.pid)).toBe(false);
       expect(fs.existsSync(instance.data_dir!)).toBe(false);
+      // Its OS account went too (a later account may get its uid, and nothing is left to own).
+      if (isRoot())
+        expect(findAccount(`berth-db-${instance.uuid.replace(/-/g, '').slice(0, 20)}`)).toBeUndefined();
     }
     const left = await h.t.ctx.db
       .selectFrom('app_service_instances')
