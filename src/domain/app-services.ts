@@ -18,6 +18,9 @@ const ENGINES: Partial<Record<ServiceType, ServiceEngine>> = {
 /** The engine of a database-like service type, or undefined for the types that run otherwise. */
 export const engineOfService = (type: string): ServiceEngine | undefined => ENGINES[type as ServiceType];
 
+/** The runtime's instance of a `worker` service: its process, status and log source. */
+export const workerInstanceName = (service: string): string => `worker-${service}`;
+
 /** Memory of a service whose document names none. */
 export const DEFAULT_SERVICE_MEMORY_MI = 256;
 /** The user the application connects as (its own instance: the name need not be unique). */

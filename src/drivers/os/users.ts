@@ -86,3 +86,26 @@ export function removeSystemAccount(name: string): void {
   if (!findAccount(name)) return;
   execFileSync('userdel', ['--', name], { stdio: ['ignore', 'ignore', 'pipe'] });
 }
+
+export const SETPRIV_PATH = '/usr/bin/setpriv';
+
+/**
+ * The command prefix that runs the rest of argv as `account`: its uid and gid, no groups, no
+ * capabilities (inheritable or bounding), no_new_privs.
+ */
+export function dropPrivileges(account: { uid: number; gid: number }): string[] {
+  for (const id of [account.uid, account.gid]) {
+    // Root would keep everything the drop is for.
+    if (!Number.isSafeInteger(id) || id < 1) throw new Error(`invalid sandbox account id ${id}`);
+  }
+  return [
+    SETPRIV_PATH,
+    `--reuid=${account.uid}`,
+    `--regid=${account.gid}`,
+    '--clear-groups',
+    '--inh-caps=-all',
+    '--bounding-set=-all',
+    '--no-new-privs',
+    '--',
+  ];
+}

@@ -25,7 +25,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import type { Logger } from 'pino';
 import { CHROMIUM_PATH } from '../chromium/engine.js';
-import { ensureSystemAccount, isRoot, removeSystemAccount } from '../os/users.js';
+import { ensureSystemAccount, isRoot, removeSystemAccount, SETPRIV_PATH } from '../os/users.js';
 import {
   createMemoryGroup,
   detectCgroups,
@@ -59,7 +59,6 @@ export interface ChromeStatus {
 
 const INSTANCE_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const BASH_PATH = '/bin/bash';
-const SETPRIV_PATH = '/usr/bin/setpriv';
 const MIB = 1024 * 1024;
 /** Below this Chromium cannot even start its first renderer. */
 const MIN_MEMORY_MIB = 128;

@@ -21,12 +21,11 @@ import readline from 'node:readline';
 import type { Logger } from 'pino';
 import ssh2 from 'ssh2';
 import { BWRAP_PATH, ISOLATION_ARGS, readOnlySystemArgs } from '../os/bwrap.js';
-import { isRoot } from '../os/users.js';
+import { dropPrivileges, isRoot } from '../os/users.js';
 import { SFTP_SERVER_SOURCE } from './sftp-server-source.js';
 import type { ServiceRef, ServiceRunner, ServiceRuntime, ServiceSpec } from './types.js';
 
 const BASH_PATH = '/bin/bash';
-const SETPRIV_PATH = '/usr/bin/setpriv';
 const HOST = '127.0.0.1';
 /** Where ssh2's node_modules appear inside the jail (read-only), and the volume (read-write). */
 const JAIL_MODULES = '/opt/berth/node_modules';
@@ -188,7 +187,7 @@ export function createSftpRunner(deps: { dataDir: string; logger: Logger }): Ser
       '-c',
       PREPARE_SCRIPT,
       'berth-sftp',
-      ...dropPrivileges(plan.account),
+      ...(plan.account ? dropPrivileges(plan.account) : []),
       ...bwrap,
     ];
     const child = spawn(argv[0]!, argv.slice(1), {
@@ -432,20 +431,6 @@ function ssh2Modules(): { dir: string; version: string } {
   const version =
     (JSON.parse(fs.readFileSync(manifest, 'utf8')) as { version?: string }).version ?? 'unknown';
   return { dir: path.dirname(packageDir), version };
-}
-
-function dropPrivileges(account: { uid: number; gid: number } | undefined): string[] {
-  if (!account) return [];
-  return [
-    SETPRIV_PATH,
-    `--reuid=${account.uid}`,
-    `--regid=${account.gid}`,
-    '--clear-groups',
-    '--inh-caps=-all',
-    '--bounding-set=-all',
-    '--no-new-privs',
-    '--',
-  ];
 }
 
 /** `preferred` when nothing listens on it, else a port the kernel hands out. */

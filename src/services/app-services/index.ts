@@ -21,6 +21,7 @@ import {
   SERVICE_USER,
   serviceEnvironment,
   UNAVAILABLE_SERVICE_TYPES,
+  workerInstanceName,
   type ServiceConnection,
   type ServiceState,
 } from '../../domain/app-services.js';
@@ -87,8 +88,6 @@ function runningAt(runtime: ServiceRuntime, memoryMiB: number, secretBox: Secret
 }
 
 const MiB = 1024 * 1024;
-/** The runtime's instance name of a worker service. */
-export const workerInstanceName = (service: string): string => `worker-${service}`;
 const keyOf = (row: { source: string; service_id: number }): UnitKey => ({
   source: row.source as ServiceSource,
   id: row.service_id,
@@ -458,12 +457,10 @@ export function createAppServicesService(deps: AppServicesDeps) {
       try {
         // The memory it ran with: a changed memory waits for the next deployment (docs/services.md).
         const spec = await specOf(service, fresh, runner);
-        const runtime = await runner.start({
-          ...spec,
-          memoryMiB: Number.parseInt(fresh.applied_sizing, 10) || spec.memoryMiB,
-        });
+        const memoryMiB = Number.parseInt(fresh.applied_sizing, 10) || spec.memoryMiB;
+        const runtime = await runner.start({ ...spec, memoryMiB });
         await repo.updateInstance(key, {
-          ...runningAt(runtime, Number.parseInt(fresh.applied_sizing, 10) || spec.memoryMiB, deps.secretBox),
+          ...runningAt(runtime, memoryMiB, deps.secretBox),
           ...(died
             ? { restarts: fresh.restarts + 1, last_restart_at: now(), last_restart_reason: reason }
             : {}),
@@ -520,15 +517,6 @@ export function createAppServicesService(deps: AppServicesDeps) {
       return connectionEnvironment(
         appType,
         (await connections(appId)).map((c) => c.connection),
-      );
-    },
-
-    /** The `worker` services of an application: the runtime runs each as a process of the release. */
-    async workers(appId: number): Promise<Array<{ name: string; command: string }>> {
-      return (await repo.servicesOf(appId)).flatMap((s) =>
-        s.source === 'service' && s.type === 'worker' && s.command
-          ? [{ name: s.name, command: s.command }]
-          : [],
       );
     },
 

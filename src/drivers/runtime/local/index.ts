@@ -29,6 +29,7 @@ import { Replica, type ReplicaCommand } from './replicas.js';
 import { ensureAppAccount, removeAppAccount } from './sandbox.js';
 import { Scheduler } from './scheduler.js';
 import { Worker } from './worker.js';
+import { workerInstanceName } from '../../../domain/app-services.js';
 
 export interface LocalRuntimeOptions {
   dataDir: string;
@@ -241,7 +242,7 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
     const old = entry.workers;
     entry.workers = entry.spec.workers.map(
       (w) =>
-        new Worker(`worker-${w.name}`, release, entry.spec, w.command, {
+        new Worker(workerInstanceName(w.name), release, entry.spec, w.command, {
           context,
           logs: entry.logs,
           onEvent: (event) => options.onEvent(event),

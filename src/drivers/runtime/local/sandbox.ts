@@ -35,6 +35,7 @@ import path from 'node:path';
 import { Writable, type Readable } from 'node:stream';
 import { BWRAP_PATH, ISOLATION_ARGS, PRIVATE_KERNEL_MOUNTS, readOnlySystemArgs } from '../../os/bwrap.js';
 import {
+  dropPrivileges,
   ensureSystemAccount,
   findAccount,
   isRoot,
@@ -83,7 +84,6 @@ export interface SandboxedProcess {
 }
 
 const BASH_PATH = '/bin/bash';
-const SETPRIV_PATH = '/usr/bin/setpriv';
 /**
  * The chain's first step, as root: closes every descriptor above bwrap's (neither Node nor bwrap closes
  * those Berth inherited without close-on-exec, and they would reach the tenant), writes its own pid into
@@ -246,23 +246,6 @@ function appAccountName(appId: number, tag: string): string {
   if (!Number.isSafeInteger(appId) || appId < 1) throw new Error(`invalid application id ${appId}`);
   if (!/^[a-z0-9]{1,12}$/.test(tag)) throw new Error(`invalid account tag '${tag}'`);
   return `berth-${tag}-${appId}`;
-}
-
-function dropPrivileges(account: { uid: number; gid: number }): string[] {
-  for (const id of [account.uid, account.gid]) {
-    // Root would keep everything the drop is for.
-    if (!Number.isSafeInteger(id) || id < 1) throw new Error(`invalid sandbox account id ${id}`);
-  }
-  return [
-    SETPRIV_PATH,
-    `--reuid=${account.uid}`,
-    `--regid=${account.gid}`,
-    '--clear-groups',
-    '--inh-caps=-all',
-    '--bounding-set=-all',
-    '--no-new-privs',
-    '--',
-  ];
 }
 
 function bindArgs(binds: readonly SandboxBind[]): string[] {
