@@ -4,7 +4,6 @@
 // for sign-in links; a git repository on loopback holding a small Node.js application; and the people,
 // teams and resources the specs start from. It prints one JSON line (BrowserBerth) when ready and
 // removes everything on SIGTERM. A control server on loopback hands the specs the mails sent.
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -15,9 +14,9 @@ import { stringify } from 'yaml';
 import { loadConfig } from '../../src/config/index.js';
 import { MAINTENANCE_USER, maintenancePassword } from '../../src/drivers/databases/local/accounts.js';
 import { MANAGED_DATABASE_PLANS } from '../../src/domain/plans.js';
-import { runtimeTag } from '../../src/drivers/runtime/local/index.js';
 import { DEFAULT_NODE_MAJOR, ensureNodeRuntime } from '../../src/drivers/runtime/local/node-runtime.js';
 import { startServer } from '../../src/main.js';
+import { removeAccountsCreatedHere } from '../helpers/accounts.js';
 import { createRepository, serveRepositories } from '../helpers/git-server.js';
 import { startPostgres, type PostgresServer } from '../helpers/postgres-server.js';
 import { nodeAppFiles, nodeDocument } from '../runtime/node-app.js';
@@ -90,16 +89,10 @@ async function main(): Promise<BrowserBerth> {
     ...(databaseUrl ? { BERTH_DATABASE_URL: databaseUrl } : {}),
   });
   const server = await startServer(config);
-  cleanups.push(() => removeRuntimeAccounts(dataDir));
-  // The managed databases' OS accounts (src/drivers/databases/local/accounts.ts), once their servers stop.
-  const databaseAccounts: string[] = [];
-  cleanups.push(() => removeAccounts(databaseAccounts));
+  // The OS accounts it made (applications, databases, services), once what ran as them has stopped.
+  cleanups.push(removeAccountsCreatedHere);
   cleanups.push(() => server.stop());
   const { ctx, app } = server;
-  cleanups.push(async () => {
-    const rows = await ctx.db.selectFrom('managed_databases').select('uuid').execute();
-    for (const { uuid } of rows) databaseAccounts.push(`berth-db-${uuid.replace(/-/g, '').slice(0, 20)}`);
-  });
 
   const owner = await ctx.identity.createUser({ email: 'owner@example.com', team: 'acme', role: 'owner' });
   await ctx.services.accounts.forcePassword(owner.user_id, PASSWORD);
@@ -246,28 +239,6 @@ async function main(): Promise<BrowserBerth> {
     ),
     plans: [PLANS[0]!, PLANS[1]!],
   };
-}
-
-/** The OS accounts the runtime made for this data dir's applications (as test/runtime/helpers.ts). */
-function removeRuntimeAccounts(dataDir: string): void {
-  const prefix = `berth-${runtimeTag(dataDir)}-`;
-  const names = fs
-    .readFileSync('/etc/passwd', 'utf8')
-    .split('\n')
-    .map((line) => line.split(':')[0] ?? '');
-  removeAccounts(names.filter((name) => name.startsWith(prefix)));
-}
-
-function removeAccounts(names: string[]): void {
-  const existing = new Set(
-    fs
-      .readFileSync('/etc/passwd', 'utf8')
-      .split('\n')
-      .map((line) => line.split(':')[0]),
-  );
-  for (const name of names) {
-    if (existing.has(name)) execFileSync('userdel', ['--', name], { stdio: 'ignore' });
-  }
 }
 
 let stopping = false;

@@ -33,6 +33,21 @@ export function findAccount(name: string): SystemAccount | undefined {
 const known = new Map<string, SystemAccount>();
 
 /**
+ * Berth's accounts take their ids from a range of their own, not the distribution's system range
+ * (100-999), which a platform with a few hundred databases and applications would exhaust and which
+ * the distribution's own packages need. Below 2^21 (what a ustar archive can record).
+ */
+export const ACCOUNT_ID_RANGE = { min: 300_000, max: 399_999 } as const;
+const ID_RANGE_OPTIONS = ['SYS_UID_MIN', 'SYS_GID_MIN', 'SYS_UID_MAX', 'SYS_GID_MAX'].flatMap((key) => [
+  '-K',
+  `${key}=${key.endsWith('MIN') ? ACCOUNT_ID_RANGE.min : ACCOUNT_ID_RANGE.max}`,
+]);
+
+/** The accounts this process created and has not removed (the test suite removes them after each file). */
+const created = new Set<string>();
+export const accountsCreatedHere = (): string[] => [...created];
+
+/**
  * The system account `name`, created (with its own group) when missing. Only root can create one;
  * when Berth does not run as root this throws, and callers run things as Berth's own user instead.
  */
@@ -54,11 +69,13 @@ export function ensureSystemAccount(name: string): SystemAccount {
           '/nonexistent',
           '--shell',
           '/usr/sbin/nologin',
+          ...ID_RANGE_OPTIONS,
           '--',
           name,
         ],
         { stdio: ['ignore', 'ignore', 'pipe'] },
       );
+      created.add(name);
     } catch (error) {
       // Another Berth process may have created it between the look-up and useradd.
       if (!findAccount(name)) throw error;
@@ -83,6 +100,7 @@ export function forgetSystemAccount(name: string): void {
 export function removeSystemAccount(name: string): void {
   if (!ACCOUNT_NAME.test(name)) throw new Error(`not an account name of Berth's: '${name}'`);
   forgetSystemAccount(name);
+  created.delete(name);
   if (!findAccount(name)) return;
   execFileSync('userdel', ['--', name], { stdio: ['ignore', 'ignore', 'pipe'] });
 }
