@@ -10,7 +10,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import type { AppSpec, LogLine } from '../../src/drivers/runtime/driver.js';
-import { detectCgroups, removeTree } from '../../src/drivers/runtime/local/cgroups.js';
+import { detectCgroups, removeTree } from '../../src/drivers/os/cgroups.js';
 import { appLayout } from '../../src/drivers/runtime/local/layout.js';
 import { AppLogs } from '../../src/drivers/runtime/local/logs.js';
 import { checkPhpSettings } from '../../src/drivers/runtime/local/php.js';

@@ -13,7 +13,7 @@ import {
   groupDir,
   removeTree,
   type MemoryGroup,
-} from '../../src/drivers/runtime/local/cgroups.js';
+} from '../../src/drivers/os/cgroups.js';
 import {
   ensureAppAccount,
   removeAppAccount,

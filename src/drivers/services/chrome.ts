@@ -32,7 +32,7 @@ import {
   removeTree,
   type CgroupSupport,
   type MemoryGroup,
-} from '../runtime/local/cgroups.js';
+} from '../os/cgroups.js';
 import { BrowserLink, DevToolsProxy, type BrowserVersion } from './devtools-proxy.js';
 import type { ServiceRef, ServiceRunner, ServiceRuntime, ServiceSpec } from './types.js';
 

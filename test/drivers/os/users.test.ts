@@ -35,7 +35,7 @@ describe.runIf(isRoot())('system accounts', () => {
     expect(accountsCreatedHere()).not.toContain(name);
   });
 
-  it('refuses a name that is not one of Berth\'s', () => {
+  it("refuses a name that is not one of Berth's", () => {
     expect(() => ensureSystemAccount('root')).toThrow(/invalid system account name/);
     expect(() => ensureSystemAccount('berth-a; rm -rf /')).toThrow(/invalid system account name/);
     expect(() => removeSystemAccount('postgres')).toThrow(/not an account name of Berth's/);

@@ -14,7 +14,7 @@ import WebSocket from 'ws';
 import { isAlive } from '../../../src/drivers/databases/local/process.js';
 import { accountName, createChromeRunner } from '../../../src/drivers/services/chrome.js';
 import type { ServiceSpec } from '../../../src/drivers/services/types.js';
-import { detectCgroups, groupDir } from '../../../src/drivers/runtime/local/cgroups.js';
+import { detectCgroups, groupDir } from '../../../src/drivers/os/cgroups.js';
 import { findAccount } from '../../../src/drivers/os/users.js';
 import { freePort, isRoot, waitFor } from '../../helpers/processes.js';
 

@@ -18,7 +18,7 @@ import {
 } from '../driver.js';
 import type { AddressGuard } from '../../net/guard.js';
 import { buildRelease } from './build.js';
-import { detectCgroups, removeTree } from './cgroups.js';
+import { detectCgroups, removeTree } from '../../os/cgroups.js';
 import { startEdgeProxy, type EdgeProxy, type Upstream } from './edge.js';
 import { appLayout } from './layout.js';
 import { AppLogs } from './logs.js';

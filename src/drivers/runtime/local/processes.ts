@@ -3,7 +3,7 @@
 // its volumes at their mount paths, the language runtime read-only, and only the environment given.
 import fs from 'node:fs/promises';
 import type { AppSpec } from '../driver.js';
-import { createMemoryGroup, type CgroupSupport, type MemoryGroup } from './cgroups.js';
+import { createMemoryGroup, type CgroupSupport, type MemoryGroup } from '../../os/cgroups.js';
 import type { AppLayout } from './layout.js';
 import { spawnSandboxed, type SandboxedProcess } from './sandbox.js';
 

@@ -42,7 +42,7 @@ import {
   removeSystemAccount,
   type SystemAccount,
 } from '../../os/users.js';
-import type { MemoryGroup } from './cgroups.js';
+import type { MemoryGroup } from '../../os/cgroups.js';
 
 export interface SandboxBind {
   /** A host path. */
