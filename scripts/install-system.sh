@@ -9,7 +9,8 @@
 # without a repository).
 # Edge: haproxy (BERTH_EDGE_PROXY=haproxy; Berth starts its own process, never the system service).
 # Application services: rabbitmq-server (a `rabbitmq` service: Berth starts one node per service with
-# its own epmd on free loopback ports, never the system service).
+# its own epmd on free loopback ports, never the system service); e2fsprogs and mount (a service's
+# volume_size: an ext4 image, loop-mounted).
 set -euo pipefail
 
 PACKAGES=(
@@ -18,7 +19,7 @@ PACKAGES=(
   postgresql-15 mariadb-server mariadb-client redis-server
   qpdf poppler-utils zip
   lz4 tar
-  util-linux
+  util-linux e2fsprogs mount
   git nginx-light php8.2-fpm php8.2-cli php8.2-mysql php8.2-pgsql php8.2-sqlite3 php8.2-mbstring
   php8.2-xml php8.2-curl php8.2-intl php8.2-gd php8.2-zip php8.2-bcmath php8.2-redis php8.2-amqp
   wordpress wordpress-theme-twentytwentythree

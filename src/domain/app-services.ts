@@ -23,6 +23,29 @@ export const workerInstanceName = (service: string): string => `worker-${service
 
 /** Memory of a service whose document names none. */
 export const DEFAULT_SERVICE_MEMORY_MI = 256;
+
+/** What a service instance runs with: its memory, and its volume when the document sizes one. */
+export interface ServiceSizing {
+  memoryMiB: number;
+  volumeGiB?: number;
+}
+
+/** A service's `volume_size` (`20Gi`, checked by the document's rule) in GiB; undefined when none. */
+export function volumeGiB(value: string | null): number | undefined {
+  const match = value === null ? null : /^(\d+)Gi$/.exec(value);
+  return match ? Number(match[1]) : undefined;
+}
+
+/** The sizing as the store records it (`256MiB`, `256MiB+20Gi`): a changed one restarts the instance. */
+export const sizingName = (sizing: ServiceSizing): string =>
+  `${Math.floor(sizing.memoryMiB)}MiB${sizing.volumeGiB ? `+${sizing.volumeGiB}Gi` : ''}`;
+
+/** The sizing a stored name records, or undefined for a name this version does not read. */
+export function parseSizing(name: string): ServiceSizing | undefined {
+  const match = /^(\d+)MiB(?:\+(\d+)Gi)?$/.exec(name);
+  if (!match) return undefined;
+  return { memoryMiB: Number(match[1]), ...(match[2] ? { volumeGiB: Number(match[2]) } : {}) };
+}
 /** The user the application connects as (its own instance: the name need not be unique). */
 export const SERVICE_USER = 'app';
 /** `settings.database` when the document names none. */

@@ -6,10 +6,13 @@
 // deleting the application removes the services' processes and data.
 import fs from 'node:fs';
 import net from 'node:net';
+import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { isAlive } from '../../src/drivers/databases/local/process.js';
+import { detectCgroups, groupDir } from '../../src/drivers/os/cgroups.js';
+import { isMounted } from '../../src/drivers/os/disk-images.js';
 import { findAccount, isRoot } from '../../src/drivers/os/users.js';
 import { DIALECTS } from '../helpers/store.js';
 import {
@@ -67,6 +70,7 @@ const SHOP_SERVICES = [
     type: 'postgresql',
     version: '15',
     memory: '128Mi',
+    volume_size: '1Gi',
     settings: { database: 'shop', extensions: ['citext', 'pg_trgm'] },
   },
   { name: 'cache', type: 'redis', memory: '64Mi' },
@@ -229,6 +233,27 @@ describe.each(DIALECTS)('application services (%s)', (dialect) => {
       expect(role.rows[0]?.rolsuper).toBe(false);
     } finally {
       await client.end();
+    }
+
+    // Its memory and volume_size are limits (test/managed-databases/service-limits.test.ts fills one):
+    // its files are on a volume of 1Gi, its server in a memory group of 128Mi.
+    const db = (await h.t.ctx.db
+      .selectFrom('app_service_instances')
+      .selectAll()
+      .where('application_id', '=', shopId)
+      .where('engine', '=', 'pg')
+      .executeTakeFirst())!;
+    expect(db.applied_sizing).toBe('128MiB+1Gi');
+    if (isRoot()) {
+      expect(isMounted(db.data_dir!)).toBe(true);
+      const volume = fs.statfsSync(db.data_dir!);
+      expect(volume.blocks * volume.bsize).toBeGreaterThan(0.9 * 1024 ** 3);
+      expect(volume.blocks * volume.bsize).toBeLessThanOrEqual(1024 ** 3);
+      const cgroups = detectCgroups();
+      if (cgroups) {
+        const group = groupDir(cgroups, ['databases', db.uuid]);
+        expect(fs.readFileSync(`${group}/cgroup.procs`, 'utf8').split('\n')).toContain(String(db.pid));
+      }
     }
 
     // The passwords are in no log and no file of the release.
@@ -444,7 +469,9 @@ describe.each(DIALECTS)('application services (%s)', (dialect) => {
     );
     for (const instance of instances) {
       expect(isAlive(instance.pid)).toBe(false);
+      expect(isMounted(instance.data_dir!)).toBe(false);
       expect(fs.existsSync(instance.data_dir!)).toBe(false);
+      expect(fs.existsSync(`${path.dirname(instance.data_dir!)}/.volumes/${instance.uuid}.ext4`)).toBe(false);
       // Its OS account went too (a later account may get its uid, and nothing is left to own).
       if (isRoot())
         expect(findAccount(`berth-db-${instance.uuid.replace(/-/g, '').slice(0, 20)}`)).toBeUndefined();

@@ -285,6 +285,33 @@ describe.each(DIALECTS)('apply (%s)', (dialect) => {
     expect(await dumpStore(t.ctx.db)).toEqual(before);
   });
 
+  it('refuses a smaller volume_size of a service (422 at the field, naming both sizes); a larger one is an update', async () => {
+    const sized = (cache: string, pdf: string) => {
+      const next = doc();
+      (spec(next).services as Array<Record<string, unknown>>)[0]!.volume_size = cache;
+      (spec(next).container_services as Array<Record<string, unknown>>)[0]!.volume_size = pdf;
+      return next;
+    };
+    expect((await apply(t, sized('2Gi', '2Gi'))).statusCode).toBe(200);
+    const before = await dumpStore(t.ctx.db);
+    const res = await apply(t, sized('1Gi', '1Gi'));
+    expect(res.statusCode).toBe(422);
+    expect(res.json().errors).toEqual({
+      'spec.services.cache.volume_size': [
+        "Service 'cache': field 'volume_size' cannot shrink; it is 2Gi, the document says 1Gi. Keep it, or make a new service for a smaller volume.",
+      ],
+      'spec.container_services.pdf.volume_size': [
+        "Container service 'pdf': field 'volume_size' cannot shrink; it is 2Gi, the document says 1Gi. Keep it, or make a new service for a smaller volume.",
+      ],
+    });
+    expect(await dumpStore(t.ctx.db)).toEqual(before);
+    const grown = (await apply(t, sized('3Gi', '2Gi'))).json();
+    expect(grown.structured_changes.services).toEqual([
+      { action: 'updated', name: 'cache', type: 'valkey' },
+      { action: 'unchanged', name: 'worker', type: 'worker' },
+    ]);
+  });
+
   it('reports a plan or zone change of a managed database as needing action and keeps it pending', async () => {
     await apply(t, doc());
     const next = doc();

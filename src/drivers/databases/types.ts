@@ -36,7 +36,12 @@ export interface InstanceSpec {
    * Sizing instead of the plan's: an application's private service (docs/services.md), whose
    * `memory` is the instance's whole budget. The plan then only names the kind of instance.
    */
-  limits?: { memoryMiB: number };
+  limits?: {
+    /** A hard cap too where the host allows one (a memory cgroup of the server's processes). */
+    memoryMiB: number;
+    /** The instance's files live on a volume of this size (`volume_size`); none: the host's disk. */
+    diskMiB?: number;
+  };
   /** The port the instance had before (kept across restarts when it is still free), or undefined. */
   port?: number;
   adminUser: string;

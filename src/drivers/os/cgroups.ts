@@ -29,6 +29,12 @@ export interface MemoryGroup {
   oomKills(): Promise<number>;
   /** The processes in the group now (empty when the group is gone). */
   pids(): Promise<number[]>;
+  /**
+   * Moves a running process and all its descendants into the group, for servers that daemonise
+   * themselves (pg_ctl) and cannot join before they exec. What they allocate from then on is capped;
+   * what they hold already moves with them only where the kernel still does that (cgroup v1, older).
+   */
+  adopt(pid: number): Promise<void>;
   /** Sends `signal` to every process in the group. */
   killAll(signal: NodeJS.Signals): Promise<void>;
   /** Kills what is left, waits until the group is empty and deletes it; nothing happens when it is gone. */
@@ -142,6 +148,26 @@ function openGroup(support: CgroupSupport, dir: string): MemoryGroup {
     },
     pids,
     killAll,
+    async adopt(pid) {
+      if (support.version === 1) {
+        // Best effort: newer kernels refuse it (deprecated), and the charge then stays behind.
+        await writeIfPresent(path.join(dir, 'memory.move_charge_at_immigrate'), '3').catch(() => undefined);
+      }
+      // Parents first: a child forked after its parent moved is born in the group. The kernel's list
+      // of children can miss one being forked while it is read: passes until one finds none outside.
+      for (let pass = 0; pass < 5; pass += 1) {
+        const inside = new Set(await pids());
+        const outside = (await processTree(pid)).filter((member) => !inside.has(member));
+        if (outside.length === 0) return;
+        for (const member of outside) {
+          try {
+            await fs.writeFile(procsFile, String(member));
+          } catch (error) {
+            if (!isCode(error, 'ESRCH')) throw error; // it exited meanwhile
+          }
+        }
+      }
+    },
     async remove() {
       const deadline = Date.now() + REMOVE_TIMEOUT_MS;
       for (;;) {
@@ -188,6 +214,28 @@ async function enableMemoryController(dir: string): Promise<void> {
 /** memory.swap.max exists only when the kernel accounts swap; without it there is no swap to cap. */
 async function writeIfPresent(file: string, value: string): Promise<void> {
   if (fsSync.existsSync(file)) await fs.writeFile(file, value);
+}
+
+/** `pid` and its descendants, parents before their children (empty when `pid` is gone). */
+async function processTree(pid: number): Promise<number[]> {
+  const tree: number[] = [];
+  const visit = async (member: number): Promise<void> => {
+    let tasks: string[];
+    try {
+      tasks = await fs.readdir(`/proc/${member}/task`);
+    } catch (error) {
+      if (isCode(error, 'ENOENT')) return;
+      throw error;
+    }
+    tree.push(member);
+    for (const task of tasks) {
+      // A task that ended meanwhile has no children to follow.
+      const children = (await readText(`/proc/${member}/task/${task}/children`).catch(() => '')) ?? '';
+      for (const child of children.split(/\s+/).filter(Boolean)) await visit(Number(child));
+    }
+  };
+  await visit(pid);
+  return tree;
 }
 
 function signalQuietly(pid: number, signal: NodeJS.Signals): void {

@@ -24,7 +24,10 @@ function instanceSpec(spec: ServiceSpec): InstanceSpec {
     id: spec.id,
     engine,
     plan: SERVICE_PLAN,
-    limits: { memoryMiB: spec.memoryMiB },
+    limits: {
+      memoryMiB: spec.memoryMiB,
+      ...(spec.volumeGiB ? { diskMiB: spec.volumeGiB * 1024 } : {}),
+    },
     ...(spec.port ? { port: spec.port } : {}),
     adminUser: spec.username,
     adminPassword: spec.password,

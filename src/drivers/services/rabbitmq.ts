@@ -25,6 +25,7 @@ import {
   waitUntil,
 } from '../databases/local/process.js';
 import { ensureSystemAccount, findAccount, isRoot, removeSystemAccount } from '../os/users.js';
+import { GIB, placeOnVolume, shrinkRefusal, unmountImage } from '../os/disk-images.js';
 import type { ServiceRef, ServiceRunner, ServiceRuntime, ServiceSpec } from './types.js';
 
 const RABBIT_BIN = '/usr/lib/rabbitmq/bin';
@@ -227,6 +228,7 @@ export function createRabbitmqRunner(deps: RabbitmqRunnerDeps): ServiceRunner {
   }
 
   const rootOf = (id: string): string => path.join(servicesDir, checkId(id));
+  const imageOf = (id: string): string => path.join(servicesDir, '.volumes', `${checkId(id)}.ext4`);
   const stateFile = (root: string): string => path.join(root, 'state.json');
   const pidFile = (root: string): string => path.join(root, 'rabbit.pid');
   const logFile = (root: string): string => path.join(root, 'log', 'rabbit.log');
@@ -409,6 +411,11 @@ export function createRabbitmqRunner(deps: RabbitmqRunnerDeps): ServiceRunner {
 
     const previous = readState(root);
     const running = beamPids(root).length > 0;
+    // Messages and queues on a volume of volume_size (docs/services.md): RabbitMQ's free-disk alarm
+    // then blocks publishers as it fills, instead of the host's disk running out.
+    if (!running && spec.volumeGiB && isRoot()) {
+      await placeOnVolume(imageOf(id), path.join(root, 'mnesia'), spec.volumeGiB * GIB);
+    }
     const vhost = vhostOf(spec);
     let state: InstanceState;
     if (previous && running) {
@@ -598,6 +605,8 @@ export function createRabbitmqRunner(deps: RabbitmqRunnerDeps): ServiceRunner {
       if (epmds.length > 0) await terminateAll(epmds, 'SIGTERM', 5000);
     }
     fs.rmSync(pidFile(root), { force: true });
+    // Its volume is mounted again before the next start.
+    await unmountImage(path.join(root, 'mnesia'));
     if (beams.length > 0) logger.info({ serviceId: id }, 'rabbitmq node stopped');
   }
 
@@ -679,6 +688,9 @@ export function createRabbitmqRunner(deps: RabbitmqRunnerDeps): ServiceRunner {
 
     restart(spec) {
       return serialized(spec.id, async () => {
+        // Refused while the node still runs on the volume it has.
+        const refusal = spec.volumeGiB ? shrinkRefusal(imageOf(spec.id), spec.volumeGiB * GIB) : undefined;
+        if (refusal) throw new Error(refusal);
         await stopNode(checkId(spec.id));
         const prepared = await startNode(spec);
         await converge(spec, prepared);
@@ -701,6 +713,8 @@ export function createRabbitmqRunner(deps: RabbitmqRunnerDeps): ServiceRunner {
           const left = processes((_args, pid) => uidOf(pid) === account.uid);
           if (left.length > 0) await terminateAll(left, 'SIGKILL', 5000);
         }
+        await unmountImage(path.join(rootOf(id), 'mnesia'), { detach: true });
+        fs.rmSync(imageOf(id), { force: true });
         fs.rmSync(rootOf(id), { recursive: true, force: true });
         if (account) removeSystemAccount(name);
         logger.info({ serviceId: id }, 'rabbitmq service deleted');

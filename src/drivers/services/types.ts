@@ -16,6 +16,8 @@ export interface ServiceSpec {
   name: string;
   /** The document's `memory` in MiB (256 when it names none): a cap where the runner can set one. */
   memoryMiB: number;
+  /** The document's `volume_size` in GiB: the size of the instance's files where the runner keeps them. */
+  volumeGiB?: number;
   /** The port it listened on before (kept across restarts when still free), or undefined. */
   port?: number;
   /** The credentials Berth generated (and sealed) for the application to use. */

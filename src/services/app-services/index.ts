@@ -18,11 +18,15 @@ import {
   DEFAULT_SERVICE_MEMORY_MI,
   engineOfService,
   MASKED_VALUE,
+  parseSizing,
   SERVICE_USER,
   serviceEnvironment,
+  sizingName,
   UNAVAILABLE_SERVICE_TYPES,
+  volumeGiB,
   workerInstanceName,
   type ServiceConnection,
+  type ServiceSizing,
   type ServiceState,
 } from '../../domain/app-services.js';
 import type { ApplicationType } from '../../domain/applications.js';
@@ -74,7 +78,7 @@ export interface AppServicesDeps {
  * What the store records of a service that runs. `extra` is sealed: a token-bearing path (chrome,
  * gotenberg) is a credential.
  */
-function runningAt(runtime: ServiceRuntime, memoryMiB: number, secretBox: SecretBox) {
+function runningAt(runtime: ServiceRuntime, sizing: ServiceSizing, secretBox: SecretBox) {
   return {
     state: 'running' as const,
     state_reason: null,
@@ -82,7 +86,7 @@ function runningAt(runtime: ServiceRuntime, memoryMiB: number, secretBox: Secret
     pid: runtime.pid,
     version: runtime.version,
     data_dir: runtime.location,
-    applied_sizing: `${memoryMiB}MiB`,
+    applied_sizing: sizingName(sizing),
     extra: runtime.extra ? secretBox.encrypt(JSON.stringify(runtime.extra)) : null,
   };
 }
@@ -169,8 +173,13 @@ export function createAppServicesService(deps: AppServicesDeps) {
     const database = settingsOf(service).database;
     return typeof database === 'string' ? database : DEFAULT_SERVICE_DATABASE;
   };
-  const memoryOf = (service: ServiceRow): number =>
-    memoryBytes(service.memory, DEFAULT_SERVICE_MEMORY_MI) / MiB;
+  const sizingOf = (service: ServiceRow): ServiceSizing => {
+    const volume = volumeGiB(service.volume_size);
+    return {
+      memoryMiB: memoryBytes(service.memory, DEFAULT_SERVICE_MEMORY_MI) / MiB,
+      ...(volume ? { volumeGiB: volume } : {}),
+    };
+  };
 
   async function specOf(
     service: ServiceRow,
@@ -193,7 +202,7 @@ export function createAppServicesService(deps: AppServicesDeps) {
       type: service.type,
       applicationId: service.application_id,
       name: service.name,
-      memoryMiB: memoryOf(service),
+      ...sizingOf(service),
       ...(instance.port ? { port: instance.port } : {}),
       username: instance.username,
       password: deps.secretBox.decrypt(instance.password_encrypted),
@@ -249,12 +258,16 @@ export function createAppServicesService(deps: AppServicesDeps) {
       try {
         const spec = await specOf(service, instance, runner);
         let runtime = await runner.provision(spec);
-        // A changed memory is applied by a restart (the database driver's provision does that itself).
-        const sizing = `${spec.memoryMiB}MiB`;
-        if (!engineOfService(service.type) && instance.applied_sizing && instance.applied_sizing !== sizing)
+        // A changed sizing is applied by a restart (the database driver's provision does that itself).
+        const sizing = sizingOf(service);
+        if (
+          !engineOfService(service.type) &&
+          instance.applied_sizing &&
+          instance.applied_sizing !== sizingName(sizing)
+        )
           runtime = await runner.restart(spec);
         await repo.updateInstance(key, {
-          ...runningAt(runtime, memoryOf(service), deps.secretBox),
+          ...runningAt(runtime, sizing, deps.secretBox),
           updated_at: now(),
         });
         log.info(
@@ -455,12 +468,13 @@ export function createAppServicesService(deps: AppServicesDeps) {
         });
       }
       try {
-        // The memory it ran with: a changed memory waits for the next deployment (docs/services.md).
+        // The sizing it ran with: a changed one waits for the next deployment (docs/services.md).
         const spec = await specOf(service, fresh, runner);
-        const memoryMiB = Number.parseInt(fresh.applied_sizing, 10) || spec.memoryMiB;
-        const runtime = await runner.start({ ...spec, memoryMiB });
+        const applied = parseSizing(fresh.applied_sizing) ?? sizingOf(service);
+        const { volumeGiB: _asked, ...rest } = spec;
+        const runtime = await runner.start({ ...rest, ...applied });
         await repo.updateInstance(key, {
-          ...runningAt(runtime, memoryMiB, deps.secretBox),
+          ...runningAt(runtime, applied, deps.secretBox),
           ...(died
             ? { restarts: fresh.restarts + 1, last_restart_at: now(), last_restart_reason: reason }
             : {}),
@@ -549,7 +563,7 @@ export function createAppServicesService(deps: AppServicesDeps) {
       await locked(key, async () => {
         const runtime = await runner.restart(await specOf(service, current, runner));
         await repo.updateInstance(key, {
-          ...runningAt(runtime, memoryOf(service), deps.secretBox),
+          ...runningAt(runtime, sizingOf(service), deps.secretBox),
           updated_at: now(),
         });
       });

@@ -11,6 +11,7 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRabbitmqRunner } from '../../../src/drivers/services/rabbitmq.js';
 import type { ServiceRunner, ServiceRuntime, ServiceSpec } from '../../../src/drivers/services/types.js';
+import { isMounted } from '../../../src/drivers/os/disk-images.js';
 import { findAccount, isRoot } from '../../../src/drivers/os/users.js';
 
 const LONG = 240_000;
@@ -125,7 +126,7 @@ describe('rabbitmq service runner', () => {
   let dataDir: string;
   let runner: ServiceRunner;
   const logLines: string[] = [];
-  const spec = specOf({ settings: { vhost: 'orders' } });
+  const spec = specOf({ settings: { vhost: 'orders' }, volumeGiB: 1 });
   let runtime: ServiceRuntime;
   let provisionMs = 0;
 
@@ -169,6 +170,14 @@ describe('rabbitmq service runner', () => {
       expect(uid).toBe(account?.uid);
       expect(uid).not.toBe(0);
       expect(fs.statSync(location).uid).toBe(account?.uid);
+      // Its messages are on a volume of its volume_size, its own.
+      const mnesia = path.join(location, 'mnesia');
+      expect(isMounted(mnesia)).toBe(true);
+      const volume = fs.statfsSync(mnesia);
+      expect(volume.blocks * volume.bsize).toBeGreaterThan(0.9 * 1024 ** 3);
+      expect(volume.blocks * volume.bsize).toBeLessThanOrEqual(1024 ** 3);
+      expect(fs.statSync(mnesia).uid).toBe(account?.uid);
+      expect(fs.statSync(mnesia).mode & 0o777).toBe(0o700);
     } else {
       expect(uid).toBe(process.getuid?.());
     }
@@ -353,6 +362,8 @@ describe('rabbitmq service runner', () => {
       const location = runtime.location as string;
       const epmdPort = epmdPortOf(location);
       await runner.delete({ id: spec.id, type: 'rabbitmq' });
+      expect(isMounted(path.join(location, 'mnesia'))).toBe(false);
+      expect(fs.existsSync(path.join(dataDir, 'services', '.volumes', `${spec.id}.ext4`))).toBe(false);
       expect(fs.existsSync(location)).toBe(false);
       expect(beamsOf(location)).toEqual([]);
       expect(epmdsOn(epmdPort)).toEqual([]);

@@ -1,6 +1,6 @@
 // Planning the application and what belongs to it: its row, domains, secrets, volumes, services and
 // container services (only when the document touches the application).
-import { UNAVAILABLE_SERVICE_TYPES } from '../../app-services.js';
+import { UNAVAILABLE_SERVICE_TYPES, volumeGiB } from '../../app-services.js';
 import { secretPlaceholder, servicePasswordPlaceholder } from '../document.js';
 import {
   DEPLOYED_FIELDS,
@@ -247,6 +247,11 @@ export function planServices(p: Plan): void {
       );
       continue;
     }
+    const shrink = volumeShrink(`Service '${service.name}'`, stored.volume_size, service.volume_size);
+    if (shrink) {
+      fail(`${at}.volume_size`, shrink);
+      continue;
+    }
     const values: Partial<ServiceState> = {};
     if (service.version !== undefined && service.version !== stored.version) values.version = service.version;
     if (service.memory !== undefined && service.memory !== stored.memory) values.memory = service.memory;
@@ -315,6 +320,15 @@ export function planContainerServices(p: Plan): void {
       );
       continue;
     }
+    const shrink = volumeShrink(
+      `Container service '${service.name}'`,
+      stored.volume_size,
+      service.volume_size,
+    );
+    if (shrink) {
+      fail(`spec.container_services.${service.name}.volume_size`, shrink);
+      continue;
+    }
     const values: Partial<ContainerServiceState> = {};
     if (service.version !== undefined && service.version !== stored.version) values.version = service.version;
     if (service.memory !== undefined && service.memory !== stored.memory) values.memory = service.memory;
@@ -354,4 +368,12 @@ export function planContainerServices(p: Plan): void {
 function unavailableNote(type: string): string {
   const reason = UNAVAILABLE_SERVICE_TYPES[type];
   return reason ? `; unavailable: ${reason}` : '';
+}
+
+/** A service's volume holds its data: a smaller `volume_size` than it has is refused (docs/services.md). */
+function volumeShrink(label: string, stored: string | null, asked: string | undefined): string | undefined {
+  const from = volumeGiB(stored);
+  const to = asked === undefined ? undefined : volumeGiB(asked);
+  if (from === undefined || to === undefined || to >= from) return undefined;
+  return `${label}: field 'volume_size' cannot shrink; it is ${stored}, the document says ${asked}. Keep it, or make a new service for a smaller volume.`;
 }

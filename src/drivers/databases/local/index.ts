@@ -28,6 +28,7 @@ import {
 import {
   chownTree,
   ensureTraversable,
+  isRoot,
   freePort,
   portIsFree,
   run,
@@ -36,6 +37,8 @@ import {
   treeSize,
 } from './process.js';
 import { maintenanceUri, recoverCopy, restorableBackups } from './recovery.js';
+import { createMemoryGroup, detectCgroups, removeTree, type CgroupSupport } from '../../os/cgroups.js';
+import { imageSize, mountImage, placeOnVolume, shrinkRefusal, unmountImage } from '../../os/disk-images.js';
 import { valkeyEngine } from './valkey.js';
 
 const ENGINES: Record<DatabaseEngine, LocalEngine> = {
@@ -55,8 +58,19 @@ interface InstanceFile {
 }
 
 /** What a spec's limits are called in the state file: a change restarts the server with new limits. */
-const appliedSizing = (spec: InstanceSpec): string =>
-  spec.limits ? `${spec.plan}+${Math.floor(spec.limits.memoryMiB)}MiB` : spec.plan;
+const appliedSizing = (spec: InstanceSpec): string => {
+  if (!spec.limits) return spec.plan;
+  const disk = spec.limits.diskMiB ? `+${Math.floor(spec.limits.diskMiB)}MiB-disk` : '';
+  return `${spec.plan}+${Math.floor(spec.limits.memoryMiB)}MiB${disk}`;
+};
+
+/**
+ * The smallest memory cap a server of each engine starts and serves a few connections under (measured
+ * with its configuration for that memory, docs/services.md): a smaller `memory` sizes the engine's
+ * caches but caps the processes at this.
+ */
+const MEMORY_CAP_FLOOR_MIB: Record<DatabaseEngine, number> = { pg: 64, mysql: 160, valkey: 32 };
+const MIB = 1024 * 1024;
 
 /** The plan's limits, or a service's own memory (docs/services.md). */
 const limitsOf = (spec: InstanceSpec): EngineLimits =>
@@ -68,6 +82,8 @@ export interface LocalDriverOptions {
   templateDir?: string;
   /** false: every instance gets its own initdb / mariadb-install-db (slower; distinct system ids). */
   useTemplates?: boolean;
+  /** Where memory caps are set; default: detected (none when Berth is not root); null: no caps. */
+  cgroups?: CgroupSupport | null;
 }
 
 export interface LocalDatabaseDriver extends ManagedDatabaseDriver {
@@ -80,6 +96,10 @@ export interface LocalDatabaseDriver extends ManagedDatabaseDriver {
 export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDatabaseDriver {
   const base = path.join(options.dataDir, 'databases');
   const locks = new Map<string, Promise<unknown>>();
+  const cgroups = options.cgroups === undefined ? detectCgroups() : (options.cgroups ?? undefined);
+  /** The image of an instance's volume (docs/services.md): beside the instances, root's only. */
+  const imageOf = (id: string): string => path.join(base, '.volumes', `${path.basename(dirOf(id))}.ext4`);
+  const groupOf = (id: string): string[] => ['databases', id.toLowerCase()];
 
   const dirOf = (id: string): string => {
     if (!/^[A-Za-z0-9-]{1,64}$/.test(id)) throw new Error(`invalid instance id '${id}'`);
@@ -156,8 +176,12 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
     const engine = ENGINES[spec.engine];
     ensureTraversable(base, options.dataDir);
     // A half-made instance (init failed or was interrupted) is started over from nothing.
+    await unmountImage(root);
+    fs.rmSync(imageOf(spec.id), { force: true });
     fs.rmSync(root, { recursive: true, force: true });
     fs.mkdirSync(root, { mode: 0o700 });
+    if (spec.limits?.diskMiB && isRoot())
+      await placeOnVolume(imageOf(spec.id), root, spec.limits.diskMiB * MIB);
     const account = instanceAccount(root, engine.osUser);
     await chownTree(root, account);
     if (!engine.templated || options.useTemplates === false) {
@@ -175,6 +199,15 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
     const engine = ENGINES[spec.engine];
     const root = dirOf(spec.id);
     engine.validate(spec);
+    // Its files are on its volume: mounted before anything looks at them (after a reboot it is not).
+    const image = imageOf(spec.id);
+    const imageBytes = imageSize(image);
+    // Loop mounts need root; without it the instance uses the host's disk (docs/services.md).
+    const diskBytes = spec.limits?.diskMiB && isRoot() ? spec.limits.diskMiB * MIB : undefined;
+    // Refused before the server is touched: it keeps running on the volume it has.
+    const refusal = diskBytes === undefined ? undefined : shrinkRefusal(image, diskBytes);
+    if (refusal) throw new PermanentDriverError(refusal);
+    if (imageBytes !== undefined) await mountImage(image, root, imageBytes);
     engine.recover?.(root);
     if (!engine.isInitialised(root)) {
       if (!mayInit) throw new Error(`instance ${spec.id} has no data; provision it first`);
@@ -190,12 +223,20 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
       pid = null;
     }
     if (pid === null) {
+      if (diskBytes !== undefined) await placeOnVolume(image, root, diskBytes);
       const port = await choosePort(spec.port ?? state?.port);
       await engine.configure(root, spec, port, limitsOf(spec));
       state = { engine: spec.engine, port, plan: sizing };
       fs.writeFileSync(stateFile(root), JSON.stringify(state), { mode: 0o600 });
+      // Whatever a previous server left in its memory group goes first.
+      if (cgroups) await removeTree(cgroups, groupOf(spec.id));
       await engine.start(root, spec, port);
       pid = engine.pidOf(root);
+      if (pid !== null && cgroups && spec.limits) {
+        const capMiB = Math.max(MEMORY_CAP_FLOOR_MIB[spec.engine], Math.floor(spec.limits.memoryMiB));
+        const group = await createMemoryGroup(cgroups, groupOf(spec.id), capMiB * MIB);
+        await group.adopt(pid);
+      }
     }
     if (!state) throw new Error(`instance ${spec.id} runs without its state file`);
     const bootstrapFile = path.join(root, BOOTSTRAP_FILE);
@@ -218,6 +259,7 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
     const engine = ENGINES[ref.engine];
     const pid = engine.pidOf(dirOf(ref.id));
     if (pid !== null) await terminate(pid, engine.stopSignal);
+    if (cgroups) await removeTree(cgroups, groupOf(ref.id));
   }
 
   return {
@@ -290,10 +332,17 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
           throw error;
         }
       }),
-    stop: (ref) => serialized(ref.id, () => stopInstance(ref)),
+    // A stopped instance's volume is unmounted (its files stay in the image; the next start mounts it).
+    stop: (ref) =>
+      serialized(ref.id, async () => {
+        await stopInstance(ref);
+        await unmountImage(dirOf(ref.id));
+      }),
     delete: (ref) =>
       serialized(ref.id, async () => {
         await stopInstance(ref);
+        await unmountImage(dirOf(ref.id), { detach: true });
+        fs.rmSync(imageOf(ref.id), { force: true });
         fs.rmSync(dirOf(ref.id), { recursive: true, force: true });
         fs.rmSync(maintenanceFile(dirOf(ref.id)), { force: true });
         removeInstanceAccount(ref.id);

@@ -288,8 +288,14 @@ export const postgresEngine: LocalEngine = {
     writeBerthFiles(data);
   },
 
-  async configure(root, _spec, port, limits: EngineLimits) {
+  async configure(root, spec, port, limits: EngineLimits) {
     const archive = walArchiveOf(root);
+    // An application's service (sized by its own limits) has no point-in-time recovery and no base
+    // backups that would prune the archive: archiving would fill its volume, 16 MB a segment.
+    const archiving = spec.limits === undefined;
+    if (!archiving && fs.existsSync(archive)) {
+      for (const name of fs.readdirSync(archive)) fs.rmSync(path.join(archive, name), { recursive: true });
+    }
     if (/["'\n]/.test(archive)) throw new PermanentDriverError(`unusable data directory path ${archive}`);
     const lines = [
       "listen_addresses = '127.0.0.1'",
@@ -299,9 +305,13 @@ export const postgresEngine: LocalEngine = {
       ...Object.entries(limits.settings).map(([name, value]) => `${name} = ${confString(value)}`),
       // Continuous archiving from the first start: every segment is kept for point-in-time recovery.
       'wal_level = replica',
-      'archive_mode = on',
-      `archive_command = ${confString(`test ! -f "${archive}/%f" && cp "%p" "${archive}/%f"`)}`,
-      'archive_timeout = 60',
+      ...(archiving
+        ? [
+            'archive_mode = on',
+            `archive_command = ${confString(`test ! -f "${archive}/%f" && cp "%p" "${archive}/%f"`)}`,
+            'archive_timeout = 60',
+          ]
+        : ['archive_mode = off']),
       'min_wal_size = 16MB',
       'max_wal_size = 256MB',
       "log_line_prefix = '%m [%p] '",

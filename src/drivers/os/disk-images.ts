@@ -1,0 +1,190 @@
+// Directories with a hard size: an ext4 file system in a sparse image file, loop-mounted on the
+// directory. A process that fills it gets ENOSPC from the kernel, as on a real volume, and nothing else
+// on the host runs out of space. Used for the `volume_size` of an application's database services
+// (docs/services.md). The image holds the data; the mount is how it is reached, so a Berth that
+// restarts (or a host that reboots) mounts the image again and finds everything where it was.
+// Root only: mount(8) and loop devices need CAP_SYS_ADMIN.
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
+
+const exec = promisify(execFile);
+
+export const GIB = 1024 ** 3;
+/** ext4 keeps about 5 % of a small file system for its own tables; the rest is the directory's. */
+const MIN_IMAGE_BYTES = 16 * 1024 * 1024;
+
+/** Not executable, no devices, no set-uid: the directory holds a server's data, never its programs. */
+const MOUNT_OPTIONS = 'loop,nodev,nosuid,noexec';
+
+/** Runs a tool to completion; `accepted` are exit codes that are not failures (e2fsck's 1: fixed). */
+async function command(file: string, args: string[], accepted: number[] = [0]): Promise<void> {
+  try {
+    await exec(file, args, { timeout: 120_000 });
+  } catch (error) {
+    const failure = error as { code?: unknown; stderr?: string; message: string };
+    if (typeof failure.code === 'number' && accepted.includes(failure.code)) return;
+    const detail = failure.stderr?.trim() || failure.message;
+    throw new Error(`${file} failed: ${detail.split('\n').slice(-3).join(' | ')}`);
+  }
+}
+
+/** The mount points of this host (from the kernel's own table, escapes decoded). */
+function mountPoints(): Map<string, string> {
+  const points = new Map<string, string>();
+  for (const line of fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
+    const fields = line.split(' ');
+    const separator = fields.indexOf('-');
+    if (separator < 0) continue;
+    const decode = (text: string) =>
+      text.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(parseInt(octal, 8)));
+    points.set(decode(fields[4] ?? ''), decode(fields[separator + 2] ?? ''));
+  }
+  return points;
+}
+
+export const isMounted = (dir: string): boolean => mountPoints().has(path.resolve(dir));
+
+/**
+ * Makes `dir` the root of the image `image`, at least `sizeBytes` large: the image is made when
+ * missing (empty; `dir` must then be empty or missing), grown when smaller (nothing may run on it
+ * then), never shrunk (a smaller size is refused: the data may not fit). Mounted when it is not yet.
+ */
+export async function mountImage(image: string, dir: string, sizeBytes: number): Promise<void> {
+  if (!Number.isSafeInteger(sizeBytes) || sizeBytes < MIN_IMAGE_BYTES) {
+    throw new Error(`invalid volume size ${sizeBytes}`);
+  }
+  fs.mkdirSync(path.dirname(image), { recursive: true, mode: 0o700 });
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  // Images are sparse, so several may promise more than the disk has; one alone may not.
+  const host = fs.statfsSync(path.dirname(image));
+  if (sizeBytes > host.blocks * host.bsize) {
+    throw new Error(
+      `a volume of ${sizeName(sizeBytes)} is larger than this host's disk (${sizeName(host.blocks * host.bsize)})`,
+    );
+  }
+  const current = fs.existsSync(image) ? fs.statSync(image).size : undefined;
+  if (current !== undefined && current > sizeBytes) {
+    throw new Error(
+      `the volume is ${sizeName(current)} and cannot shrink to ${sizeName(sizeBytes)}; keep its size or make a new service`,
+    );
+  }
+  if (current === undefined) {
+    const building = `${image}.building`;
+    fs.rmSync(building, { force: true });
+    // Sparse: the host's disk is used as the data grows, not at once.
+    fs.closeSync(fs.openSync(building, 'wx', 0o600));
+    fs.truncateSync(building, sizeBytes);
+    // -m 0: no blocks kept back for root (the server is the only writer); lazy init: made in moments.
+    await command('mkfs.ext4', [
+      '-q',
+      '-F',
+      '-m',
+      '0',
+      '-E',
+      'lazy_itable_init=1,lazy_journal_init=1',
+      '--',
+      building,
+    ]);
+    fs.renameSync(building, image);
+  }
+  if (current !== undefined && current < sizeBytes) await grow(image, dir, sizeBytes);
+  if (!isMounted(dir)) {
+    await command('mount', ['-t', 'ext4', '-o', MOUNT_OPTIONS, '--', image, dir]);
+    // A data directory holds the server's files only (MariaDB would list lost+found as a database);
+    // e2fsck makes it again should it ever need one.
+    fs.rmSync(path.join(dir, 'lost+found'), { recursive: true, force: true });
+  }
+}
+
+/**
+ * Grows an image offline: unmounted (nothing may run on it: the caller has stopped its server), the
+ * file, then the file system. Online growth needs a capability containers often lack.
+ */
+async function grow(image: string, dir: string, sizeBytes: number): Promise<void> {
+  await unmountImage(dir);
+  fs.truncateSync(image, sizeBytes);
+  await command('e2fsck', ['-f', '-p', '--', image], [0, 1]);
+  await command('resize2fs', ['--', image]);
+}
+
+/**
+ * Puts `dir`'s files on the volume `image` of `sizeBytes`, whatever state they are in (nothing may
+ * run on them): an existing volume is mounted and grown; files made before there was a volume are
+ * copied onto a new one (owner and mode of `dir` kept), then the old ones go. A smaller size than the
+ * volume has is refused before anything changes.
+ */
+export async function placeOnVolume(image: string, dir: string, sizeBytes: number): Promise<void> {
+  const refusal = shrinkRefusal(image, sizeBytes);
+  if (refusal) throw new Error(refusal);
+  const current = imageSize(image);
+  const files = fs.existsSync(dir) ? fs.readdirSync(dir) : [];
+  if (current !== undefined || files.length === 0) {
+    const owner = fs.existsSync(dir) ? fs.statSync(dir) : undefined;
+    await mountImage(image, dir, sizeBytes);
+    if (owner) keepOwner(dir, owner);
+    return;
+  }
+  const owner = fs.statSync(dir);
+  const staging = `${dir}.volume`;
+  await unmountImage(staging);
+  fs.rmSync(staging, { recursive: true, force: true });
+  await mountImage(image, staging, sizeBytes);
+  try {
+    await command('cp', ['-a', '--', `${dir}/.`, staging]);
+    keepOwner(staging, owner);
+  } catch (error) {
+    await unmountImage(staging);
+    fs.rmSync(image, { force: true });
+    throw error;
+  }
+  await unmountImage(staging);
+  fs.rmdirSync(staging);
+  // The copy is whole: the old files go, and the volume takes their place.
+  fs.rmSync(dir, { recursive: true, force: true });
+  fs.mkdirSync(dir, { mode: 0o700 });
+  await mountImage(image, dir, sizeBytes);
+}
+
+/** Why the volume `image` cannot take `sizeBytes` (smaller than it is: the data may not fit), if so. */
+export function shrinkRefusal(image: string, sizeBytes: number): string | undefined {
+  const current = imageSize(image);
+  return current !== undefined && current > sizeBytes
+    ? `volume_size cannot shrink from ${sizeName(current)} to ${sizeName(sizeBytes)}; keep its size or make a new service`
+    : undefined;
+}
+
+/** A volume's root is root's and 0755 when made: it takes the owner and mode of the directory it replaces. */
+function keepOwner(dir: string, owner: fs.Stats): void {
+  fs.chownSync(dir, owner.uid, owner.gid);
+  fs.chmodSync(dir, owner.mode & 0o7777);
+}
+
+/**
+ * Unmounts `dir` when it is mounted (its loop device is freed with it); the image stays. `detach`: for
+ * a volume being deleted, a mount still busy (a process with a file open in it) is detached at once
+ * and goes when the last user does.
+ */
+export async function unmountImage(dir: string, options: { detach?: boolean } = {}): Promise<void> {
+  if (!isMounted(dir)) return;
+  try {
+    await command('umount', ['--', path.resolve(dir)]);
+  } catch (error) {
+    if (!options.detach) throw error;
+    await command('umount', ['--lazy', '--', path.resolve(dir)]);
+  }
+}
+
+/** The size the image was made or grown to, or undefined when there is none. */
+export function imageSize(image: string): number | undefined {
+  try {
+    return fs.statSync(image).size;
+  } catch {
+    return undefined;
+  }
+}
+
+/** `2Gi`, or `300Mi` for a size that is not whole gibibytes. */
+export const sizeName = (bytes: number): string =>
+  bytes % GIB === 0 ? `${bytes / GIB}Gi` : `${Math.round(bytes / (1024 * 1024))}Mi`;
