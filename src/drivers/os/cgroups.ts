@@ -1,7 +1,8 @@
-// Memory caps for the processes Berth runs for applications, as kernel control groups, without systemd.
-// Every group lives under `<root>/berth/`, one level per path segment (`berth/app-12/web-5-0`), so an
-// application's groups are one subtree that can be killed and removed at once, and a Berth that
-// restarts finds whatever its predecessor left running there.
+// Memory caps for the processes Berth runs for tenants (replicas, workers, services), as kernel control
+// groups, without systemd. Every group lives under `<root>/berth/`, one level per path segment
+// (`berth/app-12/web-5-0`, `berth/databases/<uuid>`), so an application's groups are one subtree that
+// can be killed and removed at once, and a Berth that restarts finds whatever its predecessor left
+// running there.
 // - cgroup v1 (this machine kind): the memory hierarchy at /sys/fs/cgroup/memory; a cap is
 //   memory.limit_in_bytes plus memory.memsw.limit_in_bytes (when swap accounting is on), so swapping
 //   does not lift the cap; the OOM count is `oom_kill` in memory.oom_control.

@@ -1,7 +1,7 @@
 // Directories with a hard size: an ext4 file system in a sparse image file, loop-mounted on the
 // directory. A process that fills it gets ENOSPC from the kernel, as on a real volume, and nothing else
-// on the host runs out of space. Used for the `volume_size` of an application's database services
-// (docs/services.md). The image holds the data; the mount is how it is reached, so a Berth that
+// on the host runs out of space. Used for the `volume_size` of an application's database and rabbitmq
+// services (docs/services.md). The image holds the data; the mount is how it is reached, so a Berth that
 // restarts (or a host that reboots) mounts the image again and finds everything where it was.
 // Root only: mount(8) and loop devices need CAP_SYS_ADMIN.
 import { execFile } from 'node:child_process';
@@ -12,7 +12,7 @@ import { promisify } from 'node:util';
 const exec = promisify(execFile);
 
 export const GIB = 1024 ** 3;
-/** ext4 keeps about 5 % of a small file system for its own tables; the rest is the directory's. */
+/** Below this, ext4's own tables (journal, inodes) would leave little for data. */
 const MIN_IMAGE_BYTES = 16 * 1024 * 1024;
 
 /** Not executable, no devices, no set-uid: the directory holds a server's data, never its programs. */
@@ -64,12 +64,9 @@ export async function mountImage(image: string, dir: string, sizeBytes: number):
       `a volume of ${sizeName(sizeBytes)} is larger than this host's disk (${sizeName(host.blocks * host.bsize)})`,
     );
   }
-  const current = fs.existsSync(image) ? fs.statSync(image).size : undefined;
-  if (current !== undefined && current > sizeBytes) {
-    throw new Error(
-      `the volume is ${sizeName(current)} and cannot shrink to ${sizeName(sizeBytes)}; keep its size or make a new service`,
-    );
-  }
+  const refusal = shrinkRefusal(image, sizeBytes);
+  if (refusal) throw new Error(refusal);
+  const current = imageSize(image);
   if (current === undefined) {
     const building = `${image}.building`;
     fs.rmSync(building, { force: true });
