@@ -15,15 +15,7 @@
 //   proxy, so nothing reaches the network unchecked.
 import type { PageLayout } from '../../domain/tools.js';
 import { randomBytes } from 'node:crypto';
-import {
-  chromium,
-  type Browser,
-  type BrowserContext,
-  type CDPSession,
-  type Page,
-  type Request,
-  type Route,
-} from 'playwright-core';
+import type { Browser, BrowserContext, CDPSession, Page, Request, Route } from 'playwright-core';
 import { BlockedAddressError, type AddressGuard } from '../net/guard.js';
 import { guardedFetch } from '../net/fetch.js';
 import { blankPdfTitle } from './pdf-title.js';
@@ -685,6 +677,9 @@ export class ChromiumEngine {
   private async launch(): Promise<Generation> {
     this.stats.status = 'starting';
     try {
+      // Loaded on first use: playwright-core costs every Berth process (and `berth admin …`) about half
+      // a second of start-up, and most never render a page.
+      const { chromium } = await import('playwright-core');
       const browser = await chromium.launch({
         executablePath: this.options.executablePath,
         headless: true,
