@@ -223,8 +223,14 @@ describe('a deployment whose Berth is killed', () => {
       'the live release to serve again',
     );
     expect(JSON.parse(served.body)).toMatchObject({ version: 'v1' });
-    const status = await call<{ data: { status: string } }>('GET', `/api/v1/applications/${appId}/status`);
-    expect(status.data.status).toBe('active');
+    // Routed first, then recorded as active: the status may lag the first answer by a moment.
+    await eventually(
+      async () =>
+        (await call<{ data: { status: string } }>('GET', `/api/v1/applications/${appId}/status`)).data
+          .status === 'active' || undefined,
+      10_000,
+      'the application to be active again',
+    );
     // The killed build's group is gone: the application's group holds its one replica.
     if (fs.existsSync('/sys/fs/cgroup/memory/memory.limit_in_bytes')) {
       expect(memoryGroups(dataDir).filter((g) => g.includes('build'))).toEqual([]);

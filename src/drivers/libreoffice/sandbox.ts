@@ -12,7 +12,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { PRIVATE_KERNEL_MOUNTS, readOnlySystemArgs } from '../os/bwrap.js';
-import { ensureSystemAccount, isRoot, type SystemAccount } from '../os/users.js';
+import { ensureSystemAccount, isRoot, SHARED_ACCOUNTS, type SystemAccount } from '../os/users.js';
 
 export { BWRAP_PATH } from '../os/bwrap.js';
 
@@ -79,7 +79,7 @@ export async function prepareProfile(profileDir: string, account: SystemAccount 
 
 /** The account soffice runs as: `berth-office` when Berth is root, else Berth's own user (undefined). */
 export function officeAccount(): SystemAccount | undefined {
-  return isRoot() ? ensureSystemAccount('berth-office') : undefined;
+  return isRoot() ? ensureSystemAccount(SHARED_ACCOUNTS.office) : undefined;
 }
 
 /** Gives `paths` to the office account, so that the jailed soffice can use them (root needs no grant). */

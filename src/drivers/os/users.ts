@@ -43,7 +43,17 @@ const ID_RANGE_OPTIONS = ['SYS_UID_MIN', 'SYS_GID_MIN', 'SYS_UID_MAX', 'SYS_GID_
   `${key}=${key.endsWith('MIN') ? ACCOUNT_ID_RANGE.min : ACCOUNT_ID_RANGE.max}`,
 ]);
 
-/** The accounts this process created and has not removed (the test suite removes them after each file). */
+/**
+ * Accounts of a role rather than of one tenant's instance: every Berth process on the host shares them
+ * (`berth-ops` runs the dump and restore tools, `berth-office` LibreOffice), and they are never removed.
+ */
+export const SHARED_ACCOUNTS = { tools: 'berth-ops', office: 'berth-office' } as const;
+const shared = new Set<string>(Object.values(SHARED_ACCOUNTS));
+
+/**
+ * The per-instance accounts this process created and has not removed (the test suite removes them
+ * after each file). Shared accounts are left out: another process may be using them.
+ */
 const created = new Set<string>();
 export const accountsCreatedHere = (): string[] => [...created];
 
@@ -75,7 +85,7 @@ export function ensureSystemAccount(name: string): SystemAccount {
         ],
         { stdio: ['ignore', 'ignore', 'pipe'] },
       );
-      created.add(name);
+      if (!shared.has(name)) created.add(name);
     } catch (error) {
       // Another Berth process may have created it between the look-up and useradd.
       if (!findAccount(name)) throw error;

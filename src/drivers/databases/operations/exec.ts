@@ -4,7 +4,7 @@
 // leaves no dump writing on alone), and runs as the account it names, never as root by accident.
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import path from 'node:path';
-import { ensureSystemAccount, isRoot } from '../../os/users.js';
+import { ensureSystemAccount, isRoot, SHARED_ACCOUNTS } from '../../os/users.js';
 import { OperationError, type OperationErrorCode } from './errors.js';
 import { redactText } from './redact.js';
 
@@ -33,7 +33,7 @@ export interface RunOptions {
 export { isRoot };
 
 /** The unprivileged account of dump, restore and client tools (they only talk to servers over TCP). */
-export const TOOL_ACCOUNT = 'berth-ops';
+export const TOOL_ACCOUNT = SHARED_ACCOUNTS.tools;
 
 /**
  * setpriv, not runuser: runuser forks and waits, so the tool's parent would be runuser and a killed
