@@ -272,7 +272,12 @@ describe.each(DIALECTS)('replaying UpCloud against Berth on %s', (dialect) => {
 
   it('runs every engine the replay maps to', async () => {
     for (const id of Object.values(uuid)) {
-      expect((await call('GET', `/1.3/database/${id}`)).json()).toMatchObject({ state: 'running' });
+      // state_error, when there is one, says why in the failure.
+      const { state, state_error } = (await call('GET', `/1.3/database/${id}`)).json<{
+        state: string;
+        state_error?: unknown;
+      }>();
+      expect({ state, state_error }).toEqual({ state: 'running', state_error: undefined });
     }
   });
 
