@@ -64,7 +64,7 @@ describe.each(DIALECTS.slice(0, 1))('a laravel application with its services (%s
 
   it('gets the names Laravel reads for each service, and every service runs', async () => {
     const services = data<Array<{ name: string; status: string }>>(
-      await h.t.app.inject({
+      await h.t.request({
         method: 'GET',
         url: `/api/v1/applications/${appId}/services`,
         headers: h.t.auth.platform,
@@ -73,7 +73,7 @@ describe.each(DIALECTS.slice(0, 1))('a laravel application with its services (%s
     await eventually(
       async () => {
         const now = data<Array<{ name: string; status: string }>>(
-          await h.t.app.inject({
+          await h.t.request({
             method: 'GET',
             url: `/api/v1/applications/${appId}/services`,
             headers: h.t.auth.platform,
@@ -86,7 +86,7 @@ describe.each(DIALECTS.slice(0, 1))('a laravel application with its services (%s
     );
     expect(services.map((s) => s.name)).toEqual(['db', 'cache', 'queue', 'files', 'jobs']);
     const injected = data<Array<{ key: string; value: string }>>(
-      await h.t.app.inject({
+      await h.t.request({
         method: 'GET',
         url: `/api/v1/applications/${appId}/secrets/injected`,
         headers: h.t.auth.platform,

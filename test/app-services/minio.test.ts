@@ -50,13 +50,13 @@ describe.each(DIALECTS)('minio service (%s)', (dialect) => {
   let teamKey: { id: string; secret: string };
 
   const apply = async (body: string, query = '?auto_deploy=false') =>
-    t.app.inject({
+    t.request({
       method: 'POST',
       url: `/api/v1/infrastructure/apply${query}`,
       headers: { ...t.auth.platform, 'content-type': 'application/yaml' },
       payload: body,
     });
-  const get = (url: string) => t.app.inject({ method: 'GET', url, headers: t.auth.platform });
+  const get = (url: string) => t.request({ method: 'GET', url, headers: t.auth.platform });
   /** What the application is given for its service (GET …/services/<name>/environment). */
   const environment = async (appId: number, service: string): Promise<Record<string, string>> => {
     const response = await get(`/api/v1/applications/${appId}/services/${service}/environment`);
@@ -207,7 +207,7 @@ describe.each(DIALECTS)('minio service (%s)', (dialect) => {
       .executeTakeFirstOrThrow();
     for (const ref of [own.uuid, encodeURIComponent(own.name)]) {
       expect((await get(`/api/v1/teams/${team}/object-storage/${ref}`)).statusCode).toBe(404);
-      const deleted = await t.app.inject({
+      const deleted = await t.request({
         method: 'DELETE',
         url: `/api/v1/teams/${team}/object-storage/${ref}`,
         headers: t.auth.platform,
@@ -286,7 +286,7 @@ describe.each(DIALECTS)('minio service (%s)', (dialect) => {
     );
     expect(view).toEqual([expect.objectContaining({ status: 'running', restarts: 0 })]);
 
-    const restarted = await t.app.inject({
+    const restarted = await t.request({
       method: 'POST',
       url: `/api/v1/applications/${apps.shop!}/services/files/restart`,
       headers: t.auth.platform,
@@ -317,7 +317,7 @@ describe.each(DIALECTS)('minio service (%s)', (dialect) => {
     const files = path.join(t.ctx.config.dataDir, 'objects', 'data', String(bucket.id));
     expect(fs.existsSync(files)).toBe(true);
 
-    const deleted = await t.app.inject({
+    const deleted = await t.request({
       method: 'DELETE',
       url: `/api/v1/applications/${apps.blog!}`,
       headers: t.auth.platform,

@@ -96,7 +96,7 @@ describe.each(DIALECTS.slice(0, 1))('application services on runners (%s)', (dia
   let repositoryUrl: string;
 
   const api = (method: string, url: string) =>
-    h.t.app.inject({ method: method as 'GET', url, headers: h.t.auth.platform });
+    h.t.request({ method: method as 'GET', url, headers: h.t.auth.platform });
   const services = async (id: number) =>
     data<ServiceView[]>(await api('GET', `/api/v1/applications/${id}/services`));
   const environment = async (id: number, service: string) =>
@@ -182,7 +182,7 @@ describe.each(DIALECTS.slice(0, 1))('application services on runners (%s)', (dia
   it('converts HTML to PDF through its gotenberg service as a Gotenberg client would, with only GOTENBERG_URL', async () => {
     const balance = async () =>
       (
-        await h.t.app.inject({ method: 'GET', url: '/api/v1/user/tools/balance', headers: h.t.auth.platform })
+        await h.t.request({ method: 'GET', url: '/api/v1/user/tools/balance', headers: h.t.auth.platform })
       ).json<unknown>();
     const before = await balance();
     const answer = await edgeRequest(h.edgePort, 'tools.test', '/gotenberg');

@@ -112,7 +112,7 @@ describe.each(DIALECTS)('application services (%s)', (dialect) => {
   let repositoryUrl: string;
 
   const api = (method: string, url: string, payload?: unknown, headers = h.t.auth.platform) =>
-    h.t.app.inject({
+    h.t.request({
       method: method as 'GET',
       url,
       headers,
@@ -141,7 +141,7 @@ describe.each(DIALECTS)('application services (%s)', (dialect) => {
 
   it('refuses at apply (dry run too) a version, extension or database name the engines cannot provide, naming what is available', async () => {
     const attempt = async (service: Record<string, unknown>, query: string) => {
-      const response = await h.t.app.inject({
+      const response = await h.t.request({
         method: 'POST',
         url: `/api/v1/infrastructure/apply${query}`,
         headers: { ...h.t.auth.platform, 'content-type': 'application/yaml' },

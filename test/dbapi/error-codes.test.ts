@@ -93,7 +93,7 @@ describe.each(DIALECTS)('/1.3 error codes without a running engine on %s', (dial
   let t: TestApp;
   const uuid: Record<'pg' | 'mysql' | 'valkey', string> = { pg: '', mysql: '', valkey: '' };
   const call = (method: string, url: string, payload?: unknown, headers: Record<string, string> = {}) =>
-    t.app.inject({
+    t.request({
       method: method as 'GET',
       url,
       headers: { ...t.auth.dbApi, ...headers },
@@ -116,7 +116,7 @@ describe.each(DIALECTS)('/1.3 error codes without a running engine on %s', (dial
   });
 
   it('401 AUTHENTICATION_FAILED without or with wrong credentials', async () => {
-    const none = await t.app.inject({ method: 'GET', url: '/1.3/database' });
+    const none = await t.request({ method: 'GET', url: '/1.3/database' });
     expect(none.statusCode).toBe(401);
     expect(none.json()).toMatchObject({
       error_code: 'AUTHENTICATION_FAILED',
@@ -239,10 +239,10 @@ describe.each(DIALECTS)('/1.3 error codes without a running engine on %s', (dial
     const limited = await createTestApp(dialect, { env: { BERTH_RATE_LIMIT_PER_MINUTE: '1' } });
     try {
       const headers = authHeaders(limited.user).dbApi;
-      let response = await limited.app.inject({ method: 'GET', url: '/1.3/database', headers });
+      let response = await limited.request({ method: 'GET', url: '/1.3/database', headers });
       // A minute boundary between two requests resets the window: a third one is then over the limit.
       for (let i = 0; i < 3 && response.statusCode !== 429; i++) {
-        response = await limited.app.inject({ method: 'GET', url: '/1.3/database', headers });
+        response = await limited.request({ method: 'GET', url: '/1.3/database', headers });
       }
       expect(response.statusCode).toBe(429);
       expect(response.headers['retry-after']).toBeDefined();

@@ -25,7 +25,7 @@ describe.each(DIALECTS)('stopping a replication migration on %s', (dialect) => {
   let uuid = '';
 
   const call = (method: 'GET' | 'POST' | 'DELETE', url: string, payload?: Record<string, unknown>) =>
-    berth.app.inject({
+    berth.request({
       method,
       url,
       headers: authHeaders(owner).dbApi,

@@ -38,7 +38,7 @@ describe.each(DIALECTS)('/1.3 database operations on %s', (dialect) => {
 
   const runJobs = () => berth.ctx.services.jobs.runner().runDue();
   const call = (method: 'GET' | 'POST', url: string, payload?: unknown, user?: CreatedUser) =>
-    berth.app.inject({
+    berth.request({
       method,
       url,
       headers: authHeaders(user ?? owner).dbApi,
@@ -314,7 +314,7 @@ describe.each(DIALECTS)('/1.3 database operations on %s', (dialect) => {
     expect(ids.map((r) => r.id)).toEqual([1]);
 
     // The clone is the team's like any other managed database: the export lists it, password as placeholder.
-    const exported = await berth.app.inject({
+    const exported = await berth.request({
       url: `/api/v1/teams/${owner.team_id}/export-yaml`,
       headers: authHeaders(owner).platform,
     });

@@ -182,7 +182,7 @@ describe.each(DIALECTS)('replaying UpCloud against Berth on %s', (dialect) => {
 
   const runJobs = () => berth.ctx.services.jobs.runner().runDue();
   const call = (method: string, url: string, payload?: unknown) =>
-    berth.app.inject({
+    berth.request({
       method: method as 'GET',
       url,
       headers: authHeaders(owner).dbApi,

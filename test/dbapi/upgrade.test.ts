@@ -47,7 +47,7 @@ describe.each(DIALECTS)('/1.3 upgrade and maintenance on %s', (dialect) => {
 
   const runJobs = () => berth.ctx.services.jobs.runner().runDue();
   const call = (method: 'GET' | 'POST', url: string, payload?: unknown) =>
-    berth.app.inject({
+    berth.request({
       method,
       url,
       headers: authHeaders(owner).dbApi,

@@ -12,11 +12,16 @@ import { createContext, type AppContext } from '../../src/context.js';
 import type { Clock } from '../../src/domain/clock.js';
 import type { Dialect } from '../../src/db/connect.js';
 import type { CreatedUser } from '../../src/services/identity.js';
+import { listenOnSocket, type RequestOverSocket } from './http.js';
 import { openTestStore } from './store.js';
 
 export interface TestApp {
   ctx: AppContext;
   app: FastifyInstance;
+  /** A request to `app` over a real socket (it listens on a free loopback port). */
+  request: RequestOverSocket;
+  /** The port `app` listens on. */
+  port: number;
   user: CreatedUser;
   /** Headers for each API as the first user. */
   auth: { platform: Record<string, string>; tools: Record<string, string>; dbApi: Record<string, string> };
@@ -61,11 +66,13 @@ export async function createTestApp(
   });
   // Every JSON answer is checked against its route's documented response schema (a mismatch is a 500).
   const app = await buildApp(ctx, { checkResponses: true });
-  await app.ready();
+  const { port, request } = await listenOnSocket(app);
   const user = await ctx.identity.createUser({ email: 'owner@example.com', team: options.team ?? 'acme' });
   return {
     ctx,
     app,
+    request,
+    port,
     user,
     auth: authHeaders(user),
     async close() {

@@ -30,7 +30,7 @@ describe.each(DIALECTS)('accounts (%s)', (dialect) => {
   });
 
   const signIn = (email: string, password: string, headers: Record<string, string> = {}) =>
-    t.app.inject({ method: 'POST', url: '/api/v1/auth/sign-in', payload: { email, password }, headers });
+    t.request({ method: 'POST', url: '/api/v1/auth/sign-in', payload: { email, password }, headers });
 
   /** Signs in and keeps what a browser keeps: the cookie, and the CSRF token the page holds. */
   function browserOf(response: Awaited<ReturnType<typeof signIn>>): Browser {
@@ -65,17 +65,15 @@ describe.each(DIALECTS)('accounts (%s)', (dialect) => {
     );
     expect(response.headers['cache-control']).toBe('no-store');
     const browser = browserOf(response);
-    const user = await t.app.inject({ url: '/api/v1/user', headers: as(browser, false) });
+    const user = await t.request({ url: '/api/v1/user', headers: as(browser, false) });
     expect(user.statusCode).toBe(200);
     expect(user.json()).toMatchObject({ data: { email: 'owner@example.com' } });
-    const session = await t.app.inject({ url: '/api/v1/auth/session', headers: as(browser, false) });
+    const session = await t.request({ url: '/api/v1/auth/session', headers: as(browser, false) });
     expect(session.json()).toMatchObject({
       data: { csrf_token: browser.csrf, session: { id: browser.sessionId, user_agent: 'test-browser/1' } },
     });
     // A token is no browser session.
-    expect((await t.app.inject({ url: '/api/v1/auth/session', headers: t.auth.platform })).statusCode).toBe(
-      404,
-    );
+    expect((await t.request({ url: '/api/v1/auth/session', headers: t.auth.platform })).statusCode).toBe(404);
   });
 
   it('refuses a wrong password or an unknown address alike, and a sign-in posted from another site', async () => {
@@ -91,7 +89,7 @@ describe.each(DIALECTS)('accounts (%s)', (dialect) => {
 
   it('needs the CSRF token for a change made with the cookie; a bearer token needs none', async () => {
     const browser = browserOf(await signIn('owner@example.com', PASSWORD));
-    const without = await t.app.inject({
+    const without = await t.request({
       method: 'POST',
       url: '/api/v1/teams',
       payload: { name: 'csrf-free' },
@@ -99,18 +97,18 @@ describe.each(DIALECTS)('accounts (%s)', (dialect) => {
     });
     expect(without.statusCode).toBe(403);
     expect(without.json<{ message: string }>().message).toContain('X-CSRF-Token');
-    const forged = await t.app.inject({
+    const forged = await t.request({
       method: 'POST',
       url: '/api/v1/teams',
       payload: { name: 'csrf-free' },
       headers: { cookie: browser.cookie, 'x-csrf-token': 'f'.repeat(64) },
     });
     expect(forged.statusCode).toBe(403);
-    const teams = await t.app.inject({ url: '/api/v1/teams', headers: t.auth.platform });
+    const teams = await t.request({ url: '/api/v1/teams', headers: t.auth.platform });
     expect(teams.json<{ data: Array<{ name: string }> }>().data.map((team) => team.name)).not.toContain(
       'csrf-free',
     );
-    const made = await t.app.inject({
+    const made = await t.request({
       method: 'POST',
       url: '/api/v1/teams',
       payload: { name: 'with-token' },
@@ -122,29 +120,29 @@ describe.each(DIALECTS)('accounts (%s)', (dialect) => {
   it('lists sessions, ends one at once, and signs out', async () => {
     const laptop = browserOf(await signIn('owner@example.com', PASSWORD));
     const phone = browserOf(await signIn('owner@example.com', PASSWORD));
-    const listed = await t.app.inject({ url: '/api/v1/user/sessions', headers: as(laptop, false) });
+    const listed = await t.request({ url: '/api/v1/user/sessions', headers: as(laptop, false) });
     const sessions = listed.json<{ data: Array<{ id: number; current: boolean }> }>().data;
     expect(sessions.find((s) => s.id === laptop.sessionId)?.current).toBe(true);
     expect(sessions.find((s) => s.id === phone.sessionId)?.current).toBe(false);
 
-    const revoked = await t.app.inject({
+    const revoked = await t.request({
       method: 'DELETE',
       url: `/api/v1/user/sessions/${phone.sessionId}`,
       headers: as(laptop),
     });
     expect(revoked.statusCode).toBe(204);
-    expect((await t.app.inject({ url: '/api/v1/user', headers: as(phone, false) })).statusCode).toBe(401);
+    expect((await t.request({ url: '/api/v1/user', headers: as(phone, false) })).statusCode).toBe(401);
 
-    const out = await t.app.inject({ method: 'POST', url: '/api/v1/auth/sign-out', headers: as(laptop) });
+    const out = await t.request({ method: 'POST', url: '/api/v1/auth/sign-out', headers: as(laptop) });
     expect(out.statusCode).toBe(204);
     expect(String(out.headers['set-cookie'])).toMatch(/^berth_session=; .*Max-Age=0/);
-    expect((await t.app.inject({ url: '/api/v1/user', headers: as(laptop, false) })).statusCode).toBe(401);
+    expect((await t.request({ url: '/api/v1/user', headers: as(laptop, false) })).statusCode).toBe(401);
   });
 
   it('signs in once with a mailed link; the same link does not work twice; an unknown address gets nothing', async () => {
     smtp.clear();
     for (const email of ['owner@example.com', 'stranger@example.com']) {
-      const asked = await t.app.inject({
+      const asked = await t.request({
         method: 'POST',
         url: '/api/v1/auth/sign-in-links',
         payload: { email },
@@ -156,9 +154,9 @@ describe.each(DIALECTS)('accounts (%s)', (dialect) => {
     expect(mail.subject).toBe('Your Berth sign-in link');
     const token = mailedToken('owner@example.com');
     const consume = () =>
-      t.app.inject({ method: 'POST', url: '/api/v1/auth/sign-in-links/consume', payload: { token } });
+      t.request({ method: 'POST', url: '/api/v1/auth/sign-in-links/consume', payload: { token } });
     const browser = browserOf(await consume());
-    expect((await t.app.inject({ url: '/api/v1/user', headers: as(browser, false) })).statusCode).toBe(200);
+    expect((await t.request({ url: '/api/v1/user', headers: as(browser, false) })).statusCode).toBe(200);
     expect((await consume()).statusCode).toBe(401);
     // Sent by SMTP: nothing waits in the account outbox.
     expect(await t.ctx.services.accounts.unsentMail(t.user.user_id)).toEqual([]);
@@ -167,7 +165,7 @@ describe.each(DIALECTS)('accounts (%s)', (dialect) => {
   it('changes a password with the current one, ending the other sessions', async () => {
     const keep = browserOf(await signIn('owner@example.com', PASSWORD));
     const other = browserOf(await signIn('owner@example.com', PASSWORD));
-    const wrong = await t.app.inject({
+    const wrong = await t.request({
       method: 'PUT',
       url: '/api/v1/user/password',
       payload: { password: 'a new long password', current_password: 'wrong password' },
@@ -175,22 +173,22 @@ describe.each(DIALECTS)('accounts (%s)', (dialect) => {
     });
     expect(wrong.statusCode).toBe(422);
     expect(wrong.json()).toMatchObject({ errors: { current_password: ['The current password is wrong'] } });
-    const short = await t.app.inject({
+    const short = await t.request({
       method: 'PUT',
       url: '/api/v1/user/password',
       payload: { password: 'short', current_password: PASSWORD },
       headers: as(keep),
     });
     expect(short.json()).toMatchObject({ errors: { password: ['A password has at least 10 characters'] } });
-    const changed = await t.app.inject({
+    const changed = await t.request({
       method: 'PUT',
       url: '/api/v1/user/password',
       payload: { password: 'a new long password', current_password: PASSWORD },
       headers: as(keep),
     });
     expect(changed.statusCode).toBe(204);
-    expect((await t.app.inject({ url: '/api/v1/user', headers: as(keep, false) })).statusCode).toBe(200);
-    expect((await t.app.inject({ url: '/api/v1/user', headers: as(other, false) })).statusCode).toBe(401);
+    expect((await t.request({ url: '/api/v1/user', headers: as(keep, false) })).statusCode).toBe(200);
+    expect((await t.request({ url: '/api/v1/user', headers: as(other, false) })).statusCode).toBe(401);
     expect((await signIn('owner@example.com', PASSWORD)).statusCode).toBe(401);
     expect((await signIn('owner@example.com', 'a new long password')).statusCode).toBe(200);
     await t.ctx.services.accounts.forcePassword(t.user.user_id, PASSWORD);
@@ -200,7 +198,7 @@ describe.each(DIALECTS)('accounts (%s)', (dialect) => {
     smtp.clear();
     const owner = t.auth.platform;
     const team = t.user.team_id;
-    const invited = await t.app.inject({
+    const invited = await t.request({
       method: 'POST',
       url: `/api/v1/teams/${team}/members`,
       payload: { email: 'New.Member@Example.com' },
@@ -210,7 +208,7 @@ describe.each(DIALECTS)('accounts (%s)', (dialect) => {
     const member = invited.json<{ data: { id: number; email: string; role: string } }>().data;
     expect(member).toMatchObject({ email: 'new.member@example.com', role: 'member' });
     expect(smtp.to('new.member@example.com')[0]?.subject).toBe('You were added to the team acme on Berth');
-    const again = await t.app.inject({
+    const again = await t.request({
       method: 'POST',
       url: `/api/v1/teams/${team}/members`,
       payload: { email: 'new.member@example.com' },
@@ -220,29 +218,29 @@ describe.each(DIALECTS)('accounts (%s)', (dialect) => {
 
     // The member signs in with the mailed link and sees the team, but cannot manage it.
     const browser = browserOf(
-      await t.app.inject({
+      await t.request({
         method: 'POST',
         url: '/api/v1/auth/sign-in-links/consume',
         payload: { token: mailedToken('new.member@example.com') },
       }),
     );
-    const theirs = await t.app.inject({ url: `/api/v1/teams/${team}`, headers: as(browser, false) });
+    const theirs = await t.request({ url: `/api/v1/teams/${team}`, headers: as(browser, false) });
     expect(theirs.json()).toMatchObject({ data: { name: 'acme', role: 'member' } });
-    const refused = await t.app.inject({
+    const refused = await t.request({
       method: 'POST',
       url: `/api/v1/teams/${team}/members`,
       payload: { email: 'friend@example.com' },
       headers: as(browser),
     });
     expect(refused.statusCode).toBe(403);
-    const promoteSelf = await t.app.inject({
+    const promoteSelf = await t.request({
       method: 'PATCH',
       url: `/api/v1/teams/${team}/members/${member.id}`,
       payload: { role: 'owner' },
       headers: as(browser),
     });
     expect(promoteSelf.statusCode).toBe(403);
-    const removeOwner = await t.app.inject({
+    const removeOwner = await t.request({
       method: 'DELETE',
       url: `/api/v1/teams/${team}/members/${t.user.user_id}`,
       headers: as(browser),
@@ -250,56 +248,56 @@ describe.each(DIALECTS)('accounts (%s)', (dialect) => {
     expect(removeOwner.statusCode).toBe(403);
 
     // The last owner can neither step down nor leave.
-    const demote = await t.app.inject({
+    const demote = await t.request({
       method: 'PATCH',
       url: `/api/v1/teams/${team}/members/${t.user.user_id}`,
       payload: { role: 'member' },
       headers: owner,
     });
     expect(demote.statusCode).toBe(409);
-    const leave = await t.app.inject({ method: 'POST', url: `/api/v1/teams/${team}/leave`, headers: owner });
+    const leave = await t.request({ method: 'POST', url: `/api/v1/teams/${team}/leave`, headers: owner });
     expect(leave.statusCode).toBe(409);
 
     // With a second owner, the first may step down; then the member leaves by themselves.
-    const promoted = await t.app.inject({
+    const promoted = await t.request({
       method: 'PATCH',
       url: `/api/v1/teams/${team}/members/${member.id}`,
       payload: { role: 'owner' },
       headers: owner,
     });
     expect(promoted.json()).toMatchObject({ data: { id: member.id, role: 'owner' } });
-    const demoted = await t.app.inject({
+    const demoted = await t.request({
       method: 'PATCH',
       url: `/api/v1/teams/${team}/members/${t.user.user_id}`,
       payload: { role: 'member' },
       headers: as(browser),
     });
     expect(demoted.json()).toMatchObject({ data: { role: 'member' } });
-    const back = await t.app.inject({
+    const back = await t.request({
       method: 'PATCH',
       url: `/api/v1/teams/${team}/members/${t.user.user_id}`,
       payload: { role: 'owner' },
       headers: as(browser),
     });
     expect(back.statusCode).toBe(200);
-    const left = await t.app.inject({
+    const left = await t.request({
       method: 'POST',
       url: `/api/v1/teams/${team}/leave`,
       headers: as(browser),
     });
     expect(left.statusCode).toBe(204);
-    const members = await t.app.inject({ url: `/api/v1/teams/${team}`, headers: owner });
+    const members = await t.request({ url: `/api/v1/teams/${team}`, headers: owner });
     expect(
       members.json<{ data: { members: Array<{ email: string }> } }>().data.members.map((m) => m.email),
     ).toEqual(['owner@example.com']);
     // No longer a member: the team is another team's now.
-    expect(
-      (await t.app.inject({ url: `/api/v1/teams/${team}`, headers: as(browser, false) })).statusCode,
-    ).toBe(403);
+    expect((await t.request({ url: `/api/v1/teams/${team}`, headers: as(browser, false) })).statusCode).toBe(
+      403,
+    );
   });
 
   it('names the field of a bad team name or e-mail address', async () => {
-    const badName = await t.app.inject({
+    const badName = await t.request({
       method: 'POST',
       url: '/api/v1/teams',
       payload: { name: '../etc' },
@@ -307,14 +305,14 @@ describe.each(DIALECTS)('accounts (%s)', (dialect) => {
     });
     expect(badName.statusCode).toBe(422);
     expect(badName.json()).toMatchObject({ errors: { name: [expect.stringContaining('team name')] } });
-    const taken = await t.app.inject({
+    const taken = await t.request({
       method: 'POST',
       url: '/api/v1/teams',
       payload: { name: 'acme' },
       headers: t.auth.platform,
     });
     expect(taken.json()).toMatchObject({ errors: { name: ['A team named acme exists already'] } });
-    const badEmail = await t.app.inject({
+    const badEmail = await t.request({
       method: 'POST',
       url: `/api/v1/teams/${t.user.team_id}/members`,
       payload: { email: 'not an address' },
@@ -347,7 +345,7 @@ describe('account mail without an SMTP server', () => {
   afterAll(() => t.close());
 
   it('keeps a sign-in link in the account outbox, sealed, for the operator', async () => {
-    const asked = await t.app.inject({
+    const asked = await t.request({
       method: 'POST',
       url: '/api/v1/auth/sign-in-links',
       payload: { email: 'owner@example.com' },
@@ -361,7 +359,7 @@ describe('account mail without an SMTP server', () => {
       .select('body_encrypted')
       .executeTakeFirstOrThrow();
     expect(stored.body_encrypted).not.toContain(token);
-    const consumed = await t.app.inject({
+    const consumed = await t.request({
       method: 'POST',
       url: '/api/v1/auth/sign-in-links/consume',
       payload: { token },

@@ -8,12 +8,12 @@ import { DIALECTS } from '../helpers/store.js';
 describe.each(DIALECTS)('failed authentication throttle (%s)', (dialect) => {
   let t: TestApp;
   beforeAll(async () => {
-    t = await createTestApp(dialect);
+    t = await createTestApp(dialect, { env: { BERTH_TRUSTED_PROXIES: '127.0.0.1/32' } });
   });
   afterAll(() => t.close());
 
   const call = (url: string, authorization: string, remoteAddress: string) =>
-    t.app.inject({ method: 'GET', url, headers: { authorization }, remoteAddress });
+    t.request({ method: 'GET', url, headers: { authorization, 'x-forwarded-for': remoteAddress } });
 
   const APIS: Array<[string, string, () => string, (n: number) => string]> = [
     ['platform', '/api/v1/user', () => t.auth.platform.authorization!, (n) => `Bearer wrong-token-${n}`],

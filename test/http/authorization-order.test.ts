@@ -26,7 +26,7 @@ describe.each(DIALECTS)('authorization before validation (%s)', (dialect) => {
     });
     expect(res.statusCode, res.body).toBe(200);
     applicationId = res.json().application_id;
-    const list = await t.app.inject({ url: '/1.3/database', headers: b.auth.dbApi });
+    const list = await t.request({ url: '/1.3/database', headers: b.auth.dbApi });
     databaseUuid = list.json()[0].uuid;
   });
   afterAll(() => t.close());
@@ -44,12 +44,12 @@ describe.each(DIALECTS)('authorization before validation (%s)', (dialect) => {
   ] as const)('%s of another team with a bad body answers 403', async (_name, method, url, payload) => {
     const path = url();
     const headers = path.startsWith('/1.3') ? t.auth.dbApi : t.auth.platform;
-    const res = await t.app.inject({ method, url: path, headers, payload });
+    const res = await t.request({ method, url: path, headers, payload });
     expect(res.statusCode, res.body).toBe(403);
   });
 
   it('does not name the other team in a 403', async () => {
-    const byId = await t.app.inject({ url: `/api/v1/teams/${t.user.team_id + 1}`, headers: t.auth.platform });
+    const byId = await t.request({ url: `/api/v1/teams/${t.user.team_id + 1}`, headers: t.auth.platform });
     expect(byId.statusCode).toBe(403);
     expect(byId.body).not.toContain('teamB');
   });

@@ -19,12 +19,12 @@ describe.each(DIALECTS)('control characters (%s)', (dialect) => {
     ['GET', '/1.3/database/%00abc'],
   ])('%s %s answers 404', async (method, url) => {
     const headers = url.startsWith('/1.3') ? t.auth.dbApi : t.auth.platform;
-    const res = await t.app.inject({ method: method as 'GET', url, headers });
+    const res = await t.request({ method: method as 'GET', url, headers });
     expect(res.statusCode).toBe(404);
   });
 
   it('answers 422 for a query parameter holding one', async () => {
-    const res = await t.app.inject({
+    const res = await t.request({
       method: 'GET',
       url: '/api/v1/applications?team=acme%00',
       headers: t.auth.platform,
@@ -45,7 +45,7 @@ describe.each(DIALECTS)('control characters (%s)', (dialect) => {
         'metadata: {name: x, team: acme}\nspec: {secrets: [{key: K, value: "a\\0b"}]}',
       ],
     ]) {
-      const res = await t.app.inject({
+      const res = await t.request({
         method: 'POST',
         url: '/api/v1/infrastructure/apply',
         headers: { ...t.auth.platform, 'content-type': 'application/yaml' },
@@ -57,7 +57,7 @@ describe.each(DIALECTS)('control characters (%s)', (dialect) => {
   });
 
   it('answers 422 for a JSON body whose name holds one', async () => {
-    const res = await t.app.inject({
+    const res = await t.request({
       method: 'POST',
       url: '/api/v1/infrastructure/apply',
       headers: t.auth.platform,

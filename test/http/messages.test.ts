@@ -12,7 +12,7 @@ describe('error messages that say what is accepted', () => {
   afterAll(() => t.close());
 
   it('a value outside a fixed set gets one message listing the accepted values, on every API', async () => {
-    const apply = await t.app.inject({
+    const apply = await t.request({
       method: 'POST',
       url: '/api/v1/infrastructure/apply?dry_run=yes',
       headers: { ...t.auth.platform, 'content-type': 'application/yaml' },
@@ -23,7 +23,7 @@ describe('error messages that say what is accepted', () => {
       message: 'The given data was invalid.',
       errors: { dry_run: ["The dry_run field must be one of: 'true', 'false', '1', '0'."] },
     });
-    const shot = await t.app.inject({
+    const shot = await t.request({
       method: 'POST',
       url: '/api/v1/tools/screenshot/html',
       headers: t.auth.tools,
@@ -38,7 +38,7 @@ describe('error messages that say what is accepted', () => {
       type: 'pg',
       plan: '1x1xCPU-2GB-25GB',
     });
-    const task = await t.app.inject({
+    const task = await t.request({
       method: 'POST',
       url: `/1.3/database/${uuid}/tasks`,
       headers: t.auth.dbApi,
@@ -51,7 +51,7 @@ describe('error messages that say what is accepted', () => {
   });
 
   it('415 names the body types, 413 the limit', async () => {
-    const xml = await t.app.inject({
+    const xml = await t.request({
       method: 'POST',
       url: '/api/v1/user/tokens',
       headers: { ...t.auth.platform, 'content-type': 'application/xml' },
@@ -61,7 +61,7 @@ describe('error messages that say what is accepted', () => {
     expect(xml.json<{ message: string }>().message).toMatch(
       /^Unsupported content type 'application\/xml'\. Send one of: application\/json, .*multipart\/form-data\.$/,
     );
-    const big = await t.app.inject({
+    const big = await t.request({
       method: 'POST',
       url: '/api/v1/user/tokens',
       headers: { ...t.auth.platform, 'content-type': 'application/json' },
@@ -72,7 +72,7 @@ describe('error messages that say what is accepted', () => {
   });
 
   it('a credential of another API says which API it belongs to', async () => {
-    const tools = await t.app.inject({
+    const tools = await t.request({
       url: '/api/v1/user',
       headers: { authorization: `Bearer ${t.auth.tools.authorization!}` },
     });
@@ -80,7 +80,7 @@ describe('error messages that say what is accepted', () => {
     expect(tools.json<{ message: string }>().message).toContain(
       'This is a tools API key, for the tools API (/api/v1/tools, Authorization: <key>); this route takes an API token',
     );
-    const token = await t.app.inject({
+    const token = await t.request({
       url: '/api/v1/tools/balance',
       headers: { authorization: t.auth.platform.authorization!.replace('Bearer ', '') },
     });
@@ -88,17 +88,17 @@ describe('error messages that say what is accepted', () => {
   });
 
   it('a path with a space is told so; a trailing slash is a 404, with a hint only where it helps', async () => {
-    const space = await t.app.inject({ url: '/he%20alth' });
+    const space = await t.request({ url: '/he%20alth' });
     expect(space.statusCode).toBe(404);
     expect(space.json()).toEqual({ message: 'Route GET /he alth not found: the path contains a space.' });
     // `…/tasks/` matches no GET route: 404, not a 405 claiming GET is unsupported.
-    const tasks = await t.app.inject({
+    const tasks = await t.request({
       url: '/1.3/database/00000000-0000-4000-8000-000000000000/tasks/',
       headers: t.auth.dbApi,
     });
     expect(tasks.statusCode).toBe(404);
     expect(tasks.json<{ error_code: string }>().error_code).toBe('NOT_FOUND');
-    const slash = await t.app.inject({
+    const slash = await t.request({
       method: 'POST',
       url: '/api/v1/user/tokens//',
       headers: t.auth.platform,

@@ -12,6 +12,7 @@ import { AppError } from '../../src/domain/errors.js';
 import { createContext, type AppContext } from '../../src/context.js';
 import { platformErrors } from '../../src/http/schemas/errors.js';
 import { createTestApp, testConfig, type TestApp } from '../helpers/app.js';
+import { listenOnSocket, type RequestOverSocket } from '../helpers/http.js';
 import { openTestStore } from '../helpers/store.js';
 
 interface MediaObject {
@@ -35,7 +36,7 @@ describe('OpenAPI document', () => {
   let doc: OpenApi;
   beforeAll(async () => {
     t = await createTestApp('sqlite');
-    const res = await t.app.inject({ url: '/openapi.json' });
+    const res = await t.request({ url: '/openapi.json' });
     expect(res.statusCode).toBe(200);
     doc = res.json<OpenApi>();
   });
@@ -117,7 +118,7 @@ describe('OpenAPI document', () => {
 
   it('still reads uploads and YAML as before: the documented bodies are not validated', async () => {
     // Without a file the route's own 422 answers, not a body schema.
-    const office = await t.app.inject({
+    const office = await t.request({
       method: 'POST',
       url: '/api/v1/tools/pdf/convert/office',
       headers: { ...t.auth.tools, 'content-type': 'multipart/form-data; boundary=x' },
@@ -125,14 +126,14 @@ describe('OpenAPI document', () => {
     });
     expect(office.statusCode).toBe(422);
     expect(office.json()).toMatchObject({ errors: { file: ['The file field is required.'] } });
-    const apply = await t.app.inject({
+    const apply = await t.request({
       method: 'POST',
       url: '/api/v1/infrastructure/apply?dry_run=true',
       headers: { ...t.auth.platform, 'content-type': 'application/yaml' },
       payload: '- a list\n- not a document\n',
     });
     expect(apply.statusCode).toBe(400);
-    const json = await t.app.inject({
+    const json = await t.request({
       method: 'POST',
       url: '/api/v1/infrastructure/apply?dry_run=true',
       headers: t.auth.platform,
@@ -151,7 +152,7 @@ describe('response schemas', () => {
   const Documented = Type.Object({ id: Type.Integer(), name: Type.String() });
 
   /** An app with two extra routes: one true to its schema plus an unlisted field, one that is not. */
-  async function appWith(checkResponses: boolean): Promise<FastifyInstance> {
+  async function appWith(checkResponses: boolean): Promise<RequestOverSocket> {
     const app = await buildApp(ctx, { checkResponses });
     const schema = { response: { 200: Documented, ...platformErrors(404) } };
     app.get('/test/extra', { config: { auth: 'none' }, schema }, () => ({
@@ -166,9 +167,8 @@ describe('response schemas', () => {
     app.get('/test/file', { config: { auth: 'none' }, schema }, (_request, reply) =>
       reply.type('application/pdf').send(Buffer.from('%PDF-1.7')),
     );
-    await app.ready();
     apps.push(app);
-    return app;
+    return (await listenOnSocket(app)).request;
   }
 
   beforeAll(async () => {
@@ -188,23 +188,23 @@ describe('response schemas', () => {
 
   it('never drops or coerces what a schema does not list', async () => {
     for (const check of [false, true]) {
-      const app = await appWith(check);
-      const res = await app.inject({ url: '/test/extra' });
+      const request = await appWith(check);
+      const res = await request({ url: '/test/extra' });
       expect(res.statusCode).toBe(200);
       expect(res.json()).toEqual({ id: 1, name: 'x', unlisted: { kept: true } });
     }
   });
 
   it('without the check, sends a mismatching answer as it is', async () => {
-    const app = await appWith(false);
-    const res = await app.inject({ url: '/test/wrong' });
+    const request = await appWith(false);
+    const res = await request({ url: '/test/wrong' });
     expect(res.statusCode).toBe(200);
     expect(res.json()).toEqual({ id: '1', name: 2 });
   });
 
   it('with the check, turns a mismatching answer into a 500 naming the route, status and problems', async () => {
-    const app = await appWith(true);
-    const res = await app.inject({ url: '/test/wrong' });
+    const request = await appWith(true);
+    const res = await request({ url: '/test/wrong' });
     expect(res.statusCode).toBe(500);
     const { message } = res.json<{ message: string }>();
     expect(message).toContain('GET /test/wrong');
@@ -212,10 +212,10 @@ describe('response schemas', () => {
     expect(message).toContain('/id must be integer');
     expect(message).toContain('/name must be string');
     // An error answer true to its schema passes; a file is not read as JSON.
-    const missing = await app.inject({ url: '/test/missing' });
+    const missing = await request({ url: '/test/missing' });
     expect(missing.statusCode).toBe(404);
     expect(missing.json()).toEqual({ message: 'Nothing here' });
-    const file = await app.inject({ url: '/test/file' });
+    const file = await request({ url: '/test/file' });
     expect(file.statusCode).toBe(200);
     expect(file.headers['content-type']).toBe('application/pdf');
   });

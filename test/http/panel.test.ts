@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { PANEL_CSP } from '../../src/http/routes/panel.js';
 import { authHeaders, createTestApp, type TestApp } from '../helpers/app.js';
+import { listenOnSocket, type RequestOverSocket } from '../helpers/http.js';
 import { DIALECTS } from '../helpers/store.js';
 import { apply, fullDocument } from '../infrastructure/helpers.js';
 
@@ -18,6 +19,8 @@ describe('the dashboard is served at / and its own paths only', () => {
   let dir: string;
   let app: Awaited<ReturnType<typeof buildApp>>;
   let bare: Awaited<ReturnType<typeof buildApp>>;
+  let appRequest: RequestOverSocket;
+  let bareRequest: RequestOverSocket;
   beforeAll(async () => {
     t = await createTestApp('sqlite');
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-panel-'));
@@ -30,6 +33,8 @@ describe('the dashboard is served at / and its own paths only', () => {
     fs.writeFileSync(path.join(dir, 'secret.txt'), 'not an asset');
     app = await buildApp(t.ctx, { panelDir: dir, checkResponses: true });
     bare = await buildApp(t.ctx, { panelDir: path.join(dir, 'missing') });
+    appRequest = (await listenOnSocket(app)).request;
+    bareRequest = (await listenOnSocket(bare)).request;
   });
   afterAll(async () => {
     await app.close();
@@ -40,7 +45,7 @@ describe('the dashboard is served at / and its own paths only', () => {
 
   it('answers the page at / and under the panel prefixes, never cached, with a CSP', async () => {
     for (const url of ['/', '/apps', '/apps/12', '/sign-in/link', '/databases/abc/def', '/account']) {
-      const response = await app.inject({ url, headers: { accept: 'text/html' } });
+      const response = await appRequest({ url, headers: { accept: 'text/html' } });
       expect(response.statusCode, url).toBe(200);
       expect(response.headers['content-type']).toBe('text/html; charset=utf-8');
       expect(response.headers['cache-control']).toBe('no-cache');
@@ -53,7 +58,7 @@ describe('the dashboard is served at / and its own paths only', () => {
   });
 
   it('serves hashed assets for a year and nothing outside the assets folder', async () => {
-    const asset = await app.inject({ url: '/assets/index-abc123.js' });
+    const asset = await appRequest({ url: '/assets/index-abc123.js' });
     expect(asset.statusCode).toBe(200);
     expect(asset.headers['content-type']).toBe('text/javascript; charset=utf-8');
     expect(asset.headers['cache-control']).toBe('public, max-age=31536000, immutable');
@@ -63,7 +68,7 @@ describe('the dashboard is served at / and its own paths only', () => {
       '/assets/../secret.txt',
       '/assets/x.txt',
     ]) {
-      const response = await app.inject({ url });
+      const response = await appRequest({ url });
       expect(response.statusCode, url).toBe(404);
       expect(response.body).not.toContain('not an asset');
     }
@@ -71,19 +76,19 @@ describe('the dashboard is served at / and its own paths only', () => {
 
   it('shadows no API path: unknown ones keep their JSON 404', async () => {
     for (const url of ['/api/v1/nothing', '/1.3/nothing', '/schemas/nothing', '/appsx', '/nothing']) {
-      const response = await app.inject({ url });
+      const response = await appRequest({ url });
       expect(response.statusCode, url).toBe(404);
       expect(response.headers['content-type']).toContain('application/json');
     }
-    expect((await app.inject({ url: '/readyz' })).json()).toEqual({ status: 'ready' });
-    expect((await app.inject({ url: '/openapi.json' })).statusCode).toBe(200);
+    expect((await appRequest({ url: '/readyz' })).json()).toEqual({ status: 'ready' });
+    expect((await appRequest({ url: '/openapi.json' })).statusCode).toBe(200);
   });
 
   it('says how to build the panel when it is not built', async () => {
-    const response = await bare.inject({ url: '/' });
+    const response = await bareRequest({ url: '/' });
     expect(response.statusCode).toBe(200);
     expect(response.body).toContain('npm run build');
-    expect((await bare.inject({ url: '/assets/index-abc123.js' })).statusCode).toBe(404);
+    expect((await bareRequest({ url: '/assets/index-abc123.js' })).statusCode).toBe(404);
   });
 });
 
@@ -94,7 +99,7 @@ describe.each(DIALECTS)('routes the panel added to /api/v1 (%s)', (dialect) => {
   beforeAll(async () => {
     t = await createTestApp(dialect);
     expect((await apply(t, fullDocument(t.user.team_id))).statusCode).toBe(200);
-    const list = await t.app.inject({
+    const list = await t.request({
       url: `/api/v1/teams/${t.user.team_id}/managed-databases`,
       headers: t.auth.platform,
     });
@@ -117,7 +122,7 @@ describe.each(DIALECTS)('routes the panel added to /api/v1 (%s)', (dialect) => {
     for (const [method, tail, body] of operations) {
       const url = `/api/v1/managed-databases/${uuid}/${tail}`;
       const send = (headers: Record<string, string>, payload = body) =>
-        t.app.inject({
+        t.request({
           method: method as 'GET',
           url,
           headers,
@@ -132,7 +137,7 @@ describe.each(DIALECTS)('routes the panel added to /api/v1 (%s)', (dialect) => {
       expect((await send({}, undefined)).statusCode, `${method} ${tail} without a credential`).toBe(401);
       // The /1.3 credential is not this API's.
       expect((await send(t.auth.dbApi)).statusCode).toBe(401);
-      const unknown = await t.app.inject({
+      const unknown = await t.request({
         method: method as 'GET',
         url: `/api/v1/managed-databases/00000000-0000-0000-0000-000000000000/${tail}`,
         headers: t.auth.platform,
@@ -142,15 +147,15 @@ describe.each(DIALECTS)('routes the panel added to /api/v1 (%s)', (dialect) => {
     }
     // The team's own call reaches the use case: the database is not provisioned, so the migration
     // status is the idle one, as on /1.3.
-    const status = await t.app.inject({
+    const status = await t.request({
       url: `/api/v1/managed-databases/${uuid}/migration-status`,
       headers: t.auth.platform,
     });
     expect(status.statusCode).toBe(200);
     expect(status.json()).toMatchObject({ status: 'done', method: '' });
-    const same = await t.app.inject({ url: `/1.3/database/${uuid}/migration-status`, headers: t.auth.dbApi });
+    const same = await t.request({ url: `/1.3/database/${uuid}/migration-status`, headers: t.auth.dbApi });
     expect(status.json()).toEqual(same.json());
-    const invalid = await t.app.inject({
+    const invalid = await t.request({
       method: 'POST',
       url: `/api/v1/managed-databases/${uuid}/clone`,
       headers: t.auth.platform,
@@ -161,17 +166,17 @@ describe.each(DIALECTS)('routes the panel added to /api/v1 (%s)', (dialect) => {
   });
 
   it('serves the tools balance and usage to an API token, with the same credits as the tools key', async () => {
-    const viaToken = await t.app.inject({ url: '/api/v1/user/tools/balance', headers: t.auth.platform });
-    const viaKey = await t.app.inject({ url: '/api/v1/tools/balance', headers: t.auth.tools });
+    const viaToken = await t.request({ url: '/api/v1/user/tools/balance', headers: t.auth.platform });
+    const viaKey = await t.request({ url: '/api/v1/tools/balance', headers: t.auth.tools });
     expect(viaToken.statusCode).toBe(200);
     expect(viaToken.json()).toEqual(viaKey.json());
-    expect(
-      (await t.app.inject({ url: '/api/v1/user/tools/balance', headers: t.auth.tools })).statusCode,
-    ).toBe(401);
-    expect((await t.app.inject({ url: '/api/v1/tools/balance', headers: t.auth.platform })).statusCode).toBe(
+    expect((await t.request({ url: '/api/v1/user/tools/balance', headers: t.auth.tools })).statusCode).toBe(
       401,
     );
-    const usage = await t.app.inject({ url: '/api/v1/user/tools/usage', headers: t.auth.platform });
+    expect((await t.request({ url: '/api/v1/tools/balance', headers: t.auth.platform })).statusCode).toBe(
+      401,
+    );
+    const usage = await t.request({ url: '/api/v1/user/tools/usage', headers: t.auth.platform });
     expect(usage.statusCode).toBe(200);
     expect(usage.json()).toMatchObject({ data: [] });
   });

@@ -11,25 +11,25 @@ describe.each(DIALECTS)('HTTP protocol rules (%s)', (dialect) => {
   afterAll(() => t.close());
 
   it('answers 405 with Allow for a known path and the wrong method', async () => {
-    const res = await t.app.inject({ method: 'PATCH', url: '/api/v1/user', headers: t.auth.platform });
+    const res = await t.request({ method: 'PATCH', url: '/api/v1/user', headers: t.auth.platform });
     expect(res.statusCode).toBe(405);
     expect(res.headers.allow).toBe('GET, HEAD');
     expect(res.json()).toEqual({ message: expect.stringContaining('PATCH') as string });
   });
 
   it('answers 404 {message} for an unknown path', async () => {
-    const res = await t.app.inject({ url: '/api/v1/nothing-here', headers: t.auth.platform });
+    const res = await t.request({ url: '/api/v1/nothing-here', headers: t.auth.platform });
     expect(res.statusCode).toBe(404);
     expect(res.json()).toHaveProperty('message');
   });
 
   it('answers 406 when Accept excludes everything the route produces', async () => {
-    const res = await t.app.inject({
+    const res = await t.request({
       url: '/api/v1/user',
       headers: { ...t.auth.platform, accept: 'text/html' },
     });
     expect(res.statusCode).toBe(406);
-    const ok = await t.app.inject({
+    const ok = await t.request({
       url: '/api/v1/user',
       headers: { ...t.auth.platform, accept: 'application/*' },
     });
@@ -37,15 +37,15 @@ describe.each(DIALECTS)('HTTP protocol rules (%s)', (dialect) => {
   });
 
   it('carries a request id on every answer', async () => {
-    const a = await t.app.inject({ url: '/healthz' });
-    const b = await t.app.inject({ url: '/api/v1/user' });
+    const a = await t.request({ url: '/healthz' });
+    const b = await t.request({ url: '/api/v1/user' });
     expect(a.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
     expect(b.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
     expect(a.headers['x-request-id']).not.toBe(b.headers['x-request-id']);
   });
 
   it('answers 400 {success:false} for a body that cannot be parsed', async () => {
-    const res = await t.app.inject({
+    const res = await t.request({
       method: 'POST',
       url: '/api/v1/user/tokens',
       headers: { ...t.auth.platform, 'content-type': 'application/json' },
@@ -56,7 +56,7 @@ describe.each(DIALECTS)('HTTP protocol rules (%s)', (dialect) => {
   });
 
   it('answers 422 {message, errors} for invalid fields', async () => {
-    const res = await t.app.inject({
+    const res = await t.request({
       method: 'POST',
       url: '/api/v1/user/tokens',
       headers: t.auth.platform,
@@ -68,7 +68,7 @@ describe.each(DIALECTS)('HTTP protocol rules (%s)', (dialect) => {
   });
 
   it('answers 413 past the body limit', async () => {
-    const res = await t.app.inject({
+    const res = await t.request({
       method: 'POST',
       url: '/api/v1/user/tokens',
       headers: t.auth.platform,
@@ -80,24 +80,24 @@ describe.each(DIALECTS)('HTTP protocol rules (%s)', (dialect) => {
   it('answers 503 with Retry-After in maintenance mode, except probes', async () => {
     await t.ctx.maintenance.set(true);
     try {
-      const res = await t.app.inject({ url: '/api/v1/user', headers: t.auth.platform });
+      const res = await t.request({ url: '/api/v1/user', headers: t.auth.platform });
       expect(res.statusCode).toBe(503);
       expect(res.headers['retry-after']).toBe('60');
       expect(res.json()).toMatchObject({ success: false });
-      expect((await t.app.inject({ url: '/healthz' })).statusCode).toBe(200);
+      expect((await t.request({ url: '/healthz' })).statusCode).toBe(200);
     } finally {
       await t.ctx.maintenance.set(false);
     }
-    expect((await t.app.inject({ url: '/api/v1/user', headers: t.auth.platform })).statusCode).toBe(200);
+    expect((await t.request({ url: '/api/v1/user', headers: t.auth.platform })).statusCode).toBe(200);
   });
 
   it('serves probes and a generated OpenAPI 3.1 document', async () => {
-    expect((await t.app.inject({ url: '/healthz' })).json()).toEqual({ status: 'ok' });
-    expect((await t.app.inject({ url: '/readyz' })).json()).toEqual({ status: 'ready' });
-    const doc = (await t.app.inject({ url: '/openapi.json' })).json<{ openapi: string; paths: object }>();
+    expect((await t.request({ url: '/healthz' })).json()).toEqual({ status: 'ok' });
+    expect((await t.request({ url: '/readyz' })).json()).toEqual({ status: 'ready' });
+    const doc = (await t.request({ url: '/openapi.json' })).json<{ openapi: string; paths: object }>();
     expect(doc.openapi).toBe('3.1.0');
     expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(['/api/v1/user', '/api/v1/teams/{team}']));
-    const ui = await t.app.inject({ url: '/docs/' });
+    const ui = await t.request({ url: '/docs/' });
     expect(ui.statusCode).toBe(200);
   });
 });
@@ -112,13 +112,13 @@ describe('rate limit', () => {
   it('answers 429 with Retry-After past the per-credential limit, counting each credential alone', async () => {
     const codes: number[] = [];
     for (let i = 0; i < 4; i++) {
-      codes.push((await t.app.inject({ url: '/api/v1/user', headers: t.auth.platform })).statusCode);
+      codes.push((await t.request({ url: '/api/v1/user', headers: t.auth.platform })).statusCode);
     }
     expect(codes).toEqual([200, 200, 200, 429]);
-    const limited = await t.app.inject({ url: '/api/v1/user', headers: t.auth.platform });
+    const limited = await t.request({ url: '/api/v1/user', headers: t.auth.platform });
     expect(Number(limited.headers['retry-after'])).toBeGreaterThan(0);
     const other = await t.ctx.identity.issueCredential(t.user.user_id, 'api_token');
-    const fresh = await t.app.inject({
+    const fresh = await t.request({
       url: '/api/v1/user',
       headers: { authorization: `Bearer ${other.token}` },
     });

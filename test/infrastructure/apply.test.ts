@@ -260,7 +260,7 @@ describe.each(DIALECTS)('apply (%s)', (dialect) => {
     expect(body.structured_changes.services).toEqual([{ action: 'updated', name: 'cache', type: 'valkey' }]);
     expect(body.changes).toContain("Service 'cache' (valkey) updated (memory)");
     const view = (
-      await t.app.inject({ url: `/api/v1/applications/${body.application_id}`, headers: t.auth.platform })
+      await t.request({ url: `/api/v1/applications/${body.application_id}`, headers: t.auth.platform })
     ).json().data;
     expect(view.domains.map((d: { domain: string }) => d.domain).sort()).toEqual([
       `${name}.example.com`,
@@ -339,7 +339,7 @@ describe.each(DIALECTS)('apply (%s)', (dialect) => {
     expect(row.plan).toBe('1x1xCPU-2GB-25GB');
     expect(row.pending_plan).toBe('2x2xCPU-4GB-100GB');
     const list = (
-      await t.app.inject({
+      await t.request({
         url: `/api/v1/teams/${t.user.team_id}/managed-databases`,
         headers: t.auth.platform,
       })
@@ -385,7 +385,7 @@ describe.each(DIALECTS)('apply (%s)', (dialect) => {
     const created = (await apply(t, d)).json();
     const view = async () =>
       (
-        await t.app.inject({
+        await t.request({
           url: `/api/v1/applications/${created.application_id}`,
           headers: t.auth.platform,
         })
@@ -481,7 +481,7 @@ describe.each(DIALECTS)('apply (%s)', (dialect) => {
   it('keeps domains unique across the platform, also across teams', async () => {
     await apply(t, doc());
     const other = await t.ctx.identity.createUser({ email: `other${n}@example.com`, team: `other${n}` });
-    const res = await t.app.inject({
+    const res = await t.request({
       method: 'POST',
       url: '/api/v1/infrastructure/apply',
       headers: { ...authHeaders(other).platform, 'content-type': 'application/yaml' },
@@ -515,7 +515,7 @@ describe.each(DIALECTS)('apply (%s)', (dialect) => {
     const list = await apply(t, '- a\n- b\n');
     expect(list.statusCode).toBe(400);
     expect(list.json().message).toContain('mapping');
-    const noAuth = await t.app.inject({
+    const noAuth = await t.request({
       method: 'POST',
       url: '/api/v1/infrastructure/apply',
       payload: 'a: 1',
@@ -584,7 +584,7 @@ describe.each(DIALECTS)('apply (%s)', (dialect) => {
       "Object storage 'st' updated (buckets, users)",
     ]);
     const list = (
-      await t.app.inject({ url: `/api/v1/teams/${team}/managed-databases`, headers: t.auth.platform })
+      await t.request({ url: `/api/v1/teams/${team}/managed-databases`, headers: t.auth.platform })
     ).json().data;
     expect(list[0].users).toEqual([
       { username: 'a' },
@@ -592,7 +592,7 @@ describe.each(DIALECTS)('apply (%s)', (dialect) => {
     ]);
     expect(list[0].logical_databases).toEqual([{ name: 'shop' }]);
     const storages = (
-      await t.app.inject({ url: `/api/v1/teams/${team}/object-storage`, headers: t.auth.platform })
+      await t.request({ url: `/api/v1/teams/${team}/object-storage`, headers: t.auth.platform })
     ).json().data;
     expect(storages[0]).toMatchObject({
       buckets: ['one-b', 'two-b'],
@@ -744,7 +744,7 @@ describe.each(DIALECTS)('apply (%s)', (dialect) => {
 
   it('takes the YAML media types', async () => {
     for (const type of ['application/x-yaml', 'text/yaml', 'text/plain']) {
-      const res = await t.app.inject({
+      const res = await t.request({
         method: 'POST',
         url: '/api/v1/infrastructure/apply?dry_run=true',
         headers: { ...t.auth.platform, 'content-type': type },
@@ -755,7 +755,7 @@ describe.each(DIALECTS)('apply (%s)', (dialect) => {
   });
 
   it('accepts a JSON body (JSON is YAML) as clients that always send JSON do', async () => {
-    const res = await t.app.inject({
+    const res = await t.request({
       method: 'POST',
       url: '/api/v1/infrastructure/apply?dry_run=1',
       headers: { ...t.auth.platform, 'content-type': 'application/json' },

@@ -19,7 +19,7 @@ describe.each(DIALECTS)('bucket names at apply (%s)', (dialect) => {
     spec: { object_storage: [{ name, zone: 'europe-1', buckets }] },
   });
   const apply = (headers: Record<string, string>, doc: unknown, query = '') =>
-    t.app.inject({
+    t.request({
       method: 'POST',
       url: `/api/v1/infrastructure/apply${query}`,
       headers: { ...headers, 'content-type': 'application/yaml' },

@@ -18,10 +18,10 @@ import { apply, dumpStore, fullDocument } from './helpers.js';
 type Obj = Record<string, unknown>;
 
 async function exportTeam(t: TestApp, team: string | number) {
-  return t.app.inject({ url: `/api/v1/teams/${team}/export-yaml`, headers: t.auth.platform });
+  return t.request({ url: `/api/v1/teams/${team}/export-yaml`, headers: t.auth.platform });
 }
 async function exportApp(t: TestApp, id: number) {
-  return t.app.inject({ url: `/api/v1/applications/${id}/export-yaml`, headers: t.auth.platform });
+  return t.request({ url: `/api/v1/applications/${id}/export-yaml`, headers: t.auth.platform });
 }
 
 type Change = { action: string };
@@ -263,17 +263,17 @@ describe.each(DIALECTS)('export (%s)', (dialect) => {
     expect(again.changes).toEqual([]);
     expect(new Set(allActions(again))).toEqual(new Set(['unchanged']));
 
-    const json = await t.app.inject({
+    const json = await t.request({
       url: `/api/v1/teams/${team}/export-yaml`,
       headers: { ...t.auth.platform, accept: 'application/json' },
     });
     expect(json.statusCode).toBe(406);
     expect(
-      (await t.app.inject({ url: '/api/v1/teams/nope/export-yaml', headers: t.auth.platform })).statusCode,
+      (await t.request({ url: '/api/v1/teams/nope/export-yaml', headers: t.auth.platform })).statusCode,
     ).toBe(404);
     const stranger = await t.ctx.identity.createUser({ email: `x${run}@example.com`, team: `x${run}` });
     expect(
-      (await t.app.inject({ url: `/api/v1/teams/${stranger.team_id}/export-yaml`, headers: t.auth.platform }))
+      (await t.request({ url: `/api/v1/teams/${stranger.team_id}/export-yaml`, headers: t.auth.platform }))
         .statusCode,
     ).toBe(403);
   });
@@ -343,7 +343,7 @@ describe.each(DIALECTS)('export (%s)', (dialect) => {
         // Compared on what the API shows of each application, so a field the export drops is caught.
         const view = async (id: number) => {
           const data = (
-            await t.app.inject({ url: `/api/v1/applications/${id}`, headers: t.auth.platform })
+            await t.request({ url: `/api/v1/applications/${id}`, headers: t.auth.platform })
           ).json().data as Obj;
           for (const key of ['id', 'team_id', 'created_at', 'updated_at', 'domains', 'latest_deployment'])
             delete data[key];

@@ -54,7 +54,7 @@ export const yaml = (doc: unknown): string => stringify(doc);
 
 export async function apply(t: TestApp, body: string | Record<string, unknown>, query = '') {
   const text = typeof body === 'string' ? body : yaml(body);
-  return t.app.inject({
+  return t.request({
     method: 'POST',
     url: `/api/v1/infrastructure/apply${query}`,
     headers: { ...t.auth.platform, 'content-type': 'application/yaml' },

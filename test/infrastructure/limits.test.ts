@@ -83,7 +83,7 @@ describe.each(DIALECTS)('apply limits and team quotas (%s)', (dialect) => {
     let finished = false;
     const pending = apply(t, doc, '?dry_run=true').finally(() => (finished = true));
     while (!finished) {
-      expect((await t.app.inject({ url: '/healthz' })).statusCode).toBe(200);
+      expect((await t.request({ url: '/healthz' })).statusCode).toBe(200);
       polls += 1;
       longestGap = Math.max(longestGap, Date.now() - last);
       last = Date.now();

@@ -10,7 +10,7 @@ describe('OpenAPI document', () => {
   afterAll(() => t.close());
 
   it('describes apply, the exports and the read endpoints', async () => {
-    const res = await t.app.inject({ url: '/openapi.json' });
+    const res = await t.request({ url: '/openapi.json' });
     expect(res.statusCode).toBe(200);
     const paths = Object.keys(res.json<{ paths: Record<string, unknown> }>().paths);
     for (const path of [
@@ -28,7 +28,7 @@ describe('OpenAPI document', () => {
   });
 
   it('declares resource_changes in the apply answer, beside the spec fields', async () => {
-    const res = await t.app.inject({ url: '/openapi.json' });
+    const res = await t.request({ url: '/openapi.json' });
     const document = res.json<{
       paths: Record<
         string,

@@ -15,7 +15,7 @@ describe.each(DIALECTS)('object storage: apply-pending-change (%s)', (dialect) =
   afterAll(() => t.close());
 
   const action = (headers: Record<string, string>, team: string | number = t.user.team_id) =>
-    t.app.inject({
+    t.request({
       method: 'POST',
       url: `/api/v1/teams/${team}/object-storage/files/apply-pending-change`,
       headers,
@@ -32,7 +32,7 @@ describe.each(DIALECTS)('object storage: apply-pending-change (%s)', (dialect) =
     expect(planned.json<Changes>().structured_changes.object_storage).toEqual([
       { action: 'needs_action', name: 'files' },
     ]);
-    const view = await t.app.inject({
+    const view = await t.request({
       url: `/api/v1/teams/${t.user.team_id}/object-storage/files`,
       headers: t.auth.platform,
     });

@@ -12,6 +12,7 @@ import { pino } from 'pino';
 import { buildApp } from '../../src/app.js';
 import { openStore, type Store } from '../../src/db/connect.js';
 import { createContext } from '../../src/context.js';
+import { listenOnSocket } from '../helpers/http.js';
 import { createTestApp, authHeaders, testConfig, type TestApp } from '../helpers/app.js';
 import { DIALECTS, createTestPostgresDatabase } from '../helpers/store.js';
 import { apply, fullDocument, yaml } from './helpers.js';
@@ -109,7 +110,7 @@ describe.each(DIALECTS)('plan cache (%s)', (dialect) => {
       metadata: { name: 'taker', team: other.team_id },
       spec: { application: { type: 'nodejs' }, domains: [{ domain }] },
     });
-    const taken = await t.app.inject({
+    const taken = await t.request({
       method: 'POST',
       url: '/api/v1/infrastructure/apply',
       headers: { ...authHeaders(other).platform, 'content-type': 'application/yaml' },
@@ -146,9 +147,9 @@ describe.each(DIALECTS)('plan cache with another replica on the same store (%s)'
       masterKey: randomBytes(32),
     });
     const app = await buildApp(ctx, { checkResponses: true });
-    await app.ready();
+    const { port, request } = await listenOnSocket(app);
     const user = await ctx.identity.createUser({ email: 'owner@example.com', team: 'acme' });
-    t = { ctx, app, user, auth: authHeaders(user), close: () => Promise.resolve() };
+    t = { ctx, app, request, port, user, auth: authHeaders(user), close: () => Promise.resolve() };
     cleanup = async () => {
       await app.close();
       await ctx.close();

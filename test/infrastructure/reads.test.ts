@@ -20,7 +20,7 @@ describe.each(DIALECTS)('reads (%s)', (dialect) => {
   });
   afterAll(() => t.close());
 
-  const get = (url: string, headers = t.auth.platform) => t.app.inject({ url, headers });
+  const get = (url: string, headers = t.auth.platform) => t.request({ url, headers });
 
   it('lists applications of the caller’s teams, filtered by team', async () => {
     const all = (await get('/api/v1/applications')).json().data;

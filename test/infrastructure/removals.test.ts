@@ -28,9 +28,9 @@ describe.each(DIALECTS)('removing domains, secrets and volumes (%s)', (dialect) 
     expect(applied.statusCode).toBe(200);
     const id = applied.json<{ application_id: number }>().application_id;
     const del = (path: string, headers = t.auth.platform) =>
-      t.app.inject({ method: 'DELETE', url: `/api/v1/applications/${id}/${path}`, headers });
+      t.request({ method: 'DELETE', url: `/api/v1/applications/${id}/${path}`, headers });
     const view = async () =>
-      (await t.app.inject({ url: `/api/v1/applications/${id}`, headers: t.auth.platform })).json<View>().data;
+      (await t.request({ url: `/api/v1/applications/${id}`, headers: t.auth.platform })).json<View>().data;
 
     const other = authHeaders(
       await t.ctx.identity.createUser({ email: 'x@example.com', team: 'xteam', role: 'owner' }),

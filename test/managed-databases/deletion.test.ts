@@ -29,7 +29,7 @@ describe.each(DIALECTS)('deleting and powering managed databases on %s', (dialec
 
   const runJobs = () => berth.ctx.services.jobs.runner().runDue();
   const call = (method: 'GET' | 'DELETE' | 'PATCH', uuid: string, user = owner, payload?: object) =>
-    berth.app.inject({
+    berth.request({
       method,
       url: `/1.3/database/${uuid}`,
       headers: authHeaders(user).dbApi,
@@ -168,7 +168,7 @@ describe.each(DIALECTS)('deleting and powering managed databases on %s', (dialec
     });
     await runJobs();
     const view = (user: CreatedUser) =>
-      berth.app.inject({ url: `/api/v1/managed-databases/${uuid}`, headers: authHeaders(user).platform });
+      berth.request({ url: `/api/v1/managed-databases/${uuid}`, headers: authHeaders(user).platform });
     type View = {
       data: {
         state: string;
@@ -198,7 +198,7 @@ describe.each(DIALECTS)('deleting and powering managed databases on %s', (dialec
     });
     await runJobs();
     const del = (user: CreatedUser) =>
-      berth.app.inject({
+      berth.request({
         method: 'DELETE',
         url: `/api/v1/managed-databases/${uuid}`,
         headers: authHeaders(user).platform,

@@ -15,13 +15,19 @@ import { iso } from '../../src/domain/clock.js';
 import { enqueueJob } from '../../src/jobs/queue.js';
 import { createLocalDatabaseDriver } from '../../src/drivers/databases/local/index.js';
 import { testConfig } from '../helpers/app.js';
+import { listenOnSocket, type RequestOverSocket } from '../helpers/http.js';
 import { openTestStore } from '../helpers/store.js';
 
 export interface ManagedEnv {
   config: Config;
   clock: ReturnType<typeof createManualClock>;
   /** A new Berth process on the same store, data dir and master key. */
-  boot(): Promise<{ ctx: AppContext; app: FastifyInstance; close(): Promise<void> }>;
+  boot(): Promise<{
+    ctx: AppContext;
+    app: FastifyInstance;
+    request: RequestOverSocket;
+    close(): Promise<void>;
+  }>;
   destroy(): Promise<void>;
 }
 
@@ -54,10 +60,11 @@ export async function openManagedEnv(dialect: Dialect, templateDir?: string): Pr
           : {}),
       });
       const app = await buildApp(ctx, { checkResponses: true });
-      await app.ready();
+      const { request } = await listenOnSocket(app);
       return {
         ctx,
         app,
+        request,
         async close() {
           await app.close();
           await ctx.close();

@@ -40,7 +40,7 @@ describe.each(DIALECTS)('tenant isolation of managed databases on %s', (dialect)
   const runJobs = () => berth.ctx.services.jobs.runner().runDue();
   const service = async (uuid: string, user: CreatedUser): Promise<ServiceObject> =>
     (
-      await berth.app.inject({ url: `/1.3/database/${uuid}`, headers: authHeaders(user).dbApi })
+      await berth.request({ url: `/1.3/database/${uuid}`, headers: authHeaders(user).dbApi })
     ).json<ServiceObject>();
   const instance = async (uuid: string) =>
     berth.ctx.db

@@ -53,7 +53,7 @@ describe.each(DIALECTS)('managed databases on %s', (dialect) => {
 
   const runJobs = () => berth.ctx.services.jobs.runner().runDue();
   const get = async (url: string, user: CreatedUser = owner) =>
-    berth.app.inject({ method: 'GET', url, headers: authHeaders(user).dbApi });
+    berth.request({ method: 'GET', url, headers: authHeaders(user).dbApi });
   const service = async (engine: keyof typeof uuid, user: CreatedUser = owner): Promise<ServiceObject> =>
     (await get(`/1.3/database/${uuid[engine]}`, user)).json<ServiceObject>();
   const row = (engine: keyof typeof uuid) =>
@@ -224,7 +224,7 @@ describe.each(DIALECTS)('managed databases on %s', (dialect) => {
     expect(failed?.state_error?.message).toContain('authentication');
     expect(failed?.service_uri).toBe('');
     // The platform API's team list shows the same states.
-    const team = await berth.app.inject({
+    const team = await berth.request({
       method: 'GET',
       url: `/api/v1/teams/${owner.team_id}/managed-databases`,
       headers: authHeaders(owner).platform,
@@ -393,7 +393,7 @@ describe.each(DIALECTS)('managed databases on %s', (dialect) => {
     const missing = await get('/1.3/database/09000000-0000-4000-8000-000000000000');
     expect(missing.statusCode).toBe(404);
     expect(missing.json()).toMatchObject({ error_code: 'SERVICE_NOT_FOUND' });
-    expect((await berth.app.inject({ method: 'GET', url: '/1.3/database' })).statusCode).toBe(401);
+    expect((await berth.request({ method: 'GET', url: '/1.3/database' })).statusCode).toBe(401);
     const seen = await service('pg', member);
     expect(seen.state).toBe('running');
     expect(seen.service_uri).toMatch(/^postgres:\/\/upadmin@127\.0\.0\.1:\d+\//);
@@ -403,7 +403,7 @@ describe.each(DIALECTS)('managed databases on %s', (dialect) => {
 
   it('the panel action carries out a pending plan and zone change: restart with the new limits', async () => {
     const action = (user: CreatedUser, id = uuid.pg) =>
-      berth.app.inject({
+      berth.request({
         method: 'POST',
         url: `/api/v1/managed-databases/${id}/apply-pending-change`,
         headers: authHeaders(user).platform,

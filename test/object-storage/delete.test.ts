@@ -31,7 +31,7 @@ describe.each(DIALECTS)('deleting an object storage on %s', (dialect) => {
 
     const member = await t.ctx.identity.createUser({ email: 'm@example.com', team: 'acme', role: 'member' });
     const del = (headers: Record<string, string>) =>
-      t.app.inject({
+      t.request({
         method: 'DELETE',
         url: `/api/v1/teams/${t.user.team_id}/object-storage/main`,
         headers,

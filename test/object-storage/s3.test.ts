@@ -165,7 +165,7 @@ describe.each(DIALECTS)('object storage on %s', (dialect) => {
     const [main] = await t.ctx.services.objectStorage.view({ id: t.user.team_id, role: 'owner' }, 'main');
     expect(main!.users.map((u) => u.access_key_id)).toContain(secrets.admin!.id);
 
-    const owner = await t.app.inject({
+    const owner = await t.request({
       url: '/api/v1/teams/acme/object-storage/main',
       headers: t.auth.platform,
     });
@@ -185,7 +185,7 @@ describe.each(DIALECTS)('object storage on %s', (dialect) => {
       team: 'acme',
       role: 'member',
     });
-    const seen = await t.app.inject({
+    const seen = await t.request({
       url: `/api/v1/teams/acme/object-storage/${uuids.main}`,
       headers: { authorization: `Bearer ${member.api_token}` },
     });
@@ -195,13 +195,13 @@ describe.each(DIALECTS)('object storage on %s', (dialect) => {
     expect(users.every((u) => u.secret_key === null && typeof u.access_key_id === 'string')).toBe(true);
     expect(seen.body).not.toContain(secrets.admin!.secret);
 
-    const missing = await t.app.inject({
+    const missing = await t.request({
       url: '/api/v1/teams/acme/object-storage/nope',
       headers: t.auth.platform,
     });
     expect(missing.statusCode).toBe(404);
     const outsider = await t.ctx.identity.createUser({ email: 'outsider@example.com', team: 'elsewhere' });
-    const foreign = await t.app.inject({
+    const foreign = await t.request({
       url: '/api/v1/teams/acme/object-storage/main',
       headers: { authorization: `Bearer ${outsider.api_token}` },
     });
@@ -222,7 +222,7 @@ describe.each(DIALECTS)('object storage on %s', (dialect) => {
       '        - {username: app, policies: [readwrite]}',
       '',
     ].join('\n');
-    const applied = await t.app.inject({
+    const applied = await t.request({
       method: 'POST',
       url: '/api/v1/infrastructure/apply?auto_deploy=false',
       headers: { ...t.auth.platform, 'content-type': 'application/yaml' },
@@ -230,7 +230,7 @@ describe.each(DIALECTS)('object storage on %s', (dialect) => {
     });
     expect(applied.statusCode).toBe(200);
     await t.ctx.services.jobs.runner().runDue();
-    const shown = await t.app.inject({
+    const shown = await t.request({
       url: '/api/v1/teams/acme/object-storage/media',
       headers: t.auth.platform,
     });

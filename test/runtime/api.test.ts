@@ -76,7 +76,7 @@ describe('the runtime API', () => {
   let certificate: Buffer;
 
   const call = (method: string, url: string, payload?: unknown) =>
-    h.t.app.inject({
+    h.t.request({
       method: method as 'GET',
       url,
       headers: h.t.auth.platform,
@@ -128,7 +128,7 @@ describe('the runtime API', () => {
     expect(first.status).toBe('failed');
     expect(first.error).toContain('POST /api/v1/applications/{id}/source');
 
-    const upload = await h.t.app.inject({
+    const upload = await h.t.request({
       method: 'POST',
       url: `/api/v1/applications/${applied.application_id}/source`,
       headers: { ...h.t.auth.platform, 'content-type': 'application/gzip' },
@@ -144,7 +144,7 @@ describe('the runtime API', () => {
     expect(answer.version).toBe('uploaded');
 
     // An archive that cannot be unpacked fails its deployment, and the live release keeps serving.
-    const evil = await h.t.app.inject({
+    const evil = await h.t.request({
       method: 'POST',
       url: `/api/v1/applications/${applied.application_id}/source`,
       headers: { ...h.t.auth.platform, 'content-type': 'application/zip' },

@@ -51,7 +51,7 @@ describe.each(CASES)('running applications (%s, %s edge)', (dialect, edgeProxy) 
   let repository: ReturnType<typeof repo>;
 
   const api = (method: string, url: string, payload?: unknown) =>
-    h.t.app.inject({
+    h.t.request({
       method: method as 'GET',
       url,
       headers: h.t.auth.platform,
@@ -265,7 +265,7 @@ describe.each(CASES)('running applications (%s, %s edge)', (dialect, edgeProxy) 
       ['GET', `/api/v1/applications/${appId}/source/download`],
       ['DELETE', `/api/v1/applications/${appId}`],
     ] as const) {
-      const response = await h.t.app.inject({
+      const response = await h.t.request({
         method,
         url,
         headers,

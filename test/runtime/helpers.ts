@@ -153,7 +153,7 @@ export function edgeRequest(
 }
 
 export async function applyYaml(t: TestApp, yaml: string, query = '') {
-  const response = await t.app.inject({
+  const response = await t.request({
     method: 'POST',
     url: `/api/v1/infrastructure/apply${query}`,
     headers: { ...t.auth.platform, 'content-type': 'application/yaml' },
@@ -181,7 +181,7 @@ export async function waitForDeployment(
 ): Promise<DeploymentView> {
   const end = Date.now() + timeoutMs;
   for (;;) {
-    const response = await t.app.inject({
+    const response = await t.request({
       url: `/api/v1/applications/${appId}/deployments/${deploymentId}`,
       headers: t.auth.platform,
     });

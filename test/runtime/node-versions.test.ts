@@ -30,7 +30,7 @@ describe('Node.js majors', () => {
     );
     const deployment = await waitForDeployment(h.t, applied.application_id, applied.deployment_id!);
     expect(deployment.error).toBeNull();
-    const exec = await h.t.app.inject({
+    const exec = await h.t.request({
       method: 'POST',
       url: `/api/v1/applications/${applied.application_id}/exec`,
       headers: h.t.auth.platform,
@@ -53,7 +53,7 @@ describe('Node.js majors', () => {
 
   it('refuses a major that is not offered, naming the ones that are', async () => {
     for (const query of ['?dry_run=true', '']) {
-      const response = await h.t.app.inject({
+      const response = await h.t.request({
         method: 'POST',
         url: `/api/v1/infrastructure/apply${query}`,
         headers: { ...h.t.auth.platform, 'content-type': 'application/yaml' },

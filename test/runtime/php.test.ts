@@ -82,7 +82,7 @@ describe('PHP applications', () => {
   }
 
   const applyRaw = (yaml: string, query = '') =>
-    h.t.app.inject({
+    h.t.request({
       method: 'POST',
       url: `/api/v1/infrastructure/apply${query}`,
       headers: { ...h.t.auth.platform, 'content-type': 'application/yaml' },
@@ -171,7 +171,7 @@ describe('PHP applications', () => {
       expect(shop.deployment.error).toBeNull();
       expect(shop.deployment.status).toBe('success');
       const instances = (
-        await h.t.app.inject({ url: `/api/v1/applications/${shop.id}/instances`, headers: h.t.auth.platform })
+        await h.t.request({ url: `/api/v1/applications/${shop.id}/instances`, headers: h.t.auth.platform })
       ).json<{ data: Array<{ name: string; state: string }> }>().data;
       // A replica's name is web-<release>-<rollout>-<index>.
       expect(instances.map((instance) => instance.name).sort()).toEqual([
@@ -266,7 +266,7 @@ describe('PHP applications', () => {
           "Application 'nope': PHP 8.4 is not available here; available: 8.2.",
         ]);
         // Nothing was stored.
-        const list = await h.t.app.inject({ url: '/api/v1/applications', headers: h.t.auth.platform });
+        const list = await h.t.request({ url: '/api/v1/applications', headers: h.t.auth.platform });
         expect(list.statusCode).toBe(200);
         expect(list.body).toContain('"shop"');
         expect(list.body).not.toContain('"nope"');

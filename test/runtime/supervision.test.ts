@@ -30,7 +30,7 @@ describe('supervised replicas', () => {
   const ids = new Map<string, number>();
 
   const get = async <T>(url: string): Promise<T> =>
-    (await h.t.app.inject({ url, headers: h.t.auth.platform })).json<{ data: T }>().data;
+    (await h.t.request({ url, headers: h.t.auth.platform })).json<{ data: T }>().data;
   const instances = (name: string) => get<InstanceView[]>(`/api/v1/applications/${ids.get(name)}/instances`);
   const web = async (name: string) => (await instances(name)).find((i) => i.name.startsWith('web-'))!;
   const systemLines = async (name: string) =>

@@ -36,7 +36,7 @@ describe.each(DIALECTS)('scheduled deletion through apply (%s)', (dialect) => {
   const clock = createManualClock(START);
 
   const apply = async (scheduledDeletionAt?: string) => {
-    const res = await t.app.inject({
+    const res = await t.request({
       method: 'POST',
       url: '/api/v1/infrastructure/apply?auto_deploy=false',
       headers: { ...t.auth.platform, 'content-type': 'application/yaml' },
@@ -108,7 +108,7 @@ describe.each(DIALECTS)('scheduled deletion through apply (%s)', (dialect) => {
       volumes: ['uploads'],
       secrets: 1,
     });
-    const read = await t.app.inject({ url: `/api/v1/applications/${id}`, headers: t.auth.platform });
+    const read = await t.request({ url: `/api/v1/applications/${id}`, headers: t.auth.platform });
     expect(read.statusCode).toBe(404);
 
     // The same document creates a new application: name and domain were freed.

@@ -23,7 +23,7 @@ describe.each(DIALECTS)('scheduled deletion over HTTP (%s)', (dialect) => {
   const clock = createManualClock(NOW);
 
   const call = (method: 'PATCH' | 'PUT' | 'POST' | 'GET', url: string, payload?: unknown, as?: CreatedUser) =>
-    t.app.inject({
+    t.request({
       method,
       url,
       headers: as ? authHeaders(as).platform : t.auth.platform,

@@ -39,7 +39,7 @@ describe.each(DIALECTS)('scheduled deletion lifecycle (%s)', (dialect) => {
   const at = (offsetMs: number) => new Date(new Date(START).getTime() + offsetMs).toISOString();
   const runDue = () => t.ctx.services.jobs.runner().runDue();
   const patch = (id: number, value: string | null, method: 'PATCH' | 'PUT' = 'PATCH') =>
-    t.app.inject({
+    t.request({
       method,
       url: `/api/v1/applications/${id}`,
       headers: t.auth.platform,
@@ -131,7 +131,7 @@ describe.each(DIALECTS)('scheduled deletion lifecycle (%s)', (dialect) => {
 
     // The dashboard's cancel; the dates pass and nothing happens.
     sink.clear();
-    const cancelled = await t.app.inject({
+    const cancelled = await t.request({
       method: 'POST',
       url: `/api/v1/applications/${id}/scheduled-deletion/cancel`,
       headers: t.auth.platform,
@@ -229,7 +229,7 @@ describe.each(DIALECTS)('scheduled deletion lifecycle (%s)', (dialect) => {
     expect(audit[0]).toMatchObject({ target: `application:${id}`, team_id: teamId, at: when });
 
     // The application answers 404; its name and domain are free again.
-    const gone = await t.app.inject({
+    const gone = await t.request({
       url: `/api/v1/applications/${id}/scheduled-deletion`,
       headers: t.auth.platform,
     });

@@ -137,7 +137,7 @@ describe.each(DIALECTS)('notification outbox (%s)', (dialect) => {
     await t.ctx.services.jobs.runner().runDue();
     expect(await t.ctx.db.selectFrom('applications').select('id').execute()).toEqual([]);
 
-    const res = await t.app.inject({
+    const res = await t.request({
       method: 'GET',
       url: `/api/v1/teams/${t.user.team_id}/notifications`,
       headers: t.auth.platform,

@@ -24,7 +24,7 @@ describe.each(DIALECTS)('a per-user tools allowance on %s', (dialect) => {
       { name: 'files[]', filename: 'a.pdf', content: pdf, type: 'application/pdf' },
       { name: 'files[]', filename: 'b.pdf', content: pdf, type: 'application/pdf' },
     ]);
-    return t.app.inject({
+    return t.request({
       method: 'POST',
       url: '/api/v1/tools/pdf/merge',
       headers: { ...headers, ...body.headers },
@@ -32,7 +32,7 @@ describe.each(DIALECTS)('a per-user tools allowance on %s', (dialect) => {
     });
   };
   const allowanceOf = async (headers: Record<string, string>) =>
-    (await t.app.inject({ method: 'GET', url: '/api/v1/tools/balance', headers })).json<{
+    (await t.request({ method: 'GET', url: '/api/v1/tools/balance', headers })).json<{
       data: { allowance: number; remaining: number };
     }>().data;
 

@@ -134,9 +134,9 @@ describe('tools on Chromium', () => {
   });
 
   const post = (url: string, payload: Record<string, unknown>) =>
-    t.app.inject({ method: 'POST', url, headers: t.auth.tools, payload });
+    t.request({ method: 'POST', url, headers: t.auth.tools, payload });
   const balance = async () =>
-    (await t.app.inject({ method: 'GET', url: '/api/v1/tools/balance', headers: t.auth.tools })).json<{
+    (await t.request({ method: 'GET', url: '/api/v1/tools/balance', headers: t.auth.tools })).json<{
       data: { used: number };
     }>().data.used;
 
@@ -303,7 +303,7 @@ describe('tools on Chromium', () => {
       expect(Object.keys(body.errors)).toContain(field);
     }
     expect(await balance()).toBe(before);
-    const unauthenticated = await t.app.inject({
+    const unauthenticated = await t.request({
       method: 'POST',
       url: '/api/v1/tools/pdf/convert/html',
       payload: { html: 'x' },
@@ -427,7 +427,7 @@ describe('tools on Chromium', () => {
     const res = await post('/api/v1/tools/pdf/convert/html', { html: html('<p>after the crash</p>') });
     expect(res.statusCode).toBe(200);
     expect(pdfText(res.rawPayload)).toContain('after the crash');
-    const health = await t.app.inject({ method: 'GET', url: '/api/v1/tools/health', headers: t.auth.tools });
+    const health = await t.request({ method: 'GET', url: '/api/v1/tools/health', headers: t.auth.tools });
     expect(
       health.json<{ data: { engines: { chromium: { status: string } } } }>().data.engines.chromium.status,
     ).toBe('ready');

@@ -37,7 +37,7 @@ describe.each(DIALECTS)('tools credits on %s', (dialect) => {
 
   it('starts with the monthly allowance and reports the period and the next reset', async () => {
     t = await createTestApp(dialect, { clock, env: { BERTH_TOOLS_MONTHLY_CREDITS: '1000' } });
-    const res = await t.app.inject({ method: 'GET', url: '/api/v1/tools/balance', headers: t.auth.tools });
+    const res = await t.request({ method: 'GET', url: '/api/v1/tools/balance', headers: t.auth.tools });
     expect(res.statusCode).toBe(200);
     expect(res.json()).toEqual({
       data: {
@@ -50,13 +50,13 @@ describe.each(DIALECTS)('tools credits on %s', (dialect) => {
       },
     });
     // The platform token is not a tools key.
-    const wrong = await t.app.inject({
+    const wrong = await t.request({
       method: 'GET',
       url: '/api/v1/tools/balance',
       headers: t.auth.platform,
     });
     expect(wrong.statusCode).toBe(401);
-    const health = await t.app.inject({ method: 'GET', url: '/api/v1/tools/health', headers: t.auth.tools });
+    const health = await t.request({ method: 'GET', url: '/api/v1/tools/health', headers: t.auth.tools });
     expect(health.statusCode).toBe(200);
     const data = health.json<{ data: { status: string; engines: Record<string, { status: string }> } }>()
       .data;
@@ -70,8 +70,8 @@ describe.each(DIALECTS)('tools credits on %s', (dialect) => {
   it('lets exactly 50 of 200 concurrent requests through when 50 credits are left', async () => {
     t = await createTestApp(dialect, { clock, env: { BERTH_TOOLS_MONTHLY_CREDITS: '60' } });
     // Use 10 first, so 50 are left.
-    for (let i = 0; i < 10; i++) expect((await t.app.inject(mergeRequest())).statusCode).toBe(200);
-    const responses = await Promise.all(Array.from({ length: 200 }, () => t.app.inject(mergeRequest())));
+    for (let i = 0; i < 10; i++) expect((await t.request(mergeRequest())).statusCode).toBe(200);
+    const responses = await Promise.all(Array.from({ length: 200 }, () => t.request(mergeRequest())));
     const codes = responses.map((r) => r.statusCode);
     expect(codes.filter((c) => c === 200)).toHaveLength(50);
     expect(codes.filter((c) => c === 402)).toHaveLength(150);
@@ -85,7 +85,7 @@ describe.each(DIALECTS)('tools credits on %s', (dialect) => {
     expect(Math.min(...remainingHeaders)).toBe(0);
     const refused = responses.find((r) => r.statusCode === 402)!;
     expect(refused.json<{ message: string }>().message).toMatch(/reset on 2026-12-01T00:00:00.000Z/);
-    const balance = await t.app.inject({
+    const balance = await t.request({
       method: 'GET',
       url: '/api/v1/tools/balance',
       headers: t.auth.tools,
@@ -102,16 +102,16 @@ describe.each(DIALECTS)('tools credits on %s', (dialect) => {
   it('resets on the 1st of the next month (UTC) without any job', async () => {
     const monthEnd = createManualClock('2026-11-30T23:59:59Z');
     t = await createTestApp(dialect, { clock: monthEnd, env: { BERTH_TOOLS_MONTHLY_CREDITS: '2' } });
-    expect((await t.app.inject(mergeRequest())).statusCode).toBe(200);
-    expect((await t.app.inject(mergeRequest())).statusCode).toBe(200);
-    const empty = await t.app.inject(mergeRequest());
+    expect((await t.request(mergeRequest())).statusCode).toBe(200);
+    expect((await t.request(mergeRequest())).statusCode).toBe(200);
+    const empty = await t.request(mergeRequest());
     expect(empty.statusCode).toBe(402);
     expect(empty.json()).toEqual({ message: expect.stringContaining('2026-12-01T00:00:00.000Z') as unknown });
     monthEnd.set('2026-12-01T00:00:00Z');
-    const next = await t.app.inject(mergeRequest());
+    const next = await t.request(mergeRequest());
     expect(next.statusCode).toBe(200);
     expect(next.headers['x-credits-remaining']).toBe('1');
-    const balance = await t.app.inject({
+    const balance = await t.request({
       method: 'GET',
       url: '/api/v1/tools/balance',
       headers: t.auth.tools,
@@ -128,7 +128,7 @@ describe.each(DIALECTS)('tools credits on %s', (dialect) => {
       { name: 'files[]', filename: 'a.pdf', content: pdfA },
       { name: 'files[]', filename: 'broken.pdf', content: broken },
     ]);
-    const res = await t.app.inject({
+    const res = await t.request({
       method: 'POST',
       url: '/api/v1/tools/pdf/merge',
       headers: { ...t.auth.tools, ...body.headers },
@@ -136,14 +136,14 @@ describe.each(DIALECTS)('tools credits on %s', (dialect) => {
     });
     expect(res.statusCode).toBe(422);
     expect(res.json<{ errors: Record<string, string[]> }>().errors['files.1']?.[0]).toMatch(/damaged/);
-    const balance = await t.app.inject({
+    const balance = await t.request({
       method: 'GET',
       url: '/api/v1/tools/balance',
       headers: t.auth.tools,
     });
     expect(balance.json()).toMatchObject({ data: { used: 0, remaining: 5 } });
-    expect((await t.app.inject(mergeRequest())).statusCode).toBe(200);
-    const usage = await t.app.inject({
+    expect((await t.request(mergeRequest())).statusCode).toBe(200);
+    const usage = await t.request({
       method: 'GET',
       url: '/api/v1/tools/usage?limit=10',
       headers: t.auth.tools,
@@ -158,7 +158,7 @@ describe.each(DIALECTS)('tools credits on %s', (dialect) => {
       ['charge', 'pdf.merge', 1],
     ]);
     expect(entries[1]?.refund_of).toBe(entries[2]?.id);
-    const page = await t.app.inject({
+    const page = await t.request({
       method: 'GET',
       url: `/api/v1/tools/usage?limit=1&before=${entries[0]!.id}`,
       headers: t.auth.tools,

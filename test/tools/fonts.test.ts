@@ -25,7 +25,7 @@ describe('fonts and titles of PDFs made from HTML', () => {
   afterAll(async () => t?.close());
 
   const convert = (html: string) =>
-    t.app.inject({
+    t.request({
       method: 'POST',
       url: '/api/v1/tools/pdf/convert/html',
       headers: t.auth.tools,
@@ -33,7 +33,7 @@ describe('fonts and titles of PDFs made from HTML', () => {
     });
 
   const shot = async (text: string) => {
-    const res = await t.app.inject({
+    const res = await t.request({
       method: 'POST',
       url: '/api/v1/tools/screenshot/html',
       headers: t.auth.tools,

@@ -40,7 +40,7 @@ function merge(t: TestApp, files: Buffer[]) {
   const body = multipart(
     files.map((content, i) => ({ name: 'files[]', filename: `f${i}.pdf`, content, type: 'application/pdf' })),
   );
-  return t.app.inject({
+  return t.request({
     method: 'POST',
     url: '/api/v1/tools/pdf/merge',
     headers: { ...t.auth.tools, ...body.headers },
@@ -49,7 +49,7 @@ function merge(t: TestApp, files: Buffer[]) {
 }
 
 async function used(t: TestApp): Promise<number> {
-  const res = await t.app.inject({ method: 'GET', url: '/api/v1/tools/balance', headers: t.auth.tools });
+  const res = await t.request({ method: 'GET', url: '/api/v1/tools/balance', headers: t.auth.tools });
   return res.json<{ data: { used: number } }>().data.used;
 }
 
@@ -61,7 +61,7 @@ async function whilePolling<T>(
   const answers: number[] = [performance.now()];
   let failures = 0;
   const timer = setInterval(() => {
-    void t.app.inject({ method: 'GET', url: '/healthz' }).then((res) => {
+    void t.request({ method: 'GET', url: '/healthz' }).then((res) => {
       if (res.statusCode === 200) answers.push(performance.now());
       else failures += 1;
     });

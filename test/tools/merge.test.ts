@@ -43,7 +43,7 @@ describe('pdf merge', () => {
       type: 'application/pdf',
     }));
     const body = multipart(parts);
-    return t.app.inject({
+    return t.request({
       method: 'POST',
       url: '/api/v1/tools/pdf/merge',
       headers: { ...t.auth.tools, ...body.headers },
@@ -51,7 +51,7 @@ describe('pdf merge', () => {
     });
   };
   const used = async () =>
-    (await t.app.inject({ method: 'GET', url: '/api/v1/tools/balance', headers: t.auth.tools })).json<{
+    (await t.request({ method: 'GET', url: '/api/v1/tools/balance', headers: t.auth.tools })).json<{
       data: { used: number };
     }>().data.used;
 

@@ -66,7 +66,7 @@ describe('office conversion', () => {
 
   const upload = (filename: string, content: Buffer, field = 'file') => {
     const body = multipart([{ name: field, filename, content }]);
-    return t.app.inject({
+    return t.request({
       method: 'POST',
       url: '/api/v1/tools/pdf/convert/office',
       headers: { ...t.auth.tools, ...body.headers },
@@ -74,7 +74,7 @@ describe('office conversion', () => {
     });
   };
   const used = async () =>
-    (await t.app.inject({ method: 'GET', url: '/api/v1/tools/balance', headers: t.auth.tools })).json<{
+    (await t.request({ method: 'GET', url: '/api/v1/tools/balance', headers: t.auth.tools })).json<{
       data: { used: number };
     }>().data.used;
 
@@ -101,7 +101,7 @@ describe('office conversion', () => {
         expect(text, kind).toMatch(/gamma\s+1\s+99/);
       }
     }
-    const health = await t.app.inject({ method: 'GET', url: '/api/v1/tools/health', headers: t.auth.tools });
+    const health = await t.request({ method: 'GET', url: '/api/v1/tools/health', headers: t.auth.tools });
     const office = health.json<{
       data: { engines: { libreoffice: { status: string; listeners: number; coldConversions: number } } };
     }>().data.engines.libreoffice;
@@ -130,7 +130,7 @@ describe('office conversion', () => {
       { name: 'attachment', filename: 'x.docx', content: inputs.docx! },
       { name: 'file', filename: 'second.txt', content: 'the second part' },
     ]);
-    const mixed = await t.app.inject({
+    const mixed = await t.request({
       method: 'POST',
       url: '/api/v1/tools/pdf/convert/office',
       headers: { ...t.auth.tools, ...other.headers },
@@ -141,7 +141,7 @@ describe('office conversion', () => {
     const missing = await upload('report.docx', inputs.docx!, 'document');
     expect(missing.statusCode).toBe(422);
     expect(missing.json<{ errors: { file: string[] } }>().errors.file[0]).toMatch(/required/);
-    const json = await t.app.inject({
+    const json = await t.request({
       method: 'POST',
       url: '/api/v1/tools/pdf/convert/office',
       headers: t.auth.tools,
