@@ -50,6 +50,9 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
     loggerInstance: logger,
     bodyLimit: ctx.config.bodyLimitBytes,
     genReqId: () => ctx.ids.uuid(),
+    // request.ip (the throttles' key, sessions' address) and request.protocol come from
+    // X-Forwarded-For/-Proto only when the peer is one of the operator's proxies (issue 24, item 2).
+    trustProxy: ctx.config.trustedProxies.length > 0 ? [...ctx.config.trustedProxies] : false,
     requestIdHeader: false,
     // Per-request lines only at debug: at info a busy server would log every call.
     logController: new LogController({
@@ -122,7 +125,8 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   };
   registerSystemRoutes(app, deps);
   registerIdentityRoutes(app, deps);
-  registerAccountRoutes(app, deps, { secureCookies: ctx.config.publicUrl.startsWith('https:') });
+  // URL's protocol, not the text: HTTPS://… is https too.
+  registerAccountRoutes(app, deps, { secureCookies: new URL(ctx.config.publicUrl).protocol === 'https:' });
   registerToolsRoutes(app, deps);
   registerManagedDatabaseApiRoutes(app, deps);
   registerDbOperationRoutes(app, deps);

@@ -1,5 +1,6 @@
 // The one place that reads process.env. Everything else receives a frozen Config.
 import path from 'node:path';
+import ipaddr from 'ipaddr.js';
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
@@ -20,6 +21,8 @@ export interface Config {
   readonly bodyLimitBytes: number;
   /** Hosts/CIDRs that the tools may fetch although they are private (tests, intranet operators). */
   readonly toolsAllowPrivate: readonly string[];
+  /** Peers (IPs/CIDRs) whose X-Forwarded-For and X-Forwarded-Proto are believed: the reverse proxies. */
+  readonly trustedProxies: readonly string[];
   readonly toolsMonthlyCredits: number;
   readonly s3Port: number;
   /** Most resources of each kind one team may hold (apply answers 422 past them). */
@@ -85,6 +88,7 @@ export interface ConfigOverrides {
   rateLimitPerMinute?: string;
   bodyLimitBytes?: string;
   toolsAllowPrivate?: string;
+  trustedProxies?: string;
   toolsMonthlyCredits?: string;
   s3Port?: string;
   quotaApplications?: string;
@@ -157,6 +161,11 @@ export const CONFIG_VARIABLES: Record<keyof ConfigOverrides, { env: string; flag
     env: 'BERTH_TOOLS_ALLOW_PRIVATE',
     flag: 'tools-allow-private',
     doc: 'comma-separated IPs/CIDRs the tools may fetch although private (default none)',
+  },
+  trustedProxies: {
+    env: 'BERTH_TRUSTED_PROXIES',
+    flag: 'trusted-proxies',
+    doc: 'comma-separated IPs/CIDRs of reverse proxies whose X-Forwarded-For names the client (default none)',
   },
   toolsMonthlyCredits: {
     env: 'BERTH_TOOLS_MONTHLY_CREDITS',
@@ -302,6 +311,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
       .split(',')
       .map((s) => s.trim())
       .filter(Boolean);
+  /** A list of IPs and CIDRs (`10.0.0.0/8`, `::1`), each checked. */
+  const addresses = (key: keyof ConfigOverrides): string[] => {
+    const items = list(key);
+    const bad = items.filter((item) => !isAddressOrCidr(item));
+    if (bad.length > 0)
+      problems.push(
+        `${CONFIG_VARIABLES[key].env} must be comma-separated IP addresses or CIDRs (10.0.0.0/8), got '${bad.join("', '")}'`,
+      );
+    return items.filter(isAddressOrCidr);
+  };
   const boolean = (key: keyof ConfigOverrides, fallback: boolean): boolean => {
     const value = raw(key);
     if (value === undefined) return fallback;
@@ -374,6 +393,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     rateLimitPerMinute: integer('rateLimitPerMinute', 60, 0, 1_000_000_000),
     bodyLimitBytes: integer('bodyLimitBytes', 30 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
     toolsAllowPrivate: list('toolsAllowPrivate'),
+    trustedProxies: addresses('trustedProxies'),
     toolsMonthlyCredits: integer('toolsMonthlyCredits', 1000, 0, 1_000_000_000),
     s3Port: integer('s3Port', 9000, 0, 65535),
     quotas: Object.freeze({
@@ -415,6 +435,16 @@ export function decodeKey(text: string): Buffer | undefined {
     ? Buffer.from(trimmed, 'hex')
     : Buffer.from(trimmed, 'base64');
   return key.length === 32 ? key : undefined;
+}
+
+function isAddressOrCidr(text: string): boolean {
+  if (ipaddr.isValid(text)) return true;
+  try {
+    ipaddr.parseCIDR(text);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 function isHttpUrl(text: string): boolean {

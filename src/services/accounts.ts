@@ -156,21 +156,26 @@ export function createAccountsService(deps: AccountsDeps) {
     async signInWithPassword(input: { email: string; password: string }, client: Client): Promise<SignedIn> {
       const email = input.email.trim().toLowerCase();
       const t = clock.now().getTime();
-      for (const [key, limit, what] of [
-        [`account:${email}`, SIGN_IN_FAILURES_PER_ACCOUNT, 'this account'],
-        [`address:${client.address}`, SIGN_IN_FAILURES_PER_ADDRESS, 'this address'],
-      ] as const) {
+      const throttled = (key: string, limit: number, what: string): AppError | undefined => {
         const retryAfter = failures.full(key, limit, t);
-        if (retryAfter !== undefined)
-          throw new AppError('rate_limited', `Too many failed sign-ins for ${what}. Retry later.`, {
-            retryAfter,
-          });
-      }
+        return retryAfter === undefined
+          ? undefined
+          : new AppError('rate_limited', `Too many failed sign-ins for ${what}. Retry later.`, {
+              retryAfter,
+            });
+      };
+      // An account under attack refuses even its right password for a minute: passwords are chosen by
+      // people, so guesses must stay slow (the e-mailed sign-in link still works). An address does not:
+      // behind a proxy it is everyone's, so only its failing attempts are refused (issue 24, item 2).
+      const account = throttled(`account:${email}`, SIGN_IN_FAILURES_PER_ACCOUNT, 'this account');
+      if (account) throw account;
       const user = await users.findUserByEmail(email);
       const ok = user?.password_hash
         ? await verifyPassword(input.password, user.password_hash)
         : (await verifyNothing(input.password), false);
       if (!user || !ok) {
+        const address = throttled(`address:${client.address}`, SIGN_IN_FAILURES_PER_ADDRESS, 'this address');
+        if (address) throw address;
         failures.add(`account:${email}`, t);
         failures.add(`address:${client.address}`, t);
         throw new AppError('unauthenticated', 'The e-mail address or the password is wrong.');

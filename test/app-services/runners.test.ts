@@ -96,7 +96,7 @@ describe.each(DIALECTS.slice(0, 1))('application services on runners (%s)', (dia
   let repositoryUrl: string;
 
   const api = (method: string, url: string) =>
-    h.t.request({ method: method as 'GET', url, headers: h.t.auth.platform });
+    h.t.request({ method: method, url, headers: h.t.auth.platform });
   const services = async (id: number) =>
     data<ServiceView[]>(await api('GET', `/api/v1/applications/${id}/services`));
   const environment = async (id: number, service: string) =>

@@ -113,7 +113,7 @@ describe.each(DIALECTS)('application services (%s)', (dialect) => {
 
   const api = (method: string, url: string, payload?: unknown, headers = h.t.auth.platform) =>
     h.t.request({
-      method: method as 'GET',
+      method: method,
       url,
       headers,
       ...(payload !== undefined ? { payload: payload as Record<string, unknown> } : {}),

@@ -11,6 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { stringify } from 'yaml';
+import { requestPort } from '../helpers/http.js';
 import { loadConfig } from '../../src/config/index.js';
 import { MAINTENANCE_USER, maintenancePassword } from '../../src/drivers/databases/local/accounts.js';
 import { MANAGED_DATABASE_PLANS } from '../../src/domain/plans.js';
@@ -92,7 +93,7 @@ async function main(): Promise<BrowserBerth> {
   // The OS accounts it made (applications, databases, services), once what ran as them has stopped.
   cleanups.push(removeAccountsCreatedHere);
   cleanups.push(() => server.stop());
-  const { ctx, app } = server;
+  const { ctx } = server;
 
   const owner = await ctx.identity.createUser({ email: 'owner@example.com', team: 'acme', role: 'owner' });
   await ctx.services.accounts.forcePassword(owner.user_id, PASSWORD);
@@ -110,7 +111,7 @@ async function main(): Promise<BrowserBerth> {
   await ctx.services.accounts.forcePassword(colleague.user_id, PASSWORD);
 
   const apply = async (token: string, document: string | object, query = '') => {
-    const response = await app.inject({
+    const response = await requestPort(Number(new URL(server.url).port), {
       method: 'POST',
       url: `/api/v1/infrastructure/apply${query}`,
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/yaml' },

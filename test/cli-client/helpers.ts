@@ -2,7 +2,6 @@
 // own process, with a temporary HOME and config dir per test, against a real Berth listening on port 0.
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
-import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -156,10 +155,9 @@ export class Shell {
   }
 }
 
-/** A Berth over real HTTP on a free port. */
-export async function listen(t: TestApp): Promise<string> {
-  await t.app.listen({ port: 0, host: '127.0.0.1' });
-  return `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
+/** The base URL of a test Berth (it listens on a free port from the start). */
+export function listen(t: TestApp): Promise<string> {
+  return Promise.resolve(`http://127.0.0.1:${t.port}`);
 }
 
 export async function startBerth(

@@ -94,7 +94,7 @@ describe.each(DIALECTS)('/1.3 error codes without a running engine on %s', (dial
   const uuid: Record<'pg' | 'mysql' | 'valkey', string> = { pg: '', mysql: '', valkey: '' };
   const call = (method: string, url: string, payload?: unknown, headers: Record<string, string> = {}) =>
     t.request({
-      method: method as 'GET',
+      method: method,
       url,
       headers: { ...t.auth.dbApi, ...headers },
       ...(payload === undefined ? {} : { payload: payload as string }),

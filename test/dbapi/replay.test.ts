@@ -183,10 +183,10 @@ describe.each(DIALECTS)('replaying UpCloud against Berth on %s', (dialect) => {
   const runJobs = () => berth.ctx.services.jobs.runner().runDue();
   const call = (method: string, url: string, payload?: unknown) =>
     berth.request({
-      method: method as 'GET',
+      method: method,
       url,
       headers: authHeaders(owner).dbApi,
-      ...(payload === undefined || payload === null ? {} : { payload: payload as Record<string, unknown> }),
+      ...(payload === undefined || payload === null ? {} : { payload: payload }),
     });
 
   /** Berth's maintenance account on a database of a managed instance (to simulate failures). */

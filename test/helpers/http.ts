@@ -27,7 +27,7 @@ export interface SocketResponse {
   body: string;
   payload: string;
   rawPayload: Buffer;
-  json<T = any>(): T; // eslint-disable-line @typescript-eslint/no-explicit-any
+  json<T = any>(): T; // eslint-disable-line @typescript-eslint/no-explicit-any -- as inject()'s answer types it
 }
 
 export type RequestOverSocket = (options: SocketRequest | string) => Promise<SocketResponse>;
@@ -74,7 +74,7 @@ export function requestPort(port: number, input: SocketRequest | string): Promis
             body: text,
             payload: text,
             rawPayload,
-            json: () => JSON.parse(text),
+            json: <T>() => JSON.parse(text) as T,
           });
         });
       },

@@ -3,6 +3,7 @@
 // account and address; team owners create teams, invite by e-mail, change roles and remove members,
 // and a team always keeps an owner. Mail goes to a real SMTP server on loopback.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SIGN_IN_FAILURES_PER_ADDRESS } from '../../src/services/accounts.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
 import { startSmtpSink, type SmtpSink } from '../scheduled-deletion/helpers.js';
@@ -335,6 +336,17 @@ describe.each(DIALECTS)('accounts (%s)', (dialect) => {
     // Another account from the same address still signs in.
     expect((await signIn('owner@example.com', PASSWORD)).statusCode).toBe(200);
   });
+
+  it("refuses only failing sign-ins from an address past its limit: others' right passwords pass", async () => {
+    // Earlier tests' failures came from this address too: fail until it is over its limit.
+    let failing = await signIn('nobody0@example.com', 'wrong');
+    for (let i = 1; i <= SIGN_IN_FAILURES_PER_ADDRESS && failing.statusCode === 401; i++)
+      failing = await signIn(`nobody${i}@example.com`, 'wrong');
+    expect(failing.statusCode).toBe(429);
+    expect(Number(failing.headers['retry-after'])).toBeGreaterThan(0);
+    // Every user behind the same proxy address still signs in with their password.
+    expect((await signIn('owner@example.com', PASSWORD)).statusCode).toBe(200);
+  });
 });
 
 describe('account mail without an SMTP server', () => {
@@ -365,5 +377,62 @@ describe('account mail without an SMTP server', () => {
       payload: { token },
     });
     expect(consumed.statusCode).toBe(200);
+  });
+});
+
+describe('session cookies behind TLS (issue 24, item 11)', () => {
+  const cookieOf = (response: { headers: Record<string, unknown> }) => String(response.headers['set-cookie']);
+
+  it('are Secure on every sign-in and sign-out when BERTH_PUBLIC_URL is https, though the hop is plain HTTP', async () => {
+    const t = await createTestApp('sqlite', { env: { BERTH_PUBLIC_URL: 'HTTPS://Berth.Example.com' } });
+    try {
+      await t.ctx.services.accounts.forcePassword(t.user.user_id, PASSWORD);
+      const password = await t.request({
+        method: 'POST',
+        url: '/api/v1/auth/sign-in',
+        payload: { email: 'owner@example.com', password: PASSWORD },
+      });
+      expect(password.statusCode).toBe(200);
+      expect(cookieOf(password)).toMatch(/; Secure(;|$)/);
+      const token = await t.ctx.services.accounts.signInLinkFor(t.user.user_id);
+      const link = await t.request({
+        method: 'POST',
+        url: '/api/v1/auth/sign-in-links/consume',
+        payload: { token: new URL(token).hash.replace('#token=', '') },
+      });
+      expect(link.statusCode, link.body).toBe(200);
+      expect(cookieOf(link)).toMatch(/; Secure(;|$)/);
+      const session = cookieOf(link).split(';')[0]!;
+      const out = await t.request({
+        method: 'POST',
+        url: '/api/v1/auth/sign-out',
+        headers: {
+          cookie: session,
+          'x-csrf-token': link.json<{ data: { csrf_token: string } }>().data.csrf_token,
+        },
+      });
+      expect(out.statusCode).toBeLessThan(300);
+      expect(cookieOf(out)).toMatch(/; Secure(;|$)/);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('are Secure when a trusted proxy says the client used https', async () => {
+    const t = await createTestApp('sqlite', { env: { BERTH_TRUSTED_PROXIES: '127.0.0.1' } });
+    try {
+      await t.ctx.services.accounts.forcePassword(t.user.user_id, PASSWORD);
+      const signIn = (headers: Record<string, string>) =>
+        t.request({
+          method: 'POST',
+          url: '/api/v1/auth/sign-in',
+          payload: { email: 'owner@example.com', password: PASSWORD },
+          headers,
+        });
+      expect(cookieOf(await signIn({ 'x-forwarded-proto': 'https' }))).toMatch(/; Secure(;|$)/);
+      expect(cookieOf(await signIn({}))).not.toMatch(/Secure/);
+    } finally {
+      await t.close();
+    }
   });
 });

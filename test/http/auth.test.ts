@@ -61,7 +61,7 @@ describe.each(DIALECTS)('authentication (%s)', (dialect) => {
       ];
       for (const headers of variants) {
         const res = await t.request({
-          method: method as 'GET',
+          method: method,
           url: path,
           // Each case from an address of its own (through a trusted proxy), so the throttle stays out of it.
           headers: { ...headers, 'x-forwarded-for': `10.9.${index >> 8}.${index & 255}` },

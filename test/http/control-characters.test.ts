@@ -19,7 +19,7 @@ describe.each(DIALECTS)('control characters (%s)', (dialect) => {
     ['GET', '/1.3/database/%00abc'],
   ])('%s %s answers 404', async (method, url) => {
     const headers = url.startsWith('/1.3') ? t.auth.dbApi : t.auth.platform;
-    const res = await t.request({ method: method as 'GET', url, headers });
+    const res = await t.request({ method: method, url, headers });
     expect(res.statusCode).toBe(404);
   });
 

@@ -123,7 +123,7 @@ describe.each(DIALECTS)('routes the panel added to /api/v1 (%s)', (dialect) => {
       const url = `/api/v1/managed-databases/${uuid}/${tail}`;
       const send = (headers: Record<string, string>, payload = body) =>
         t.request({
-          method: method as 'GET',
+          method: method,
           url,
           headers,
           ...(payload === undefined ? {} : { payload }),
@@ -138,7 +138,7 @@ describe.each(DIALECTS)('routes the panel added to /api/v1 (%s)', (dialect) => {
       // The /1.3 credential is not this API's.
       expect((await send(t.auth.dbApi)).statusCode).toBe(401);
       const unknown = await t.request({
-        method: method as 'GET',
+        method: method,
         url: `/api/v1/managed-databases/00000000-0000-0000-0000-000000000000/${tail}`,
         headers: t.auth.platform,
         ...(body === undefined ? {} : { payload: body }),

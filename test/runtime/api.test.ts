@@ -6,7 +6,6 @@
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import https from 'node:https';
-import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -77,7 +76,7 @@ describe('the runtime API', () => {
 
   const call = (method: string, url: string, payload?: unknown) =>
     h.t.request({
-      method: method as 'GET',
+      method: method,
       url,
       headers: h.t.auth.platform,
       ...(payload !== undefined ? { payload: payload as Record<string, unknown> } : {}),
@@ -113,8 +112,7 @@ describe('the runtime API', () => {
       );
       certificate = fs.readFileSync(path.join(certs, 'later.crt'));
     });
-    await h.t.app.listen({ port: 0, host: '127.0.0.1' });
-    base = `http://127.0.0.1:${(h.t.app.server.address() as AddressInfo).port}`;
+    base = `http://127.0.0.1:${h.t.port}`;
   }, 120_000);
   afterAll(() => h.close());
 

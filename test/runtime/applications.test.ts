@@ -52,7 +52,7 @@ describe.each(CASES)('running applications (%s, %s edge)', (dialect, edgeProxy) 
 
   const api = (method: string, url: string, payload?: unknown) =>
     h.t.request({
-      method: method as 'GET',
+      method: method,
       url,
       headers: h.t.auth.platform,
       ...(payload !== undefined ? { payload: payload as Record<string, unknown> } : {}),

@@ -82,8 +82,10 @@ function createRateLimiter(perMinute: number) {
 /**
  * Failed authentications per minute (issue 11, item 12): per client address, and per credential name
  * (the /1.3 username) so that guessing one account's password from many addresses is slowed too.
- * Once over, the address or name is answered 429 without checking anything until its oldest failure
- * of the last minute is a minute old.
+ * Past either limit a failing attempt is answered 429 (with Retry-After) instead of 401 until its
+ * oldest failure of the last minute is a minute old. A valid credential is always served (issue 24,
+ * item 2): behind a reverse proxy every user shares the proxy's address unless BERTH_TRUSTED_PROXIES
+ * names it, and one client's bad tokens must never lock the others out.
  */
 export const AUTH_FAILURES_PER_ADDRESS = 30;
 export const AUTH_FAILURES_PER_NAME = 10;
@@ -108,15 +110,29 @@ export function registerAuth(
   // Counted over the last 60 s, not per clock minute: a burst across a minute boundary would otherwise
   // get twice the limit (and the throttle test failed whenever its burst straddled one).
   const failures = createSlidingCounts();
+
+  /**
+   * A failed attempt: 429 when one of its keys is already past its limit (not counted again, so the
+   * block ends a minute after the burst), else counted under each key and answered `refusal`.
+   */
+  function failed(keys: Array<[string, number, string]>, now: number, refusal: AppError): AppError {
+    for (const [key, max, message] of keys) {
+      const retryAfter = failures.full(key, max, now);
+      if (retryAfter !== undefined) return rateLimited(retryAfter, message);
+    }
+    for (const [key] of keys) failures.add(key, now);
+    return refusal;
+  }
+
   app.addHook('onRequest', async (request: FastifyRequest) => {
     const kind = request.routeOptions.config?.auth;
     if (kind === undefined || kind === 'none') return;
     const now = Date.now();
-    const address = `address:${request.ip}`;
-    const blockedAddress = failures.full(address, AUTH_FAILURES_PER_ADDRESS, now);
-    if (blockedAddress !== undefined) {
-      throw rateLimited(blockedAddress, 'Too many failed authentications from this address. Retry later.');
-    }
+    const address: [string, number, string] = [
+      `address:${request.ip}`,
+      AUTH_FAILURES_PER_ADDRESS,
+      'Too many failed authentications from this address. Retry later.',
+    ];
     const sessionToken =
       kind === 'api_token' && request.headers.authorization === undefined
         ? readCookie(request.headers.cookie, SESSION_COOKIE)
@@ -124,8 +140,11 @@ export function registerAuth(
     if (sessionToken !== undefined) {
       const session = await deps.sessions.authenticateSession(sessionToken);
       if (!session) {
-        failures.add(address, now);
-        throw unauthenticated(kind, 'Unauthenticated. Your session has ended: sign in again.');
+        throw failed(
+          [address],
+          now,
+          unauthenticated(kind, 'Unauthenticated. Your session has ended: sign in again.'),
+        );
       }
       if (
         !SAFE_METHODS.has(request.method) &&
@@ -145,14 +164,7 @@ export function registerAuth(
     try {
       presented = parseAuthorization(kind, request.headers.authorization);
     } catch (error) {
-      failures.add(address, now);
-      throw error;
-    }
-    // Only the /1.3 username is a name; a token or key is itself the secret and never a key here.
-    const name = presented.secret !== undefined ? `name:${kind}:${presented.id}` : undefined;
-    const blockedName = name && failures.full(name, AUTH_FAILURES_PER_NAME, now);
-    if (blockedName) {
-      throw rateLimited(blockedName, 'Too many failed authentications for this user. Retry later.');
+      throw error instanceof AppError ? failed([address], now, error) : error;
     }
     const principal: Principal | undefined = await deps.identity.authenticate(
       kind,
@@ -160,16 +172,30 @@ export function registerAuth(
       presented.secret,
     );
     if (!principal) {
-      failures.add(address, now);
-      if (name) failures.add(name, now);
       // Never the secret: the kind, the address and, for /1.3, the username.
       request.log.warn(
         { kind, ip: request.ip, ...(presented.secret !== undefined ? { username: presented.id } : {}) },
         'authentication failed',
       );
-      throw unauthenticated(
-        kind,
-        `Unauthenticated. The credential is unknown or revoked.${wrongKindHint(kind, presented.id)}`,
+      // Only the /1.3 username is a name; a token or key is itself the secret and never a key here.
+      const keys: Array<[string, number, string]> =
+        presented.secret !== undefined
+          ? [
+              [
+                `name:${kind}:${presented.id}`,
+                AUTH_FAILURES_PER_NAME,
+                'Too many failed authentications for this user. Retry later.',
+              ],
+              address,
+            ]
+          : [address];
+      throw failed(
+        keys,
+        now,
+        unauthenticated(
+          kind,
+          `Unauthenticated. The credential is unknown or revoked.${wrongKindHint(kind, presented.id)}`,
+        ),
       );
     }
     request.principal = principal;

@@ -119,6 +119,8 @@ function eventStream(request: FastifyRequest, reply: FastifyReply, openStreams: 
     connection: 'keep-alive',
     'x-accel-buffering': 'no',
   });
+  // A comment at once: the headers go out now, not with the first line (which may be minutes away).
+  raw.write(': open\n\n');
   const heartbeat = setInterval(() => raw.write(': keep-alive\n\n'), 15_000);
   heartbeat.unref();
   const closed = new Promise<void>((resolve) => request.raw.socket.once('close', () => resolve()));
