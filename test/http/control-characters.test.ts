@@ -29,7 +29,7 @@ describe.each(DIALECTS)('control characters (%s)', (dialect) => {
       url: '/api/v1/applications?team=acme%00',
       headers: t.auth.platform,
     });
-    expect(res.statusCode).toBe(422);
+    expect(res.statusCode, res.body).toBe(422);
     expect(res.json().errors).toHaveProperty(['querystring.team']);
   });
 

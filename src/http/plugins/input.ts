@@ -22,7 +22,8 @@ export function registerInputGuard(app: FastifyInstance): void {
     }
     try {
       const errors = {
-        ...controlCharacterErrors(request.query ?? {}, 'querystring'),
+        // Copied: Fastify's parsed query has a prototype of its own, and only plain objects are walked.
+        ...controlCharacterErrors({ ...(request.query ?? {}) }, 'querystring'),
         // Strings (YAML text) are read by their route, which checks what it parsed the same way;
         // streams and buffers (uploads) are the route's to read.
         ...(isPlainJsonContainer(request.body) ? controlCharacterErrors(request.body, '') : {}),
