@@ -358,11 +358,11 @@ export function registerAccountRoutes(
   app.delete<{ Params: Static<typeof MemberParams> }>(
     '/api/v1/teams/:team/members/:user',
     {
+      // A member may remove only themselves: removeMember checks the owner role for anyone else.
       config: signedIn,
       schema: {
         tags,
         security,
-        // A member may remove only themselves: removeMember checks the owner role for anyone else.
         summary: 'Remove a member (owners), or yourself (leave); a team keeps at least one owner',
         params: MemberParams,
         response: { 204: NoContent, ...platformErrors(401, 403, 404, 409) },
