@@ -4,6 +4,13 @@ import type { Principal } from '../services/identity.js';
 
 export type RouteAuth = CredentialKind | 'none';
 
+/**
+ * The least role a route needs in the team its request names (docs/security.md, "Roles"): `owner` for
+ * what changes or deletes resources or shows secret values, `member` for reading. On a route that names
+ * no team (the caller's own account, tools) `member` means any authenticated caller.
+ */
+export type RouteRole = 'owner' | 'member';
+
 export interface DocumentedBody {
   description?: string;
   content: Record<string, { schema: unknown }>;
@@ -13,6 +20,16 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** Which credential the route accepts; every route must say, 'none' only for probes and docs. */
     auth?: RouteAuth;
+    /**
+     * The role the route needs; every authenticated route must say (src/http/plugins/ownership.ts
+     * refuses to register one that does not). The ownership hook enforces it from the path.
+     */
+    role?: RouteRole;
+    /**
+     * An owner route whose team is not in its path but in its body (apply: the document names it): its
+     * service checks the role with requireRole (src/domain/roles.ts) once it has read the team.
+     */
+    teamIn?: 'body';
     /** Media types the route can answer with (406 when Accept allows none). Default: application/json. */
     produces?: string[];
     /**

@@ -15,6 +15,7 @@ import type { Database } from '../db/schema/index.js';
 import { iso, type Clock } from '../domain/clock.js';
 import { NAME_CONTROL } from '../domain/control-characters.js';
 import { AppError, fieldError } from '../domain/errors.js';
+import { requireRole } from '../domain/roles.js';
 import { createSlidingCounts } from '../domain/rate-windows.js';
 import type { Mailer } from '../drivers/mail/index.js';
 import { TEAM_NAME, type IdentityService } from './identity.js';
@@ -135,8 +136,7 @@ export function createAccountsService(deps: AccountsDeps) {
   /** The caller's team with their role, refused unless they own it. */
   async function ownedTeam(userId: number, ref: string | number) {
     const team = await deps.identity.requireTeam(userId, ref);
-    if (team.role !== 'owner')
-      throw new AppError('forbidden', `Only an owner of team ${team.name} can do this`);
+    requireRole({ teamName: team.name, role: team.role }, 'owner', 'Managing members');
     return team;
   }
 
@@ -312,8 +312,8 @@ export function createAccountsService(deps: AccountsDeps) {
     /** Removes a member: an owner removes anyone, a member only themselves (leaving). */
     async removeMember(actorId: number, teamRef: string | number, userId: number): Promise<void> {
       const team = await deps.identity.requireTeam(actorId, teamRef);
-      if (actorId !== userId && team.role !== 'owner')
-        throw new AppError('forbidden', `Only an owner of team ${team.name} can remove another member`);
+      if (actorId !== userId)
+        requireRole({ teamName: team.name, role: team.role }, 'owner', 'Removing another member');
       const role = await requireMember(team.id, userId);
       await keepAnOwner(team.id, userId, role);
       await repo.removeMembership(team.id, userId);

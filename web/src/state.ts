@@ -13,6 +13,18 @@ export const team = computed<Team | null>(() => {
   return teams.find((t) => t.id === teamId.value) ?? teams[0] ?? null;
 });
 
+/**
+ * True when the user is an owner of team `id` (default: the team being looked at). Owner-only actions
+ * are offered only then; the API refuses them to members anyway (docs/security.md, "Roles").
+ */
+export function owns(id?: number): boolean {
+  const of = id === undefined ? team.value : user.value?.teams.find((t) => t.id === id);
+  return of?.role === 'owner';
+}
+
+/** What a member sees where an owner has buttons. */
+export const MEMBER_NOTE = 'You are a member of this team: changes are for its owners.';
+
 export function chooseTeam(id: number): void {
   teamId.value = id;
   localStorage.setItem(TEAM_KEY, String(id));

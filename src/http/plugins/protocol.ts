@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import { AppError } from '../../domain/errors.js';
 import type { MaintenanceSwitch } from '../../services/maintenance.js';
-import type { RouteAuth } from '../types.js';
+import type { RouteAuth, RouteRole } from '../types.js';
 import { sendError } from './errors.js';
 
 const ALWAYS_OPEN = new Set(['/healthz', '/readyz']);
@@ -30,11 +30,13 @@ export interface RouteEntry {
   method: string;
   url: string;
   auth: RouteAuth;
+  /** The role it needs in the team the request names (src/http/plugins/ownership.ts). */
+  role: RouteRole | undefined;
 }
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** Every route with its declared authentication (for the 401 sweep in tests and for docs). */
+    /** Every route with its declared authentication and role (for the 401 and role sweeps in tests, and docs). */
     routeTable: RouteEntry[];
   }
 }
@@ -54,7 +56,7 @@ export function registerProtocol(
       throw new Error(`route ${String(route.method)} ${route.url} does not declare its authentication`);
     }
     for (const method of [route.method].flat()) {
-      routeTable.push({ method, url: route.url, auth: route.config.auth });
+      routeTable.push({ method, url: route.url, auth: route.config.auth, role: route.config.role });
       if (method === 'HEAD' && route.url.includes('*')) continue;
       try {
         routes.on(method as HTTPMethod, route.url, () => undefined);

@@ -155,13 +155,22 @@ async function readUploads(
  */
 interface ToolsApi {
   prefix: string;
-  config: { auth: 'tools_key' | 'api_token' };
+  /** The caller's own credits and conversions: no team, any caller (`member`). */
+  config: { auth: 'tools_key' | 'api_token'; role: 'member' };
   security: Array<Record<string, string[]>>;
 }
 
 const TOOLS_APIS: ToolsApi[] = [
-  { prefix: '/api/v1/tools', config: { auth: 'tools_key' as const }, security: [{ toolsKey: [] }] },
-  { prefix: '/api/v1/user/tools', config: { auth: 'api_token' as const }, security: [{ bearer: [] }] },
+  {
+    prefix: '/api/v1/tools',
+    config: { auth: 'tools_key' as const, role: 'member' as const },
+    security: [{ toolsKey: [] }],
+  },
+  {
+    prefix: '/api/v1/user/tools',
+    config: { auth: 'api_token' as const, role: 'member' as const },
+    security: [{ bearer: [] }],
+  },
 ];
 
 export function registerToolsRoutes(app: FastifyInstance, deps: RouteDeps): void {

@@ -22,6 +22,7 @@ import type { Database } from '../../db/schema/index.js';
 import { iso, type Clock, type IdGenerator } from '../../domain/clock.js';
 import type { TeamQuotas } from '../../config/index.js';
 import { AppError, validationError } from '../../domain/errors.js';
+import { requireRole } from '../../domain/roles.js';
 import { controlCharacterErrors } from '../../domain/control-characters.js';
 import type { DesiredDocument } from '../../domain/infrastructure/document.js';
 import { parseInfrastructureYaml } from '../../domain/infrastructure/parse.js';
@@ -531,6 +532,8 @@ export function createApplyService(deps: InfrastructureDeps) {
       if (doc.services.some((service) => engineOfService(service.type)))
         checkServices(doc, deps.serviceCapabilities?.());
       const team = await deps.identity.requireTeamAt(userId, doc.team);
+      // The route's `owner` role, for the team the document names (dry runs too: docs/security.md).
+      requireRole({ teamName: team.name, role: team.role }, 'owner', 'Applying a document');
       const respond = (
         result: ApplyPlan,
         appId: number | undefined,

@@ -16,6 +16,7 @@ import type { SecretBox } from '../../crypto/secret-box.js';
 import type { IdentityService } from '../identity.js';
 import { recordAudit } from '../../db/repositories/audit.js';
 import { AppError } from '../../domain/errors.js';
+import { requireRole } from '../../domain/roles.js';
 import { enqueueJob, type NewJob } from '../../jobs/queue.js';
 import { enqueue, handles, type JobPayloads } from '../jobs.js';
 import type { JobHandler, JobResult } from '../../jobs/runner.js';
@@ -59,7 +60,7 @@ export interface ManagedDatabaseService {
   credentialsOf(instance: ManagedInstanceRow): { admin: string; users: Record<string, string> };
   /**
    * The database as `userId` may act on it: 404 unknown, 403 another team's, and 403 for a member
-   * where `need` is `owner` (powering off, deleting). Codes as /1.3 answers them.
+   * where `need` is `owner` (powering, deleting, a pending change). Codes as /1.3 answers them.
    */
   databaseFor(
     userId: number,
@@ -292,22 +293,16 @@ export function createManagedDatabaseService(deps: ManagedDatabaseDeps): Managed
         apiCode: 'SERVICE_NOT_FOUND',
       });
     }
-    const role = (await deps.identity.teamsOfUser(userId)).find((t) => t.id === row.team_id)?.role;
-    if (role === undefined) {
+    const team = (await deps.identity.teamsOfUser(userId)).find((t) => t.id === row.team_id);
+    if (team === undefined) {
       throw new AppError('forbidden', `Managed database ${uuid} belongs to another account`, {
         apiCode: 'ACCOUNT_FORBIDDEN',
       });
     }
-    if (need === 'owner' && role !== 'owner') {
-      throw new AppError(
-        'forbidden',
-        'Only an owner of the team can power off or delete a managed database',
-        {
-          apiCode: 'ACCOUNT_FORBIDDEN',
-        },
-      );
-    }
-    return { row, role };
+    requireRole({ teamName: team.name, role: team.role }, need, `Changing managed database ${row.name}`, {
+      apiCode: 'ACCOUNT_FORBIDDEN',
+    });
+    return { row, role: team.role };
   }
 
   /** Carries out a requested deletion; re-run after a crash, it finds what is left and removes that. */
@@ -487,7 +482,7 @@ export function createManagedDatabaseService(deps: ManagedDatabaseDeps): Managed
     databaseFor,
 
     async applyPendingChange(userId, uuid) {
-      const { row } = await databaseFor(userId, uuid, 'member');
+      const { row } = await databaseFor(userId, uuid, 'owner');
       if (row.pending_plan === null && row.pending_zone === null) {
         throw new AppError('conflict', `Managed database '${row.name}' has no pending plan or zone change`);
       }

@@ -7,6 +7,7 @@ import { iso, type Clock } from '../../domain/clock.js';
 import type { Database } from '../../db/schema/index.js';
 import { recordAudit } from '../../db/repositories/audit.js';
 import { AppError } from '../../domain/errors.js';
+import { requireRole } from '../../domain/roles.js';
 import type { Role } from '../../db/schema/foundation.js';
 import {
   ProvisionError,
@@ -94,10 +95,11 @@ export interface ObjectStorageView {
  */
 async function applyPendingChange(
   deps: ObjectStorageDeps,
-  team: { id: number },
+  team: { id: number; name: string; role: Role },
   ref: string,
   userId: number,
 ): Promise<void> {
+  requireRole({ teamName: team.name, role: team.role }, 'owner', 'Carrying out a zone change');
   const at = iso(deps.clock.now());
   await deps.db.transaction().execute(async (trx) => {
     const row = await trx
@@ -133,12 +135,11 @@ async function applyPendingChange(
  */
 async function remove(
   deps: ObjectStorageDeps,
-  team: { id: number; role: Role },
+  team: { id: number; name: string; role: Role },
   ref: string,
   userId: number,
 ): Promise<{ uuid: string; name: string }> {
-  if (team.role !== 'owner')
-    throw new AppError('forbidden', 'Only an owner of the team can delete an object storage');
+  requireRole({ teamName: team.name, role: team.role }, 'owner', 'Deleting an object storage');
   const row = await deps.db
     .selectFrom('object_storages')
     .select(['id', 'uuid', 'name'])
@@ -277,9 +278,9 @@ export function createObjectStorageService(deps: ObjectStorageDeps) {
     endpoint: () => deps.driver.endpoint(),
     jobHandlers: () => provisionHandler(deps),
     view: (team: { id: number; role: Role }, ref?: string) => view(deps, team, ref),
-    remove: (team: { id: number; role: Role }, ref: string, userId: number) =>
+    remove: (team: { id: number; name: string; role: Role }, ref: string, userId: number) =>
       remove(deps, team, ref, userId),
-    applyPendingChange: (team: { id: number }, ref: string, userId: number) =>
+    applyPendingChange: (team: { id: number; name: string; role: Role }, ref: string, userId: number) =>
       applyPendingChange(deps, team, ref, userId),
   };
 }

@@ -68,7 +68,7 @@ export function DeploymentLog({
   );
 }
 
-export function ScheduleSection({ appId }: { appId: number }) {
+export function ScheduleSection({ appId, owner }: { appId: number; owner: boolean }) {
   const { data, error, reload } = useLoad(
     () => api.get<{ data: Schedule }>(`/api/v1/applications/${appId}/scheduled-deletion`).then((r) => r.data),
     [appId],
@@ -116,23 +116,25 @@ export function ScheduleSection({ appId }: { appId: number }) {
               );
             })}
           </ul>
-          <Form class="row" onSubmit={change}>
-            <label>
-              New deletion date
-              <input
-                type="datetime-local"
-                required
-                value={date}
-                onInput={(e) => setDate(e.currentTarget.value)}
-              />
-            </label>
-            <button type="submit" disabled={changing || !date}>
-              Change date
-            </button>
-            <Button kind="secondary" busy={cancelling} onClick={() => void cancel()}>
-              Cancel deletion
-            </Button>
-          </Form>
+          {owner && (
+            <Form class="row" onSubmit={change}>
+              <label>
+                New deletion date
+                <input
+                  type="datetime-local"
+                  required
+                  value={date}
+                  onInput={(e) => setDate(e.currentTarget.value)}
+                />
+              </label>
+              <button type="submit" disabled={changing || !date}>
+                Change date
+              </button>
+              <Button kind="secondary" busy={cancelling} onClick={() => void cancel()}>
+                Cancel deletion
+              </Button>
+            </Form>
+          )}
           <ErrorBox error={changeError ?? cancelError} />
         </>
       )}
@@ -157,7 +159,7 @@ interface ServiceState {
 }
 
 /** The services: state, where they listen, restarts; connection settings revealed on demand; restart. */
-export function ServicesSection({ appId }: { appId: number }) {
+export function ServicesSection({ appId, owner }: { appId: number; owner: boolean }) {
   const services = useLoad(
     () => api.get<{ data: ServiceState[] }>(`/api/v1/applications/${appId}/services`).then((r) => r.data),
     [appId],
@@ -181,6 +183,7 @@ export function ServicesSection({ appId }: { appId: number }) {
           key={`${service.kind}-${service.id}`}
           appId={appId}
           service={service}
+          owner={owner}
           onChange={services.reload}
         />
       ))}
@@ -191,10 +194,13 @@ export function ServicesSection({ appId }: { appId: number }) {
 function ServiceRow({
   appId,
   service,
+  owner,
   onChange,
 }: {
   appId: number;
   service: ServiceState;
+  /** Connection settings (credentials) and restarts are for the team's owners. */
+  owner: boolean;
   onChange: () => void;
 }) {
   const base = `/api/v1/applications/${appId}/services/${encodeURIComponent(service.name)}`;
@@ -222,7 +228,7 @@ function ServiceRow({
           The application finds its connection settings in its environment.
         </p>
       )}
-      {service.status === 'running' && (
+      {owner && service.status === 'running' && (
         <p>
           {!formats && (
             <Button kind="secondary" busy={showBusy} onClick={() => void show()}>

@@ -3,7 +3,7 @@
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { api, type ApplyResult } from '../api';
 import { checkYaml } from '../schema-check';
-import { team } from '../state';
+import { owns, team } from '../state';
 import { Button, download, ErrorBox, useAction } from '../ui';
 
 const STARTER = `apiVersion: v1
@@ -58,6 +58,13 @@ export function ApplyPage() {
         Describe the application and what it uses; the document is checked as you type. Preview the changes,
         then apply them. <a href="/docs">API reference</a>.
       </p>
+      {/* The document names its team, maybe another one of the user's: the API decides, and says why. */}
+      {current && !owns() && (
+        <p class="note">
+          You are a member of {current.name}: applying a document to it, and previewing one, is for its
+          owners.
+        </p>
+      )}
       <div class="editor">
         <div class="gutter" ref={gutter} aria-hidden="true">
           {Array.from({ length: lines }, (_, i) => (

@@ -13,7 +13,7 @@ import {
 } from '../api';
 import { DeploymentLog, ScheduleSection, ServicesSection } from './app-sections';
 import { navigate } from '../router';
-import { team } from '../state';
+import { MEMBER_NOTE, owns, team } from '../state';
 import {
   Badge,
   Busy,
@@ -184,6 +184,7 @@ export function AppPage({ id }: { id: number }) {
   const a = app.data;
   const s = status.data;
   if (!a) return <Busy />;
+  const owner = owns(a.team_id);
   return (
     <>
       <h1>
@@ -212,21 +213,26 @@ export function AppPage({ id }: { id: number }) {
             <dd>{s.hostnames.join(', ') || '—'}</dd>
           </dl>
         )}
+        {!owner && <p class="note">{MEMBER_NOTE}</p>}
         <div class="row">
-          <Button busy={acting} onClick={() => void act('deploy')}>
-            Deploy
-          </Button>
-          <Button kind="secondary" busy={acting} onClick={() => void act('rollback')}>
-            Roll back
-          </Button>
-          {s?.suspended ? (
-            <Button kind="secondary" busy={acting} onClick={() => void act('resume')}>
-              Resume
-            </Button>
-          ) : (
-            <Button kind="secondary" busy={acting} onClick={() => void act('suspend')}>
-              Suspend
-            </Button>
+          {owner && (
+            <>
+              <Button busy={acting} onClick={() => void act('deploy')}>
+                Deploy
+              </Button>
+              <Button kind="secondary" busy={acting} onClick={() => void act('rollback')}>
+                Roll back
+              </Button>
+              {s?.suspended ? (
+                <Button kind="secondary" busy={acting} onClick={() => void act('resume')}>
+                  Resume
+                </Button>
+              ) : (
+                <Button kind="secondary" busy={acting} onClick={() => void act('suspend')}>
+                  Suspend
+                </Button>
+              )}
+            </>
           )}
           <Button kind="secondary" busy={exporting} onClick={() => void exportYaml()}>
             Export YAML
@@ -314,15 +320,17 @@ export function AppPage({ id }: { id: number }) {
           {a.domains.map((d) => (
             <li key={d.domain}>
               {d.domain}{' '}
-              <Button
-                kind="secondary"
-                class="small"
-                busy={removing}
-                aria-label={`Remove domain ${d.domain}`}
-                onClick={() => void remove('domains', d.domain)}
-              >
-                Remove
-              </Button>
+              {owner && (
+                <Button
+                  kind="secondary"
+                  class="small"
+                  busy={removing}
+                  aria-label={`Remove domain ${d.domain}`}
+                  onClick={() => void remove('domains', d.domain)}
+                >
+                  Remove
+                </Button>
+              )}
             </li>
           ))}
         </ul>
@@ -338,50 +346,56 @@ export function AppPage({ id }: { id: number }) {
           {a.secrets.map((sec) => (
             <li key={sec.key}>
               <code>{sec.key}</code>{' '}
-              <Button
-                class="small"
-                kind="secondary"
-                aria-label={`Replace secret ${sec.key}`}
-                onClick={() => setSecretKey(sec.key)}
-              >
-                Replace
-              </Button>{' '}
-              <Button
-                class="small"
-                kind="secondary"
-                busy={removing}
-                aria-label={`Remove secret ${sec.key}`}
-                onClick={() => void remove('secrets', sec.key)}
-              >
-                Remove
-              </Button>
+              {owner && (
+                <>
+                  <Button
+                    class="small"
+                    kind="secondary"
+                    aria-label={`Replace secret ${sec.key}`}
+                    onClick={() => setSecretKey(sec.key)}
+                  >
+                    Replace
+                  </Button>{' '}
+                  <Button
+                    class="small"
+                    kind="secondary"
+                    busy={removing}
+                    aria-label={`Remove secret ${sec.key}`}
+                    onClick={() => void remove('secrets', sec.key)}
+                  >
+                    Remove
+                  </Button>
+                </>
+              )}
             </li>
           ))}
         </ul>
-        <Form class="row" onSubmit={saveSecret}>
-          <label>
-            Key
-            <input
-              value={secretKey}
-              required
-              pattern="[A-Za-z_][A-Za-z0-9_]*"
-              onInput={(e) => setSecretKey(e.currentTarget.value)}
-            />
-          </label>
-          <label>
-            Value
-            <input
-              type="password"
-              autoComplete="off"
-              required
-              value={secretValue}
-              onInput={(e) => setSecretValue(e.currentTarget.value)}
-            />
-          </label>
-          <button type="submit" disabled={savingSecret}>
-            {savingSecret ? 'Saving…' : 'Set secret'}
-          </button>
-        </Form>
+        {owner && (
+          <Form class="row" onSubmit={saveSecret}>
+            <label>
+              Key
+              <input
+                value={secretKey}
+                required
+                pattern="[A-Za-z_][A-Za-z0-9_]*"
+                onInput={(e) => setSecretKey(e.currentTarget.value)}
+              />
+            </label>
+            <label>
+              Value
+              <input
+                type="password"
+                autoComplete="off"
+                required
+                value={secretValue}
+                onInput={(e) => setSecretValue(e.currentTarget.value)}
+              />
+            </label>
+            <button type="submit" disabled={savingSecret}>
+              {savingSecret ? 'Saving…' : 'Set secret'}
+            </button>
+          </Form>
+        )}
         {secretSaved && (
           <p role="status" class="ok">
             Secret {secretSaved} saved. Deploy to start using it.
@@ -402,7 +416,7 @@ export function AppPage({ id }: { id: number }) {
         </ul>
       </section>
 
-      <ServicesSection appId={id} />
+      <ServicesSection appId={id} owner={owner} />
 
       <section aria-labelledby="health-heading">
         <h2 id="health-heading">Health check</h2>
@@ -421,7 +435,7 @@ export function AppPage({ id }: { id: number }) {
         </p>
       </section>
 
-      <ScheduleSection appId={id} />
+      <ScheduleSection appId={id} owner={owner} />
 
       <section aria-labelledby="danger-heading">
         <h2 id="danger-heading">Delete</h2>

@@ -4,7 +4,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, enc, type DatabaseDetail, type DatabaseSummary, type MigrationStatus, type Task } from '../api';
 import { navigate } from '../router';
-import { team } from '../state';
+import { MEMBER_NOTE, owns, team } from '../state';
 import { Badge, Busy, Button, Empty, ErrorBox, Form, Secret, useAction, useLoad } from '../ui';
 
 export function DatabasesPage() {
@@ -296,9 +296,13 @@ export function DatabasePage({ uuid }: { uuid: string }) {
             )}
             . Carrying it out restarts the database with the new limits.
           </p>
-          <Button busy={carrying} onClick={() => void carryOut()}>
-            Carry out the change
-          </Button>
+          {owns() ? (
+            <Button busy={carrying} onClick={() => void carryOut()}>
+              Carry out the change
+            </Button>
+          ) : (
+            <p class="note">{MEMBER_NOTE}</p>
+          )}
           <ErrorBox error={carryError} />
         </section>
       )}
@@ -327,7 +331,15 @@ export function DatabasePage({ uuid }: { uuid: string }) {
           </>
         )}
       </section>
-      <Operations db={d} reload={db.reload} />
+      {/* Every operation starts work on the database: the team's owners'. */}
+      {owns() ? (
+        <Operations db={d} reload={db.reload} />
+      ) : (
+        <section aria-labelledby="ops-heading">
+          <h2 id="ops-heading">Operations</h2>
+          <p class="note">{MEMBER_NOTE}</p>
+        </section>
+      )}
     </>
   );
 }

@@ -1,7 +1,7 @@
 // Object storage: the team's storages, and one (endpoint, buckets, users and their keys revealed on
 // demand, the pending zone change and its action).
 import { api, enc, type StorageDetail, type StorageSummary } from '../api';
-import { team } from '../state';
+import { MEMBER_NOTE, owns, team } from '../state';
 import { Badge, Busy, Button, Empty, ErrorBox, Secret, useAction, useLoad } from '../ui';
 
 export function StoragePage() {
@@ -73,9 +73,13 @@ export function StorageDetailPage({ name }: { name: string }) {
           <p>
             Apply asked for zone <strong>{d.pending_changes.zone}</strong>.
           </p>
-          <Button busy={busy} onClick={() => void carryOut()}>
-            Move to {d.pending_changes.zone}
-          </Button>
+          {owns() ? (
+            <Button busy={busy} onClick={() => void carryOut()}>
+              Move to {d.pending_changes.zone}
+            </Button>
+          ) : (
+            <p class="note">{MEMBER_NOTE}</p>
+          )}
           <ErrorBox error={error} />
         </section>
       )}

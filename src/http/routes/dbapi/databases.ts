@@ -27,7 +27,9 @@ const tags = ['managed databases'];
 const security = [{ basic: [] }];
 
 export function registerManagedDatabaseApiRoutes(app: FastifyInstance, deps: RouteDeps): void {
-  const config = { auth: 'db_api' as const };
+  // Reading is any member's (passwords for owners only); deleting and powering are owners'.
+  const config = { auth: 'db_api' as const, role: 'member' as const };
+  const owner = { auth: 'db_api' as const, role: 'owner' as const };
 
   app.get<{ Querystring: Static<typeof ListQuery> }>(
     '/1.3/database',
@@ -85,7 +87,7 @@ export function registerManagedDatabaseApiRoutes(app: FastifyInstance, deps: Rou
   app.delete<{ Params: Static<typeof UuidParam> }>(
     '/1.3/database/:uuid',
     {
-      config,
+      config: owner,
       schema: {
         tags,
         security,
@@ -106,7 +108,7 @@ export function registerManagedDatabaseApiRoutes(app: FastifyInstance, deps: Rou
   app.patch<{ Params: Static<typeof UuidParam>; Body: Static<typeof PatchBody> }>(
     '/1.3/database/:uuid',
     {
-      config,
+      config: owner,
       schema: {
         tags,
         security,

@@ -83,13 +83,15 @@ const tags = ['managed databases'];
 const APIS = {
   dbapi: {
     prefix: '/1.3/database',
-    config: { auth: 'db_api' as const },
+    config: { auth: 'db_api' as const, role: 'member' as const },
+    owner: { auth: 'db_api' as const, role: 'owner' as const },
     security: [{ basic: [] }],
     errors: (...statuses: Array<400 | 401 | 403 | 404 | 409>) => dbApiErrors(...statuses),
   },
   platform: {
     prefix: '/api/v1/managed-databases',
-    config: { auth: 'api_token' as const },
+    config: { auth: 'api_token' as const, role: 'member' as const },
+    owner: { auth: 'api_token' as const, role: 'owner' as const },
     security: [{ bearer: [] }],
     errors: (...statuses: Array<400 | 401 | 403 | 404 | 409>) => platformErrors(...statuses, 422),
   },
@@ -105,13 +107,15 @@ function registerOperations(
   deps: RouteDeps,
   api: (typeof APIS)['dbapi' | 'platform'],
 ): void {
-  const { config, security, prefix } = api;
+  // Reading tasks and a migration's status is any member's; whatever starts work on the database
+  // (checks, migrations, upgrades, maintenance, clones) is its team owners' (docs/security.md, "Roles").
+  const { config, owner, security, prefix } = api;
   const requests = () => deps.services.dbOperations;
 
   app.post<{ Params: Static<typeof UuidParam>; Body: Static<typeof TaskBody> }>(
     `${prefix}/:uuid/tasks`,
     {
-      config,
+      config: owner,
       schema: {
         tags,
         security,
@@ -145,7 +149,7 @@ function registerOperations(
   app.post<{ Params: Static<typeof UuidParam>; Body: Static<typeof MigrationBody> }>(
     `${prefix}/:uuid/migration`,
     {
-      config,
+      config: owner,
       schema: {
         tags,
         security,
@@ -162,7 +166,7 @@ function registerOperations(
   app.delete<{ Params: Static<typeof UuidParam> }>(
     `${prefix}/:uuid/migration`,
     {
-      config,
+      config: owner,
       schema: {
         tags,
         security,
@@ -192,7 +196,7 @@ function registerOperations(
   app.post<{ Params: Static<typeof UuidParam>; Body: Static<typeof UpgradeBody> }>(
     `${prefix}/:uuid/upgrade`,
     {
-      config,
+      config: owner,
       schema: {
         tags,
         security,
@@ -218,7 +222,7 @@ function registerOperations(
   app.post<{ Params: Static<typeof UuidParam> }>(
     `${prefix}/:uuid/maintenance`,
     {
-      config,
+      config: owner,
       schema: {
         tags,
         security,
@@ -233,7 +237,7 @@ function registerOperations(
   app.post<{ Params: Static<typeof UuidParam>; Body: Static<typeof CloneBody> }>(
     `${prefix}/:uuid/clone`,
     {
-      config,
+      config: owner,
       schema: {
         tags,
         security,

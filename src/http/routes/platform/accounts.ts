@@ -79,7 +79,9 @@ export function registerAccountRoutes(
   const accounts = () => deps.services.accounts;
   const { secureCookies } = options;
   const open = { auth: 'none' as const };
-  const signedIn = { auth: 'api_token' as const };
+  // The caller's own sessions, password and teams; leaving, or removing oneself, is anyone's.
+  const signedIn = { auth: 'api_token' as const, role: 'member' as const };
+  const ownerOfTeam = { auth: 'api_token' as const, role: 'owner' as const };
 
   const clientOf = (request: FastifyRequest) => ({
     address: request.ip,
@@ -310,7 +312,7 @@ export function registerAccountRoutes(
   app.post<{ Params: Static<typeof TeamParam>; Body: Static<typeof InviteBody> }>(
     '/api/v1/teams/:team/members',
     {
-      config: signedIn,
+      config: ownerOfTeam,
       schema: {
         tags,
         security,
@@ -333,7 +335,7 @@ export function registerAccountRoutes(
   app.patch<{ Params: Static<typeof MemberParams>; Body: Static<typeof RoleBody> }>(
     '/api/v1/teams/:team/members/:user',
     {
-      config: signedIn,
+      config: ownerOfTeam,
       schema: {
         tags,
         security,
@@ -356,6 +358,7 @@ export function registerAccountRoutes(
   app.delete<{ Params: Static<typeof MemberParams> }>(
     '/api/v1/teams/:team/members/:user',
     {
+      // A member may remove only themselves: removeMember checks the owner role for anyone else.
       config: signedIn,
       schema: {
         tags,

@@ -25,7 +25,10 @@ const LogsQuery = Type.Object({ tail: Type.Optional(Type.Integer({ minimum: 1, m
 
 const tags = ['applications'];
 const security = [{ bearer: [] }];
-const config = { auth: 'api_token' as const };
+// The services, their state, masked names and server logs are any member's to read; values
+// (credentials) and restarts are owners'.
+const config = { auth: 'api_token' as const, role: 'member' as const };
+const owner = { auth: 'api_token' as const, role: 'owner' as const };
 
 export function registerAppServiceRoutes(app: FastifyInstance, deps: RouteDeps): void {
   const service = () => deps.services.appServices;
@@ -64,7 +67,7 @@ export function registerAppServiceRoutes(app: FastifyInstance, deps: RouteDeps):
   app.get<{ Params: Static<typeof ServiceParam> }>(
     '/api/v1/applications/:id/services/:service/environment',
     {
-      config,
+      config: owner,
       schema: {
         tags,
         security,
@@ -81,7 +84,7 @@ export function registerAppServiceRoutes(app: FastifyInstance, deps: RouteDeps):
   app.get<{ Params: Static<typeof ServiceParam> }>(
     '/api/v1/applications/:id/services/:service/connection-formats',
     {
-      config,
+      config: owner,
       schema: {
         tags,
         security,
@@ -98,7 +101,7 @@ export function registerAppServiceRoutes(app: FastifyInstance, deps: RouteDeps):
   app.post<{ Params: Static<typeof ServiceParam> }>(
     '/api/v1/applications/:id/services/:service/restart',
     {
-      config,
+      config: owner,
       schema: {
         tags,
         security,

@@ -23,7 +23,8 @@ const tags = ['applications'];
 const security = [{ bearer: [] }];
 
 export function registerApplicationRoutes(app: FastifyInstance, deps: RouteDeps): void {
-  const config = { auth: 'api_token' as const };
+  // Reading (secret keys, never values) is any member's; removing is owners'.
+  const config = { auth: 'api_token' as const, role: 'member' as const };
 
   for (const [kind, segment, what] of [
     ['domain', 'domains', 'a domain (by name or id)'],
@@ -33,7 +34,7 @@ export function registerApplicationRoutes(app: FastifyInstance, deps: RouteDeps)
     app.delete<{ Params: Static<typeof ItemParam> }>(
       `/api/v1/applications/:id/${segment}/:item`,
       {
-        config,
+        config: { ...config, role: 'owner' },
         schema: {
           tags,
           security,

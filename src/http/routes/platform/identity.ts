@@ -49,7 +49,8 @@ const CREDENTIAL_PATHS: Array<{ path: string; kind: CredentialKind; what: string
 ];
 
 export function registerIdentityRoutes(app: FastifyInstance, deps: RouteDeps): void {
-  const config = { auth: 'api_token' as const };
+  // The caller's own account and credentials, and reading their teams: any member.
+  const config = { auth: 'api_token' as const, role: 'member' as const };
 
   // The cheapest authenticated call: lets a client check its token (and is the benchmark's no-op route).
   app.get(

@@ -47,7 +47,10 @@ export function registerInfrastructureRoutes(app: FastifyInstance, deps: RouteDe
   app.post<{ Querystring: Static<typeof ApplyQuery> }>(
     '/api/v1/infrastructure/apply',
     {
-      config: { auth: 'api_token' },
+      // Owners only, dry runs too: a dry run compares the document's secret values with the stored
+      // ones (`unchanged` for a right guess), which members may not read. The team is the document's:
+      // the service checks the role once it has read it.
+      config: { auth: 'api_token', role: 'owner', teamIn: 'body' },
       // The largest document within the list limits; parsing more would hold up other requests.
       bodyLimit: APPLY_BODY_LIMIT_BYTES,
       schema: {
@@ -73,7 +76,7 @@ export function registerInfrastructureRoutes(app: FastifyInstance, deps: RouteDe
   app.get<{ Params: Static<typeof TeamRef> }>(
     '/api/v1/teams/:team/export-yaml',
     {
-      config: { auth: 'api_token', produces: YAML_PRODUCES },
+      config: { auth: 'api_token', role: 'member', produces: YAML_PRODUCES },
       schema: {
         tags,
         security,

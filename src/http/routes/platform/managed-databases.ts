@@ -22,7 +22,7 @@ export function registerManagedDatabasePanelRoutes(app: FastifyInstance, deps: R
   app.get<{ Params: Static<typeof UuidParam> }>(
     '/api/v1/managed-databases/:uuid',
     {
-      config: { auth: 'api_token' },
+      config: { auth: 'api_token', role: 'member' },
       schema: {
         tags,
         security,
@@ -69,7 +69,7 @@ export function registerManagedDatabasePanelRoutes(app: FastifyInstance, deps: R
   app.post<{ Params: Static<typeof UuidParam> }>(
     '/api/v1/managed-databases/:uuid/apply-pending-change',
     {
-      config: { auth: 'api_token' },
+      config: { auth: 'api_token', role: 'owner' },
       schema: {
         tags,
         security,
@@ -101,7 +101,7 @@ export function registerManagedDatabasePanelRoutes(app: FastifyInstance, deps: R
   app.delete<{ Params: Static<typeof UuidParam> }>(
     '/api/v1/managed-databases/:uuid',
     {
-      config: { auth: 'api_token' },
+      config: { auth: 'api_token', role: 'owner' },
       schema: {
         tags,
         security,

@@ -18,7 +18,9 @@ const tags = ['object-storage'];
 const security = [{ bearer: [] }];
 
 export function registerObjectStorageRoutes(app: FastifyInstance, deps: RouteDeps): void {
-  const config = { auth: 'api_token' as const };
+  // Reading is any member's (secret keys for owners only); deleting and zone changes are owners'.
+  const config = { auth: 'api_token' as const, role: 'member' as const };
+  const owner = { auth: 'api_token' as const, role: 'owner' as const };
 
   app.get<{ Params: Static<typeof StorageRef> }>(
     '/api/v1/teams/:team/object-storage/:storage',
@@ -43,7 +45,7 @@ export function registerObjectStorageRoutes(app: FastifyInstance, deps: RouteDep
   app.delete<{ Params: Static<typeof StorageRef> }>(
     '/api/v1/teams/:team/object-storage/:storage',
     {
-      config,
+      config: owner,
       schema: {
         tags,
         security,
@@ -63,7 +65,7 @@ export function registerObjectStorageRoutes(app: FastifyInstance, deps: RouteDep
   app.post<{ Params: Static<typeof StorageRef> }>(
     '/api/v1/teams/:team/object-storage/:storage/apply-pending-change',
     {
-      config,
+      config: owner,
       schema: {
         tags,
         security,

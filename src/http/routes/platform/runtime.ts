@@ -89,7 +89,13 @@ const jsonOrEvents = (schema: TSchema & { description?: string }) => ({
 
 const tags = ['applications'];
 const security = [{ bearer: [] }];
-const config = { auth: 'api_token' as const };
+/**
+ * Reading status, deployments, logs and the source is any member's; whatever changes the application,
+ * and one-off commands and their history (a command can print the environment, secrets included), are
+ * owners' (docs/security.md, "Roles").
+ */
+const config = { auth: 'api_token' as const, role: 'member' as const };
+const owner = { auth: 'api_token' as const, role: 'owner' as const };
 
 /** `since`: an ISO 8601 time or a duration back from now (`30s`, `15m`, `2h`, `1d`). */
 function parseSince(value: string | undefined, now: Date): Date | undefined {
@@ -155,7 +161,7 @@ export function registerRuntimeRoutes(app: FastifyInstance, deps: RouteDeps): vo
   app.delete<{ Params: Static<typeof IdParam> }>(
     '/api/v1/applications/:id',
     {
-      config,
+      config: owner,
       schema: {
         tags,
         security,
@@ -172,7 +178,7 @@ export function registerRuntimeRoutes(app: FastifyInstance, deps: RouteDeps): vo
   app.post<{ Params: Static<typeof IdParam>; Body: Static<typeof DeployBody> }>(
     '/api/v1/applications/:id/deploy',
     {
-      config,
+      config: owner,
       schema: {
         tags,
         security,
@@ -196,7 +202,7 @@ export function registerRuntimeRoutes(app: FastifyInstance, deps: RouteDeps): vo
   app.post<{ Params: Static<typeof IdParam>; Body: Static<typeof RollbackBody> }>(
     '/api/v1/applications/:id/rollback',
     {
-      config,
+      config: owner,
       schema: {
         tags,
         security,
@@ -219,7 +225,7 @@ export function registerRuntimeRoutes(app: FastifyInstance, deps: RouteDeps): vo
     app.post<{ Params: Static<typeof IdParam> }>(
       `/api/v1/applications/:id/${action}`,
       {
-        config,
+        config: owner,
         schema: {
           tags,
           security,
@@ -384,7 +390,7 @@ export function registerRuntimeRoutes(app: FastifyInstance, deps: RouteDeps): vo
   app.post<{ Params: Static<typeof IdParam>; Body: Static<typeof ExecBody> }>(
     '/api/v1/applications/:id/exec',
     {
-      config,
+      config: owner,
       schema: {
         tags,
         security,
@@ -403,7 +409,7 @@ export function registerRuntimeRoutes(app: FastifyInstance, deps: RouteDeps): vo
   app.get<{ Params: Static<typeof IdParam>; Querystring: Static<typeof PerPageQuery> }>(
     '/api/v1/applications/:id/command-history',
     {
-      config,
+      config: owner,
       schema: {
         tags,
         security,
@@ -452,7 +458,7 @@ export function registerRuntimeRoutes(app: FastifyInstance, deps: RouteDeps): vo
       '/api/v1/applications/:id/source',
       {
         config: {
-          ...config,
+          ...owner,
           // The archive is the raw body, streamed to disk by the route: documented, never validated.
           documentedBody: {
             description: 'The source archive (tar.gz or zip), as the raw body',

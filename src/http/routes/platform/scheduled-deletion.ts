@@ -35,14 +35,16 @@ const tags = ['applications'];
 const security = [{ bearer: [] }];
 
 export function registerScheduledDeletionRoutes(app: FastifyInstance, deps: RouteDeps): void {
-  const config = { auth: 'api_token' as const };
+  // Reading a schedule and the notifications is any member's; setting, changing or cancelling one is owners'.
+  const config = { auth: 'api_token' as const, role: 'member' as const };
+  const owner = { auth: 'api_token' as const, role: 'owner' as const };
   const schedules = () => deps.services.schedules;
 
   for (const method of ['PATCH', 'PUT'] as const) {
     app.route<{ Params: Static<typeof AppParam>; Body: unknown }>({
       method,
       url: '/api/v1/applications/:id',
-      config,
+      config: owner,
       schema: {
         tags,
         security,
@@ -75,7 +77,7 @@ export function registerScheduledDeletionRoutes(app: FastifyInstance, deps: Rout
   app.post<{ Params: Static<typeof AppParam>; Body: unknown }>(
     '/api/v1/applications/:id/scheduled-deletion/reschedule',
     {
-      config,
+      config: owner,
       schema: {
         tags,
         security,
@@ -98,7 +100,7 @@ export function registerScheduledDeletionRoutes(app: FastifyInstance, deps: Rout
   app.post<{ Params: Static<typeof AppParam> }>(
     '/api/v1/applications/:id/scheduled-deletion/cancel',
     {
-      config,
+      config: owner,
       schema: {
         tags,
         security,

@@ -11,7 +11,7 @@ const tags = ['infrastructure'];
 const security = [{ bearer: [] }];
 
 export function registerTeamResourceRoutes(app: FastifyInstance, deps: RouteDeps): void {
-  const config = { auth: 'api_token' as const };
+  const config = { auth: 'api_token' as const, role: 'member' as const };
 
   app.get<{ Params: Static<typeof TeamRef> }>(
     '/api/v1/teams/:team/managed-databases',
