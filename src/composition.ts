@@ -353,8 +353,12 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
       deployments: deployments(),
       runtimeCapabilities: () => runtimeDriver().capabilities(),
       serviceCapabilities: () => managedDatabaseDriver().capabilities?.(),
-      // What the object-storage driver would refuse is refused by apply, in the same 422.
-      validationHooks: { objectStorageEntry: (entry) => objectStorage().driver.problems(entry) },
+      // What the object-storage driver would refuse is refused by apply, in the same 422; so is a
+      // repository URL fetch would refuse (file:// only when the operator allows it).
+      validationHooks: {
+        objectStorageEntry: (entry) => objectStorage().driver.problems(entry),
+        allowFileRepositoryUrls: config.runtime.sourcesAllowFileUrls,
+      },
     }),
   );
   const accounts = once(() =>

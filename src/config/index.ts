@@ -74,6 +74,10 @@ export interface TeamQuotas {
   domains: number;
   managedDatabases: number;
   objectStorages: number;
+  /** Memory, in MiB, of all the team's applications together (replicas, workers, services; src/domain/memory.ts). */
+  memoryMiB: number;
+  /** Memory, in MiB, one process may ask: `settings.memory`, a service's or container service's `memory`. */
+  processMemoryMiB: number;
 }
 
 export interface ConfigOverrides {
@@ -95,6 +99,8 @@ export interface ConfigOverrides {
   quotaDomains?: string;
   quotaManagedDatabases?: string;
   quotaObjectStorages?: string;
+  quotaTeamMemory?: string;
+  maxAppMemory?: string;
   managedDatabaseDriver?: string;
   objectStorageDriver?: string;
   runtimeDriver?: string;
@@ -196,6 +202,16 @@ export const CONFIG_VARIABLES: Record<keyof ConfigOverrides, { env: string; flag
     env: 'BERTH_QUOTA_OBJECT_STORAGES',
     flag: 'quota-object-storages',
     doc: 'object storages one team may have (default 20)',
+  },
+  quotaTeamMemory: {
+    env: 'BERTH_QUOTA_TEAM_MEMORY',
+    flag: 'quota-team-memory',
+    doc: "memory of all of one team's applications together: memory × (replicas + workers) plus each service's memory (default 64Gi)",
+  },
+  maxAppMemory: {
+    env: 'BERTH_MAX_APP_MEMORY',
+    flag: 'max-app-memory',
+    doc: 'memory one replica, worker or service may ask (settings.memory, a service memory; default 4Gi)',
   },
   managedDatabaseDriver: {
     env: 'BERTH_MANAGED_DATABASE_DRIVER',
@@ -329,6 +345,19 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     problems.push(`${CONFIG_VARIABLES[key].env} must be true or false, got '${value}'`);
     return fallback;
   };
+  /** A memory size as documents write it (`4Gi`, `512Mi`), in MiB. */
+  const memorySize = (key: keyof ConfigOverrides, fallbackMiB: number): number => {
+    const value = raw(key);
+    if (value === undefined) return fallbackMiB;
+    const match = /^([1-9][0-9]{0,6})(Mi|Gi)$/.exec(value);
+    if (!match) {
+      problems.push(
+        `${CONFIG_VARIABLES[key].env} must be a memory size with unit suffix Mi or Gi, such as 4Gi or 512Mi, got '${value}'`,
+      );
+      return fallbackMiB;
+    }
+    return Number(match[1]) * (match[2] === 'Gi' ? 1024 : 1);
+  };
   const hostName = (key: keyof ConfigOverrides, fallback: string): string => {
     const value = (raw(key) ?? fallback).toLowerCase();
     if (!/^(?=.{1,200}$)[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/.test(value)) {
@@ -401,6 +430,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
       domains: integer('quotaDomains', 500, 0, 1_000_000),
       managedDatabases: integer('quotaManagedDatabases', 20, 0, 1_000_000),
       objectStorages: integer('quotaObjectStorages', 20, 0, 1_000_000),
+      memoryMiB: memorySize('quotaTeamMemory', 64 * 1024),
+      processMemoryMiB: memorySize('maxAppMemory', 4 * 1024),
     }),
     drivers: Object.freeze({
       managedDatabases: driver('managedDatabases', 'managedDatabaseDriver'),

@@ -223,7 +223,11 @@ describe.each(DIALECTS)('export (%s)', (dialect) => {
   let t: TestApp;
   let run = 0;
   beforeAll(async () => {
-    t = await createTestApp(dialect);
+    // The generated documents span the sizes the format takes (up to 4096Gi × 100 replicas): ceilings
+    // high enough for them; the operator's ceilings are tested in memory-ceilings.test.ts.
+    t = await createTestApp(dialect, {
+      env: { BERTH_MAX_APP_MEMORY: '4096Gi', BERTH_QUOTA_TEAM_MEMORY: '9999999Gi' },
+    });
   });
   afterAll(() => t.close());
 

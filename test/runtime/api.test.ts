@@ -79,7 +79,7 @@ describe('the runtime API', () => {
       method: method,
       url,
       headers: h.t.auth.platform,
-      ...(payload !== undefined ? { payload: payload as Record<string, unknown> } : {}),
+      ...(payload !== undefined ? { payload } : {}),
     });
 
   beforeAll(async () => {
@@ -112,6 +112,7 @@ describe('the runtime API', () => {
       );
       certificate = fs.readFileSync(path.join(certs, 'later.crt'));
     });
+    // createTestApp already listens on a free port.
     base = `http://127.0.0.1:${h.t.port}`;
   }, 120_000);
   afterAll(() => h.close());
@@ -141,21 +142,23 @@ describe('the runtime API', () => {
     };
     expect(answer.version).toBe('uploaded');
 
-    // An archive that cannot be unpacked fails its deployment, and the live release keeps serving.
+    // An archive that cannot be unpacked is refused at upload (test/runtime/upload-check.test.ts has
+    // every kind): no deployment is queued, and the live release keeps serving.
     const evil = await h.t.request({
       method: 'POST',
       url: `/api/v1/applications/${applied.application_id}/source`,
       headers: { ...h.t.auth.platform, 'content-type': 'application/zip' },
       payload: Buffer.from('not a zip at all'),
     });
-    // It is checked when it is unpacked: the deployment fails in its fetch step.
-    expect(evil.statusCode).toBe(202);
-    const refused = await waitForDeployment(
-      h.t,
-      applied.application_id,
-      evil.json<{ data: { deployment: { id: number } } }>().data.deployment.id,
-    );
-    expect(refused).toMatchObject({ status: 'failed', step: 'fetch' });
+    expect(evil.statusCode).toBe(422);
+    expect(evil.json<{ errors: Record<string, string[]> }>().errors.body).toEqual([
+      'The file is neither a .tar.gz nor a .zip archive',
+    ]);
+    const listed = await h.t.request({
+      url: `/api/v1/applications/${applied.application_id}/deployments`,
+      headers: h.t.auth.platform,
+    });
+    expect(listed.json<{ data: Array<{ id: number }> }>().data[0]?.id).toBe(deploymentId);
     expect((await edgeRequest(h.edgePort, 'upload.test', '/')).status).toBe(200);
   });
 

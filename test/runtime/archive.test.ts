@@ -7,7 +7,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ArchiveError, extractArchive, packDirectory } from '../../src/drivers/runtime/local/archive.js';
+import {
+  ArchiveError,
+  checkArchive,
+  extractArchive,
+  packDirectory,
+} from '../../src/drivers/runtime/local/archive.js';
+import zlib from 'node:zlib';
 
 const run = promisify(execFile);
 
@@ -78,8 +84,19 @@ async function craft(format: 'tar' | 'zip', entries: FixtureEntry[]): Promise<st
 
 const limits = { maxBytes: 10 * 1024 * 1024, maxEntries: 1000 };
 
-/** The refusal, and proof that nothing was left: no dest, no temp directory beside it. */
+/**
+ * The refusal, and proof that nothing was left: no dest, no temp directory beside it. checkArchive
+ * (the upload's check) refuses it first with the same message, writing nothing at all.
+ */
 async function expectRefused(file: string, message: RegExp, options = limits): Promise<ArchiveError> {
+  const listing = await fs.readdir(work, { recursive: true });
+  const checked = await checkArchive({ file, ...options }).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(checked).toBeInstanceOf(ArchiveError);
+  expect((checked as Error).message).toMatch(message);
+  expect(await fs.readdir(work, { recursive: true })).toEqual(listing);
   const error = await extractArchive({ file, dest, ...options }).then(
     () => undefined,
     (e: unknown) => e,
@@ -117,7 +134,12 @@ describe('honest archives', () => {
     const src = await honestSource();
     const file = path.join(work, 'upload.bin');
     await run('tar', ['-czf', file, '-C', src, 'app-main']);
+    const listing = await fs.readdir(work, { recursive: true });
+    const checked = await checkArchive({ file, ...limits });
+    // The upload's check reads it all and writes nothing.
+    expect(await fs.readdir(work, { recursive: true })).toEqual(listing);
     const result = await extractArchive({ file, dest, ...limits });
+    expect(checked).toEqual(result);
     expect(await tree(dest)).toEqual([
       'lib',
       'lib/index.js',
@@ -183,6 +205,39 @@ describe('honest archives', () => {
       Buffer.concat([Buffer.from([0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3]), Buffer.alloc(600, 7)]),
     );
     await expectRefused(corrupt, /corrupt|truncated/);
+  });
+
+  it('refuses a truncated tar.gz, a gzip without a tar in it, an uncompressed tar and an empty file', async () => {
+    const src = await honestSource();
+    const whole = path.join(work, 'whole.tgz');
+    await fs.writeFile(path.join(src, 'app-main', 'big.txt'), 'some text\n'.repeat(50_000));
+    await run('tar', ['-czf', whole, '-C', src, 'app-main']);
+    const bytes = await fs.readFile(whole);
+    const truncated = path.join(work, 'truncated.tgz');
+    await fs.writeFile(truncated, bytes.subarray(0, Math.floor(bytes.length / 2)));
+    await expectRefused(truncated, /^The archive is truncated/);
+    const notTar = path.join(work, 'not-tar.tgz');
+    await fs.writeFile(notTar, zlib.gzipSync(Buffer.alloc(2048, 'x')));
+    await expectRefused(notTar, /^The gzip file does not hold a tar archive/);
+    const short = path.join(work, 'short.tgz');
+    await fs.writeFile(short, zlib.gzipSync('hello'));
+    await expectRefused(short, /^The gzip file does not hold a tar archive/);
+    const plain = path.join(work, 'plain.tar');
+    await run('tar', ['-cf', plain, '-C', src, 'app-main']);
+    await expectRefused(plain, /uncompressed tar; gzip it/);
+    const empty = path.join(work, 'empty.tgz');
+    await fs.writeFile(empty, '');
+    await expectRefused(empty, /^The file is empty/);
+  });
+
+  it('refuses an archive that holds no files (an empty gzip, only directories, an empty zip)', async () => {
+    const emptyGzip = path.join(work, 'nothing.tgz');
+    await fs.writeFile(emptyGzip, zlib.gzipSync(Buffer.alloc(0)));
+    await expectRefused(emptyGzip, /^The archive holds no files$/);
+    for (const format of ['tar', 'zip'] as const) {
+      await expectRefused(await craft(format, [{ name: 'logs/', type: 'dir' }]), /holds no files/);
+      await expectRefused(await craft(format, []), /holds no files/);
+    }
   });
 
   it('packDirectory packs a release that extracts to the same tree', async () => {

@@ -10,6 +10,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAddressGuard } from '../../src/drivers/net/guard.js';
+import { repositoryUrlProblem } from '../../src/domain/repository-urls.js';
 import {
   fetchGitCommit,
   fetchGitSource,
@@ -371,6 +372,8 @@ describe('fetchGitSource', () => {
     ]) {
       const error = await failure(fetchGitSource(options(url)));
       expect(error).toMatchObject({ code: 'invalid-url', permanent: true });
+      // The reason is the shared rule's, the one apply answers 422 with (domain/repository-urls.ts).
+      expect(error.message).toContain(repositoryUrlProblem(url, { allowFileUrls: false }));
     }
   });
 

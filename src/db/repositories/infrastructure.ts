@@ -387,6 +387,42 @@ export function createInfrastructureRepository(db: Db) {
     },
 
     /** Which of `domains` an application other than `applicationId` holds. */
+    /** What every application of the team asks of memory (the memory quota of apply, domain/memory.ts). */
+    async teamMemory(teamId: number): Promise<
+      Array<{
+        id: number;
+        memory: string | null;
+        replicas: number | null;
+        services: Array<{ type: string; memory: string | null }>;
+        containerServices: Array<{ memory: string | null }>;
+      }>
+    > {
+      const [apps, services, containers] = await Promise.all([
+        db
+          .selectFrom('applications')
+          .select(['id', 'memory', 'replicas'])
+          .where('team_id', '=', teamId)
+          .execute(),
+        db
+          .selectFrom('services')
+          .innerJoin('applications', 'applications.id', 'services.application_id')
+          .select(['services.application_id', 'services.type', 'services.memory'])
+          .where('applications.team_id', '=', teamId)
+          .execute(),
+        db
+          .selectFrom('container_services')
+          .innerJoin('applications', 'applications.id', 'container_services.application_id')
+          .select(['container_services.application_id', 'container_services.memory'])
+          .where('applications.team_id', '=', teamId)
+          .execute(),
+      ]);
+      return apps.map((app) => ({
+        ...app,
+        services: services.filter((s) => s.application_id === app.id),
+        containerServices: containers.filter((s) => s.application_id === app.id),
+      }));
+    },
+
     /** How many of a kind the team holds (the quotas of apply). */
     async teamCount(
       teamId: number,

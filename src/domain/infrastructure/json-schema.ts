@@ -72,7 +72,12 @@ export function infrastructureJsonSchema(): Record<string, unknown> {
               version,
               label: str(),
               tags: strList(),
-              repository: closed({ url: str(), owner: str(), name: str(), branch: str() }),
+              repository: closed({
+                url: str('an https://, http:// or git:// URL (ssh is not supported)'),
+                owner: str(),
+                name: str(),
+                branch: str(),
+              }),
               runtime: closed({
                 php_version: { enum: [...PHP_VERSIONS, ...PHP_VERSIONS.map(Number)] },
                 nodejs_version: { enum: [...NODEJS_VERSIONS, 20, 22, 24] },

@@ -85,7 +85,7 @@ export function checkDocument(raw: Record<string, unknown>, hooks: ValidationHoo
   c.unknownFields(spec, SPEC_FIELDS, 'spec', 'Spec');
 
   const rawApp = c.mapping(spec, 'application', 'spec', 'Spec', APPLICATION_FIELDS.join(', '));
-  const application = rawApp ? validateApplication(c, rawApp, name) : undefined;
+  const application = rawApp ? validateApplication(c, rawApp, name, hooks) : undefined;
   const domains = validateDomains(c, spec);
   const secrets = validateSecrets(c, spec);
   const volumes = validateVolumes(c, spec);

@@ -160,6 +160,12 @@ export interface AppRuntimeDriver {
   followLogs(appId: number, listener: (line: LogLine) => void): () => void;
   /** A one-off command in a fresh sandbox of `release`, with the secrets; output capped. */
   exec(app: AppSpec, release: string, command: string, step: StepContext): Promise<ExecResult>;
+  /**
+   * Why an uploaded source archive could not be built from (not a .tar.gz or .zip, truncated, an entry
+   * it refuses, over its limits, no files), read through as a build would unpack it; undefined when it
+   * can be. Nothing is written.
+   */
+  checkSourceArchive(file: string): Promise<string | undefined>;
   /** The source a release was built from, as a tar.gz file, or undefined when it is gone. */
   sourceArchive(appId: number, release: string): Promise<string | undefined>;
   /**

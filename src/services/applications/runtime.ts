@@ -342,6 +342,11 @@ export function createRuntimeService(deps: RuntimeServiceDeps) {
       });
       try {
         await pipeline(body, fs.createWriteStream(file, { mode: 0o600 }));
+        // Read through before it is kept: an archive the build could not unpack is a 422 now, not a
+        // 202 and a failed deployment later; nothing of it is stored.
+        const problem = await deps.driver().checkSourceArchive(file);
+        if (problem !== undefined)
+          throw validationError({ body: [problem] }, `The source archive cannot be used: ${problem}`);
       } catch (error) {
         fs.rmSync(file, { force: true });
         throw error;

@@ -24,6 +24,8 @@ import type { TeamQuotas } from '../../config/index.js';
 import { AppError, validationError } from '../../domain/errors.js';
 import { requireRole } from '../../domain/roles.js';
 import { controlCharacterErrors } from '../../domain/control-characters.js';
+import { DEFAULT_MEMORY_MI } from '../../domain/deployments.js';
+import { applicationMemoryMiB, memoryMiB, memoryText, type ApplicationMemory } from '../../domain/memory.js';
 import type { DesiredDocument } from '../../domain/infrastructure/document.js';
 import { parseInfrastructureYaml } from '../../domain/infrastructure/parse.js';
 import {
@@ -282,6 +284,111 @@ async function checkQuotas(
     'domains over all its applications',
     'BERTH_QUOTA_DOMAINS',
   );
+  await overMemory(repo, teamId, doc, state, quotas.memoryMiB, errors);
+  if (Object.keys(errors).length > 0) throw validationError(errors, VALIDATION_MESSAGE);
+}
+
+/** The application's memory as the store has it (children are loaded when the document touches it). */
+function storedMemory(state: CurrentState): ApplicationMemory | undefined {
+  if (!state.application) return undefined;
+  return {
+    memory: state.application.memory,
+    replicas: state.application.replicas,
+    services: [...state.services.values()],
+    containerServices: [...state.containerServices.values()],
+  };
+}
+
+/** The application's memory once the document is applied: what it gives replaces, what it omits stays. */
+function memoryAfter(doc: DesiredDocument, state: CurrentState): ApplicationMemory {
+  const stored = storedMemory(state);
+  const services = new Map<string, { type: string; memory: string | null }>(state.services);
+  for (const s of doc.services)
+    services.set(s.name, { type: s.type, memory: s.memory ?? services.get(s.name)?.memory ?? null });
+  const containers = new Map<string, { memory: string | null }>(state.containerServices);
+  for (const s of doc.containerServices)
+    containers.set(s.name, { memory: s.memory ?? containers.get(s.name)?.memory ?? null });
+  return {
+    memory: doc.application?.settings.memory ?? stored?.memory ?? null,
+    replicas: doc.application?.settings.replicas ?? stored?.replicas ?? null,
+    services: [...services.values()],
+    containerServices: [...containers.values()],
+  };
+}
+
+/**
+ * BERTH_QUOTA_TEAM_MEMORY: only a document that makes its application ask more is checked (a team
+ * over a lowered quota can still apply what does not grow), against the team's other applications.
+ * The 422 is at the fields of the document that grow.
+ */
+async function overMemory(
+  repo: InfrastructureRepository,
+  teamId: number,
+  doc: DesiredDocument,
+  state: CurrentState,
+  quota: number,
+  errors: Record<string, string[]>,
+): Promise<void> {
+  if (!doc.touchesApplication) return;
+  const stored = storedMemory(state);
+  const after = memoryAfter(doc, state);
+  const before = stored ? applicationMemoryMiB(stored) : 0;
+  const mine = applicationMemoryMiB(after);
+  if (mine <= before) return;
+  const others = (await repo.teamMemory(teamId))
+    .filter((app) => app.id !== state.application?.id)
+    .reduce((sum, app) => sum + applicationMemoryMiB(app), 0);
+  const total = others + mine;
+  if (total <= quota) return;
+  const message = `Application '${doc.name}' would ask ${memoryText(mine)} of memory (memory × (replicas + workers), plus each service's memory), bringing the team's applications to ${memoryText(total)}; the team may ask at most ${memoryText(quota)} in all. Ask for less, or ask the operator to raise BERTH_QUOTA_TEAM_MEMORY.`;
+  // Named: the fields of the document that make it grow (for a new application, all it gives).
+  const paths: string[] = [];
+  const settings = doc.application?.settings;
+  const each = (app: ApplicationMemory | undefined) => (app ? memoryMiB(app.memory, DEFAULT_MEMORY_MI) : 0);
+  if (settings?.memory !== undefined && each(after) > each(stored))
+    paths.push('spec.application.settings.memory');
+  if (settings?.replicas !== undefined && (after.replicas ?? 1) > (stored ? (stored.replicas ?? 1) : 0))
+    paths.push('spec.application.settings.replicas');
+  // One list at a time, each at the new memory (workers run at it).
+  const only = (app: ApplicationMemory | undefined, list: 'services' | 'containerServices') =>
+    app
+      ? applicationMemoryMiB({
+          memory: after.memory,
+          replicas: 0,
+          services: list === 'services' ? app.services : [],
+          containerServices: list === 'containerServices' ? app.containerServices : [],
+        })
+      : 0;
+  if (doc.services.length > 0 && only(after, 'services') > only(stored, 'services'))
+    paths.push('spec.services');
+  if (
+    doc.containerServices.length > 0 &&
+    only(after, 'containerServices') > only(stored, 'containerServices')
+  )
+    paths.push('spec.container_services');
+  for (const path of paths.length > 0 ? paths : ['spec.application']) errors[path] = [message];
+}
+
+/**
+ * BERTH_MAX_APP_MEMORY: no replica, worker or service may ask more than the ceiling; 422 at each
+ * field over it, dry run included, before anything is read.
+ */
+function checkMemoryCeiling(doc: DesiredDocument, max: number): void {
+  const errors: Record<string, string[]> = {};
+  const check = (path: string, label: string, value: string | undefined) => {
+    if (value === undefined || memoryMiB(value, 0) <= max) return;
+    errors[path] = [
+      `${label}: field 'memory' is ${value}; at most ${memoryText(max)} is accepted for one process here. Ask for less, or ask the operator to raise BERTH_MAX_APP_MEMORY.`,
+    ];
+  };
+  check(
+    'spec.application.settings.memory',
+    `Application '${doc.name}' settings`,
+    doc.application?.settings.memory,
+  );
+  for (const s of doc.services) check(`spec.services.${s.name}.memory`, `Service '${s.name}'`, s.memory);
+  for (const s of doc.containerServices)
+    check(`spec.container_services.${s.name}.memory`, `Container service '${s.name}'`, s.memory);
   if (Object.keys(errors).length > 0) throw validationError(errors, VALIDATION_MESSAGE);
 }
 
@@ -527,6 +634,7 @@ export function createApplyService(deps: InfrastructureDeps) {
     /** `body` is the YAML text, or an already parsed JSON object (JSON is YAML's subset). */
     async apply(userId: number, body: unknown, options: ApplyOptions): Promise<ApplyResponse> {
       const doc = readDocument(body);
+      checkMemoryCeiling(doc, deps.quotas.processMemoryMiB);
       checkCharsets(doc);
       if (deps.runtimeCapabilities) checkRuntime(doc, deps.runtimeCapabilities());
       if (doc.services.some((service) => engineOfService(service.type)))

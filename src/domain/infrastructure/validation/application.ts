@@ -2,7 +2,13 @@
 import type { ApplicationType } from '../../applications.js';
 import { APPLICATION_TYPES } from '../../health-checks.js';
 import { type DesiredApplication, NODEJS_VERSIONS, PHP_VERSIONS } from '../document.js';
+import {
+  acceptedRepositoryUrls,
+  repositoryUrlProblem,
+  type RepositoryUrlRule,
+} from '../../repository-urls.js';
 import { Checker, isIso8601, normalizeTimestamp, oneOf, versionText } from './checker.js';
+import type { ValidationHooks } from './object-storage.js';
 import {
   APPLICATION_FIELDS,
   APPLICATION_NAME,
@@ -19,6 +25,7 @@ export function validateApplication(
   c: Checker,
   raw: Obj,
   metadataName: string | undefined,
+  hooks: ValidationHooks = {},
 ): DesiredApplication | undefined {
   const path = 'spec.application';
   const label = `Application '${metadataName ?? '?'}'`;
@@ -61,17 +68,9 @@ export function validateApplication(
   if (repository) {
     const p = `${path}.repository`;
     c.unknownFields(repository, ['url', 'owner', 'name', 'branch'], p, `${label} repository`);
-    const url = c.field(
-      repository,
-      'url',
-      p,
-      `${label} repository`,
-      'an https://, http://, ssh:// or git@ repository URL',
-      (v) =>
-        typeof v === 'string' && v.length <= 500 && /^(https?:\/\/|ssh:\/\/|git@)[^\s]+$/.test(v)
-          ? v
-          : undefined,
-    );
+    const url = repositoryUrl(c, repository, p, `${label} repository`, {
+      allowFileUrls: hooks.allowFileRepositoryUrls === true,
+    });
     const owner = c.string(repository, 'owner', p, `${label} repository`);
     const repoName = c.string(repository, 'name', p, `${label} repository`);
     const branch = c.string(repository, 'branch', p, `${label} repository`);
@@ -216,4 +215,23 @@ export function validateApplication(
     };
   }
   return type === undefined ? undefined : app;
+}
+
+/**
+ * `repository.url` by the rule fetch applies (domain/repository-urls.ts). The message names what is
+ * wrong and what is accepted but never repeats the URL, which may hold credentials.
+ */
+function repositoryUrl(
+  c: Checker,
+  repository: Obj,
+  path: string,
+  label: string,
+  rule: RepositoryUrlRule,
+): string | undefined {
+  const value = repository.url;
+  if (value === undefined || value === null) return undefined;
+  const problem = typeof value === 'string' ? repositoryUrlProblem(value, rule) : 'must be a string';
+  if (problem === undefined) return value as string;
+  c.add(`${path}.url`, `${label}: field 'url' ${problem}; expected ${acceptedRepositoryUrls(rule)}.`);
+  return undefined;
 }

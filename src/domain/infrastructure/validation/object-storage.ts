@@ -13,6 +13,8 @@ export interface ValidationHooks {
     buckets: readonly string[];
     users: ReadonlyArray<{ username?: string | undefined; policies: unknown }>;
   }): Array<{ path: string; message: string }>;
+  /** BERTH_SOURCES_ALLOW_FILE_URLS: `repository.url` may be file:///path, as fetch then takes it. */
+  allowFileRepositoryUrls?: boolean;
 }
 
 export function validateObjectStorages(

@@ -91,7 +91,10 @@ function resolvesInside(linkPath: string, target: string, links: ReadonlyMap<str
 
 type EntryKind = 'file' | 'dir' | 'link';
 
-/** What an extraction has accepted so far, and the temp directory it writes into. */
+/**
+ * What an extraction has accepted so far, and the temp directory it writes into; without one
+ * (checkArchive) every entry is checked alike and nothing is written.
+ */
 class Extraction {
   private readonly kinds = new Map<string, EntryKind>();
   private readonly links = new Map<string, string>();
@@ -100,8 +103,8 @@ class Extraction {
   bytes = 0;
 
   constructor(
-    readonly root: string,
-    private readonly options: ExtractOptions,
+    readonly root: string | undefined,
+    private readonly options: Omit<ExtractOptions, 'dest'>,
   ) {}
 
   /** An entry's name as a clean path relative to the root; '' for the root itself. */
@@ -150,7 +153,8 @@ class Extraction {
   async directory(raw: string): Promise<void> {
     const entry = this.entryPath(raw);
     if (entry === '') return;
-    if (this.claim(entry, 'dir', raw)) await fs.mkdir(path.join(this.root, entry), { recursive: true });
+    if (this.claim(entry, 'dir', raw) && this.root !== undefined)
+      await fs.mkdir(path.join(this.root, entry), { recursive: true });
   }
 
   /**
@@ -162,6 +166,10 @@ class Extraction {
     if (entry === '') throw new ArchiveError(`The entry ${printable(raw)} is a file at the root`, raw);
     this.claim(entry, 'file', raw);
     this.charge(size, raw);
+    if (this.root === undefined) {
+      await this.count(raw, size, data);
+      return;
+    }
     const target = path.join(this.root, entry);
     await fs.mkdir(path.dirname(target), { recursive: true });
     // Executable bits survive; setuid, setgid and sticky bits never do.
@@ -178,6 +186,17 @@ class Extraction {
       await handle.close();
     }
     if (written !== size) throw new ArchiveError(`The entry ${printable(raw)} is truncated`, raw);
+    this.files++;
+  }
+
+  /** file() without a disk: the same size checks on every chunk. */
+  private async count(raw: string, size: number, data: AsyncIterable<Buffer>): Promise<void> {
+    let read = 0;
+    for await (const chunk of data) {
+      read += chunk.length;
+      if (read > size) throw new ArchiveError(`The entry ${printable(raw)} is larger than it declares`, raw);
+    }
+    if (read !== size) throw new ArchiveError(`The entry ${printable(raw)} is truncated`, raw);
     this.files++;
   }
 
@@ -214,8 +233,10 @@ class Extraction {
     }
     if (entry === '') throw new ArchiveError(`The entry ${printable(raw)} is a link at the root`, raw);
     this.claim(entry, 'file', raw);
-    await fs.mkdir(path.dirname(path.join(this.root, entry)), { recursive: true });
-    await fs.link(path.join(this.root, target), path.join(this.root, entry));
+    if (this.root !== undefined) {
+      await fs.mkdir(path.dirname(path.join(this.root, entry)), { recursive: true });
+      await fs.link(path.join(this.root, target), path.join(this.root, entry));
+    }
     this.files++;
   }
 
@@ -227,8 +248,8 @@ class Extraction {
     return tops.size === 1 && only !== undefined && this.kinds.get(only) === 'dir' ? only : undefined;
   }
 
-  /** Checks and creates the links, then returns the directory that becomes `dest`. */
-  async finish(): Promise<string> {
+  /** Checks and creates the links, then returns the directory that becomes `dest` (none when checking). */
+  async finish(): Promise<string | undefined> {
     const top = this.topDirectory();
     const strip = top === undefined ? 0 : top.length + 1;
     // Links are judged against the tree as it will be after flattening.
@@ -242,12 +263,16 @@ class Extraction {
         raw,
       );
     }
+    // An archive of nothing (an empty gzip, a zip of folders) would deploy an empty release.
+    if (this.files === 0) throw new ArchiveError('The archive holds no files');
+    const root = this.root;
+    if (root === undefined) return undefined;
     for (const [entry, target] of this.links) {
-      const where = path.join(this.root, entry);
+      const where = path.join(root, entry);
       await fs.mkdir(path.dirname(where), { recursive: true });
       await fs.symlink(target, where);
     }
-    return top === undefined ? this.root : path.join(this.root, top);
+    return top === undefined ? root : path.join(root, top);
   }
 }
 
@@ -260,21 +285,45 @@ export async function extractArchive(options: ExtractOptions): Promise<ExtractRe
   const root = await fs.mkdtemp(path.join(path.dirname(dest), `.${path.basename(dest)}.extract-`));
   try {
     const extraction = new Extraction(root, options);
-    if (format === 'tar.gz') await readTarGz(options.file, extraction, options);
-    else await readZip(options.file, extraction, options.maxEntries);
-    const tree = await extraction.finish();
+    const tree = (await readArchive(format, extraction, options)) as string;
     await fs.rename(tree, dest);
     await fs.chmod(dest, 0o755);
     return { files: extraction.files, bytes: extraction.bytes };
+  } finally {
+    await fs.rm(root, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Reads an archive through exactly as extractArchive does, writing nothing: the same refusals (format,
+ * truncation, every entry, the limits, no files), so an upload can be answered 422 before it is kept.
+ */
+export async function checkArchive(options: Omit<ExtractOptions, 'dest'>): Promise<ExtractResult> {
+  const format = await detectFormat(options.file);
+  const extraction = new Extraction(undefined, options);
+  await readArchive(format, extraction, options);
+  return { files: extraction.files, bytes: extraction.bytes };
+}
+
+/** Every entry into `extraction`, then its links; a stream's failure as the ArchiveError it means. */
+async function readArchive(
+  format: 'tar.gz' | 'zip',
+  extraction: Extraction,
+  options: Omit<ExtractOptions, 'dest'>,
+): Promise<string | undefined> {
+  try {
+    if (format === 'tar.gz') await readTarGz(options.file, extraction, options);
+    else await readZip(options.file, extraction, options.maxEntries);
+    return await extraction.finish();
   } catch (error) {
     if (error instanceof ArchiveError) throw error;
     const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'Z_DATA_ERROR' || code === 'Z_BUF_ERROR' || code === 'ERR_STREAM_PREMATURE_CLOSE') {
-      throw new ArchiveError(`The archive is corrupt: ${(error as Error).message}`);
+    if (code === 'Z_BUF_ERROR' || code === 'ERR_STREAM_PREMATURE_CLOSE') {
+      throw new ArchiveError(`The archive is truncated: ${(error as Error).message}`);
     }
+    if (code === 'Z_DATA_ERROR')
+      throw new ArchiveError(`The archive is corrupt: ${(error as Error).message}`);
     throw error;
-  } finally {
-    await fs.rm(root, { recursive: true, force: true });
   }
 }
 
@@ -290,10 +339,16 @@ async function detectFormat(file: string): Promise<'tar.gz' | 'zip'> {
   try {
     const magic = Buffer.alloc(4);
     const { bytesRead } = await handle.read(magic, 0, 4, 0);
+    if (bytesRead === 0) throw new ArchiveError('The file is empty; expected a .tar.gz or .zip archive');
     if (bytesRead >= 2 && magic[0] === 0x1f && magic[1] === 0x8b) return 'tar.gz';
     const signature = bytesRead === 4 ? magic.readUInt32LE(0) : 0;
     // A local file header, or the end record alone (an empty zip).
     if (signature === 0x04034b50 || signature === 0x06054b50) return 'zip';
+    const ustar = Buffer.alloc(5);
+    await handle.read(ustar, 0, 5, 257);
+    if (ustar.toString('latin1') === 'ustar') {
+      throw new ArchiveError('The file is an uncompressed tar; gzip it (tar -czf) or send a .zip archive');
+    }
   } finally {
     await handle.close();
   }
@@ -404,7 +459,11 @@ function parsePax(data: Buffer): Map<string, string> {
   return records;
 }
 
-async function readTarGz(file: string, extraction: Extraction, options: ExtractOptions): Promise<void> {
+async function readTarGz(
+  file: string,
+  extraction: Extraction,
+  options: Omit<ExtractOptions, 'dest'>,
+): Promise<void> {
   const compressed = createReadStream(file);
   const gunzip = zlib.createGunzip();
   // pipe() does not carry a read error on: without this a failing read would wait forever.
@@ -425,13 +484,26 @@ async function readTarGz(file: string, extraction: Extraction, options: ExtractO
     await reader.skip(padding(size));
     return data;
   };
+  let first = true;
   try {
     for (;;) {
-      const header = await reader.read(BLOCK);
+      // What a gzip holds must be a tar from its first block on (a gzipped zip or text is not one).
+      const header = await reader.read(BLOCK).catch((error: unknown) => {
+        if (first && error instanceof ArchiveError && error.message === 'The archive is truncated')
+          throw new ArchiveError(
+            'The gzip file does not hold a tar archive (it holds less than one tar block)',
+          );
+        throw error;
+      });
       // The end: a zero block (or, leniently, the end of the stream).
       if (header === undefined || header.every((byte) => byte === 0)) return;
       if (!checksumMatches(header))
-        throw new ArchiveError('The archive is corrupt (a tar header checksum fails)');
+        throw new ArchiveError(
+          first
+            ? 'The gzip file does not hold a tar archive (its first block is no tar header)'
+            : 'The archive is corrupt (a tar header checksum fails)',
+        );
+      first = false;
       const type = String.fromCharCode(header[156] as number);
       const size = numeric(header, 124, 12);
       if (!Number.isSafeInteger(size) || size < 0)

@@ -20,9 +20,9 @@ import { AppLogs } from './logs.js';
 
 /** Builds get at least this much memory, whatever the replicas get (npm and composer need it). */
 const BUILD_MEMORY_MIN = 1024 * 1024 * 1024;
-/** Largest uploaded archive once unpacked, and its most entries. */
-const ARCHIVE_MAX_BYTES = 2 * 1024 * 1024 * 1024;
-const ARCHIVE_MAX_ENTRIES = 200_000;
+/** Largest uploaded archive once unpacked, and its most entries (checked at upload too). */
+export const ARCHIVE_MAX_BYTES = 2 * 1024 * 1024 * 1024;
+export const ARCHIVE_MAX_ENTRIES = 200_000;
 
 export interface BuildDeps {
   guard: AddressGuard;

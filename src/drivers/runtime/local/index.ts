@@ -17,7 +17,8 @@ import {
   type StepContext,
 } from '../driver.js';
 import type { AddressGuard } from '../../net/guard.js';
-import { buildRelease } from './build.js';
+import { ArchiveError, checkArchive } from './archive.js';
+import { ARCHIVE_MAX_BYTES, ARCHIVE_MAX_ENTRIES, buildRelease } from './build.js';
 import { detectCgroups, removeTree } from '../../os/cgroups.js';
 import { startEdgeProxy, type EdgeProxy, type Upstream } from './edge.js';
 import { appLayout } from './layout.js';
@@ -445,6 +446,16 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
         step.log,
         'exec',
       );
+    },
+
+    async checkSourceArchive(file) {
+      try {
+        await checkArchive({ file, maxBytes: ARCHIVE_MAX_BYTES, maxEntries: ARCHIVE_MAX_ENTRIES });
+        return undefined;
+      } catch (error) {
+        if (error instanceof ArchiveError) return error.message;
+        throw error;
+      }
     },
 
     async sourceArchive(appId, release) {

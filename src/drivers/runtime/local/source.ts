@@ -1,8 +1,9 @@
 // A tenant's git repository fetched into a new release directory.
 //
 // The URL is the tenant's, so git gets it only after every check, and only as data:
-// - schemes: https, http and git (file only when the operator allows it); ssh and scp-style addresses,
-//   `ext::` and other remote helpers are refused, and GIT_ALLOW_PROTOCOL holds git to the one scheme;
+// - schemes: https, http and git (file only when the operator allows it), the rule apply checks too
+//   (domain/repository-urls.ts); ssh and scp-style addresses, `ext::` and other remote helpers are
+//   refused, and GIT_ALLOW_PROTOCOL holds git to the one scheme;
 // - the host's addresses pass the private-address guard BEFORE git runs, and git is pinned to the
 //   address that was checked: for http(s) through curl's resolve list (`http.curloptResolve`, git ≥ 2.37),
 //   for git:// through `core.gitProxy`, a small proxy that connects to the checked address itself and
@@ -23,6 +24,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { acceptedRepositoryUrls, repositoryUrlProblem } from '../../../domain/repository-urls.js';
 import { BlockedAddressError, type AddressGuard } from '../../net/guard.js';
 import { findEscapingLink } from './archive.js';
 
@@ -151,37 +153,19 @@ function invalidUrl(url: string, why: string): SourceError {
 }
 
 function parseGitUrl(raw: string, allowFileUrls: boolean): GitTarget {
-  if (/[\s\u0000-\u001f\u007f]/.test(raw)) throw invalidUrl(raw, 'contains spaces or control characters');
-  let url: URL;
-  try {
-    url = new URL(raw);
-  } catch {
-    throw invalidUrl(raw, 'is not a URL (https://, http:// or git://; ssh is not supported)');
-  }
-  const scheme = url.protocol.slice(0, -1);
-  if (scheme !== 'https' && scheme !== 'http' && scheme !== 'git' && !(scheme === 'file' && allowFileUrls)) {
-    throw invalidUrl(raw, `uses the scheme ${scheme}:, which is not allowed (https, http or git)`);
-  }
-  if (url.search || url.hash) throw invalidUrl(raw, 'has a query or a fragment');
-  const decode = (value: string) => {
-    try {
-      return decodeURIComponent(value);
-    } catch {
-      throw invalidUrl(raw, 'has malformed credentials');
-    }
-  };
+  // The rule apply checks the document's URL with (domain/repository-urls.ts): the same URLs pass both.
+  const problem = repositoryUrlProblem(raw, { allowFileUrls });
+  if (problem !== undefined)
+    throw invalidUrl(raw, `${problem}; expected ${acceptedRepositoryUrls({ allowFileUrls })}`);
+  const url = new URL(raw);
+  const scheme = url.protocol.slice(0, -1) as GitTarget['scheme'];
   const [rawUsername, rawPassword] = [url.username, url.password];
-  const username = decode(rawUsername);
-  const password = decode(rawPassword);
+  // Decodable: the rule checked them.
+  const username = decodeURIComponent(rawUsername);
+  const password = decodeURIComponent(rawPassword);
   url.username = '';
   url.password = '';
   const host = url.hostname;
-  if (scheme === 'file') {
-    if (host !== '') throw invalidUrl(raw, 'names a host; a file URL must be file:///path');
-  } else if (!/^[A-Za-z0-9.-]+$/.test(host) && !/^\[[0-9A-Fa-f:.]+\]$/.test(host)) {
-    // WHATWG keeps a git:// host opaque: hold it to what a host name or an IP literal can be.
-    throw invalidUrl(raw, 'has an invalid host');
-  }
   const secrets = [password, rawPassword, ...(password ? [] : [username, rawUsername])].filter(
     (s) => s.length > 0,
   );

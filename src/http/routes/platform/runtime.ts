@@ -451,7 +451,8 @@ export function registerRuntimeRoutes(app: FastifyInstance, deps: RouteDeps): vo
     },
   );
 
-  // The archive arrives as the raw body and is streamed to disk; its entries are checked when it is unpacked.
+  // The archive arrives as the raw body and is streamed to disk, then read through (format, every entry,
+  // the limits) before it is kept: an archive the build could not unpack is a 422 naming the problem.
   void app.register((scope, _options, registered) => {
     scope.addContentTypeParser(ARCHIVE_TYPES, (_request, payload, done) => done(null, payload));
     scope.post<{ Params: Static<typeof IdParam>; Querystring: Static<typeof UploadQuery> }>(
