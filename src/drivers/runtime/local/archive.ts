@@ -264,7 +264,8 @@ export async function extractArchive(options: ExtractOptions): Promise<ExtractRe
     else await readZip(options.file, extraction, options.maxEntries);
     const tree = await extraction.finish();
     await fs.rename(tree, dest);
-    await fs.chmod(dest, 0o755);
+    // Its owner's alone: a release is no other account's to read (issue 24).
+    await fs.chmod(dest, 0o700);
     return { files: extraction.files, bytes: extraction.bytes };
   } catch (error) {
     if (error instanceof ArchiveError) throw error;
