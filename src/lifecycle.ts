@@ -16,7 +16,7 @@ export interface Background {
 export function explainListenError(
   error: unknown,
   what: string,
-  setting: 'port' | 's3Port' | 'edgePort',
+  setting: 'port' | 's3Port' | 'edgePort' | 'edgeTlsPort',
   port: number,
 ): unknown {
   if ((error as NodeJS.ErrnoException | undefined)?.code !== 'EADDRINUSE') return error;
@@ -46,7 +46,11 @@ export async function startBackground(
   // that should run is started again and unfinished deployments are settled.
   const runtime = services.runtime;
   await runtime.start().catch((error: unknown) => {
-    throw explainListenError(error, 'the edge proxy (applications)', 'edgePort', ctx.config.runtime.edgePort);
+    // The edges say which of their ports was taken (`listener`); HAProxy's own bind failure does not.
+    const { edgePort, edgeTlsPort } = ctx.config.runtime;
+    if ((error as { listener?: string } | undefined)?.listener === 'tls' && edgeTlsPort !== undefined)
+      throw explainListenError(error, 'the edge proxy over TLS (applications)', 'edgeTlsPort', edgeTlsPort);
+    throw explainListenError(error, 'the edge proxy (applications)', 'edgePort', edgePort);
   });
   stops.push(() => runtime.close());
   services.jobs.wake = () => work.wake();

@@ -2,6 +2,7 @@
 // initialised, served through the edge by its domain with its secrets and its volume; redeployed under
 // load without losing a request; a release whose health check never passes fails and the old one
 // keeps serving; rollback, skip_build, suspend and resume; the API's answers and another team's 403s.
+import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -52,7 +53,7 @@ describe.each(CASES)('running applications (%s, %s edge)', (dialect, edgeProxy) 
 
   const api = (method: string, url: string, payload?: unknown) =>
     h.t.request({
-      method: method,
+      method,
       url,
       headers: h.t.auth.platform,
       ...(payload !== undefined ? { payload: payload as Record<string, unknown> } : {}),
@@ -105,6 +106,42 @@ describe.each(CASES)('running applications (%s, %s edge)', (dialect, edgeProxy) 
     };
     expect(whoami.uid).not.toBe(0);
     expect(fs.statSync(`${volume}/note.txt`).uid).toBe(whoami.uid);
+
+    // Its release is its account's alone (issue 24): another account can neither list nor read it.
+    if (process.getuid?.() === 0) {
+      const appDir = `${h.t.ctx.config.dataDir}/apps/${appId}`;
+      const [name] = fs.readdirSync(`${appDir}/releases`);
+      const release = `${appDir}/releases/${name}`;
+      const owner = fs.statSync(release);
+      expect({ uid: owner.uid, mode: owner.mode & 0o777 }).toEqual({ uid: whoami.uid, mode: 0o700 });
+      for (const dir of [appDir, `${appDir}/releases`]) {
+        const stat = fs.statSync(dir);
+        expect({ uid: stat.uid, gid: stat.gid, mode: stat.mode & 0o777 }, dir).toEqual({
+          uid: 0,
+          gid: owner.gid,
+          mode: 0o710,
+        });
+      }
+      const sources = fs.statSync(`${appDir}/sources`);
+      expect({ uid: sources.uid, mode: sources.mode & 0o777 }).toEqual({ uid: 0, mode: 0o700 });
+      const as = (uid: number, gid: number, ...command: string[]) =>
+        spawnSync('setpriv', [`--reuid=${uid}`, `--regid=${gid}`, '--clear-groups', '--', ...command], {
+          encoding: 'utf8',
+        });
+      // `nobody` stands for any other account (another application's, a service's).
+      for (const command of [
+        ['cat', `${release}/server.js`],
+        ['ls', release],
+        ['ls', `${appDir}/releases`],
+        ['ls', appDir],
+        ['ls', `${appDir}/sources`],
+      ]) {
+        const other = as(65534, 65534, ...command);
+        expect(other.status, command.join(' ')).not.toBe(0);
+        expect(other.stderr).toMatch(/Permission denied/);
+      }
+      expect(as(owner.uid, owner.gid, 'cat', `${release}/server.js`).status).toBe(0);
+    }
 
     // The default host answers too, and an unknown host is 404.
     const status = data<StatusView>(await api('GET', `/api/v1/applications/${appId}/status`));

@@ -201,7 +201,28 @@ describe('a deployment whose Berth is killed', () => {
     );
     expect(processesWith(SLOW_BUILD)).toEqual([]);
 
+    // The live release as a Berth before issue 24 left it, readable by every account: the start
+    // makes it the application's account's alone again.
+    const appDir = path.join(dataDir, 'apps', String(appId));
+    const releasesDir = path.join(appDir, 'releases');
+    const [live] = fs.readdirSync(releasesDir).filter((name) => !name.endsWith('.building'));
+    const liveRelease = path.join(releasesDir, live!);
+    const appAccount = fs.statSync(liveRelease);
+    for (const dir of [appDir, releasesDir]) {
+      fs.chownSync(dir, 0, 0);
+      fs.chmodSync(dir, 0o711);
+    }
+    fs.chmodSync(liveRelease, 0o755);
+
     berth = await serve(dataDir);
+    const modeOf = (dir: string) => {
+      const stat = fs.statSync(dir);
+      return { uid: stat.uid, gid: stat.gid, mode: stat.mode & 0o777 };
+    };
+    expect(modeOf(liveRelease)).toEqual({ uid: appAccount.uid, gid: appAccount.gid, mode: 0o700 });
+    if (process.getuid?.() === 0)
+      for (const dir of [appDir, releasesDir])
+        expect(modeOf(dir), dir).toEqual({ uid: 0, gid: appAccount.gid, mode: 0o710 });
     const settled = await eventually(
       async () => {
         const now = await deployment(appId, second.deployment_id);

@@ -4,7 +4,7 @@
 // headers the edge states itself; WebSocket tunnels; bodies streamed both ways without buffering; a
 // route switch under keep-alive load that loses no request; `drained`; the TLS listener with
 // certificates per SNI name (a throwaway CA made with openssl at test time); and close().
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { createHash, randomBytes, X509Certificate } from 'node:crypto';
 import fs from 'node:fs/promises';
 import http from 'node:http';
@@ -24,6 +24,8 @@ import {
 } from '../../src/drivers/runtime/local/edge.js';
 import { startHaproxyEdge, type HaproxyEdgeOptions } from '../../src/drivers/runtime/local/edge-haproxy.js';
 import { loadCertificateStore } from '../../src/drivers/runtime/local/edge-tls.js';
+import { findAccount, SHARED_ACCOUNTS } from '../../src/drivers/os/users.js';
+import { explainListenError } from '../../src/lifecycle.js';
 
 const run = promisify(execFile);
 const LOOPBACK = '127.0.0.1';
@@ -959,6 +961,156 @@ describe('the haproxy edge only', () => {
     await proxy.close();
     expect(() => process.kill(pid, 0)).toThrow();
   });
+});
+
+// ---- a port already taken ----
+
+/** A loopback port a plain server holds until the test ends. */
+async function takenPort(): Promise<number> {
+  const holder = net.createServer();
+  await new Promise<void>((resolve) => holder.listen(0, LOOPBACK, resolve));
+  cleanups.push(() => new Promise<void>((resolve) => holder.close(() => resolve())));
+  return (holder.address() as net.AddressInfo).port;
+}
+
+/** What `berth serve` says for the edge's start failure (src/lifecycle.ts). */
+const explainEdge = (error: unknown, port: number) =>
+  (explainListenError(error, 'the edge proxy (applications)', 'edgePort', port) as Error).message;
+
+describe.each(EDGES)('a taken port on the %s edge', (which) => {
+  beforeAll(() => {
+    kind = which;
+  });
+
+  it('fails the start with EADDRINUSE, which Berth explains naming BERTH_EDGE_PORT', async () => {
+    const port = await takenPort();
+    const error = await edge({ port }).then(
+      () => new Error('the edge started on a taken port'),
+      (failure: unknown) => failure,
+    );
+    expect(error).toMatchObject({ code: 'EADDRINUSE' });
+    expect(explainEdge(error, port)).toBe(
+      `port ${port} for the edge proxy (applications) is already in use (another Berth?); choose another with --edge-port or BERTH_EDGE_PORT (0 picks a free port)`,
+    );
+  });
+
+  it('says it is the TLS port when that one is taken', async () => {
+    const port = await takenPort();
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'berth-edge-taken-'));
+    cleanups.push(() => fs.rm(dir, { recursive: true, force: true }));
+    const started =
+      which === 'haproxy'
+        ? startHaproxyEdge({
+            host: LOOPBACK,
+            port: 0,
+            dir: path.join(dir, 'edge'),
+            tls: { port, certificatesDir: dir },
+          })
+        : startEdgeProxy({ host: LOOPBACK, port: 0, tls: { port, certificate: () => undefined } });
+    await expect(started).rejects.toMatchObject({ code: 'EADDRINUSE', listener: 'tls' });
+  });
+});
+
+describe('a second HAProxy edge on the port of a first', () => {
+  beforeAll(() => {
+    kind = 'haproxy';
+  });
+
+  it('does not start beside it: the first keeps every connection', async () => {
+    const app = await backend('first');
+    const first = await edge();
+    await first.setRoute(['shop.test'], [app.upstream]);
+    const error = await edge({ port: first.port }).then(
+      () => new Error('a second HAProxy shares the port'),
+      (failure: unknown) => failure,
+    );
+    expect(explainEdge(error, first.port)).toContain('--edge-port or BERTH_EDGE_PORT');
+    for (let i = 0; i < 20; i++) expect(echoOf(await request(first.port, 'shop.test')).backend).toBe('first');
+  });
+
+  it('binds without SO_REUSEPORT: a HAProxy that would share the port cannot bind it', async () => {
+    const first = await edge();
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'berth-edge-reuse-'));
+    cleanups.push(() => fs.rm(dir, { recursive: true, force: true }));
+    // HAProxy's defaults (SO_REUSEPORT on), as another program or an older Berth would bind.
+    const config = path.join(dir, 'haproxy.cfg');
+    const socket = path.join(dir, 'admin.sock');
+    await fs.writeFile(
+      config,
+      `global\n  stats socket ${socket} mode 600 level admin\ndefaults\n  mode http\n  timeout connect 1s\n  timeout client 1s\n  timeout server 1s\nfrontend other\n  bind ${LOOPBACK}:${first.port}\n`,
+    );
+    const other = spawn('haproxy', ['-db', '-f', config], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    other.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => other.once('exit', (code) => resolve(code)));
+    cleanups.push(() => {
+      other.kill('SIGKILL');
+    });
+    // It either gives up on the bind (exits) or serves (its runtime API answers), whichever comes first.
+    const answers = () =>
+      new Promise<boolean>((resolve) => {
+        const connection = net.connect(socket);
+        let text = '';
+        connection.on('data', (chunk: Buffer) => (text += chunk.toString()));
+        connection.on('end', () => resolve(/^Pid: /m.test(text)));
+        connection.on('error', () => resolve(false));
+        connection.end('show info\n');
+      });
+    const outcome = await within(
+      Promise.race([
+        exited.then(() => 'exited'),
+        (async () => {
+          while (!(await answers())) await new Promise((resolve) => setTimeout(resolve, 20));
+          return 'serving';
+        })(),
+      ]),
+      10_000,
+      'the other HAProxy',
+    );
+    expect(outcome).toBe('exited');
+    expect(stderr).toMatch(/cannot bind socket|Address already in use/);
+  });
+
+  it.skipIf(process.getuid?.() !== 0)(
+    'serves as the unprivileged berth-edge account, also after a reload, and Berth still drives it',
+    async () => {
+      const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'berth-edge-account-'));
+      cleanups.push(() => fs.rm(dir, { recursive: true, force: true }));
+      const proxy = await startHaproxyEdge({
+        host: LOOPBACK,
+        port: 0,
+        dir: path.join(dir, 'edge'),
+        slots: 1,
+      });
+      cleanups.push(() => proxy.close());
+      const account = findAccount(SHARED_ACCOUNTS.edge)!;
+      expect(account.uid).toBeGreaterThan(0);
+      const idsOf = async () => {
+        const pid = Number(await fs.readFile(path.join(dir, 'edge', 'haproxy.pid'), 'utf8'));
+        const status = await fs.readFile(`/proc/${pid}/status`, 'utf8');
+        return {
+          pid,
+          uid: /^Uid:\s+(.*)$/m.exec(status)![1]!.split(/\s+/).map(Number),
+          gid: /^Gid:\s+(.*)$/m.exec(status)![1]!.split(/\s+/).map(Number),
+          capabilities: /^CapEff:\s+(\S+)$/m.exec(status)![1],
+        };
+      };
+      const before = await idsOf();
+      expect(before.uid).toEqual([account.uid, account.uid, account.uid, account.uid]);
+      expect(before.gid).toEqual([account.gid, account.gid, account.gid, account.gid]);
+      expect(before.capabilities).toBe('0000000000000000');
+      // Its runtime socket stays Berth's (root's), and a reload (two routes on one slot) works.
+      expect((await fs.stat(path.join(dir, 'edge', 'admin.sock'))).uid).toBe(0);
+      const [a, b] = [await backend('a'), await backend('b')];
+      await proxy.setRoute(['a.test'], [a.upstream]);
+      await proxy.setRoute(['b.test'], [b.upstream]);
+      const after = await idsOf();
+      expect(after.pid).not.toBe(before.pid);
+      expect(after.uid).toEqual(before.uid);
+      expect(echoOf(await request(proxy.port, 'a.test')).backend).toBe('a');
+      expect(echoOf(await request(proxy.port, 'b.test')).backend).toBe('b');
+    },
+  );
 });
 
 // ---- TLS ----

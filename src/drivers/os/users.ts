@@ -45,9 +45,10 @@ const ID_RANGE_OPTIONS = ['SYS_UID_MIN', 'SYS_GID_MIN', 'SYS_UID_MAX', 'SYS_GID_
 
 /**
  * Accounts of a role rather than of one tenant's instance: every Berth process on the host shares them
- * (`berth-ops` runs the dump and restore tools, `berth-office` LibreOffice), and they are never removed.
+ * (`berth-ops` runs the dump and restore tools, `berth-office` LibreOffice, `berth-edge` HAProxy once
+ * it has bound its ports), and they are never removed.
  */
-export const SHARED_ACCOUNTS = { tools: 'berth-ops', office: 'berth-office' } as const;
+export const SHARED_ACCOUNTS = { tools: 'berth-ops', office: 'berth-office', edge: 'berth-edge' } as const;
 const shared = new Set<string>(Object.values(SHARED_ACCOUNTS));
 
 /**

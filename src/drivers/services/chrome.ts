@@ -4,9 +4,18 @@
 //   reaches it through Berth's DevTools proxy (devtools-proxy.ts) on a loopback port, every path under
 //   `/<token>` (the service's password).
 // - It runs as an OS account of its own (`berth-ch-<20 hex of its uuid>`, when Berth is root), with its
-//   profile and home under `<data dir>/services/<uuid>/browser/` and its temporary files in
-//   `/tmp/berth-ch-<20 hex>/` (each 0700, that account's), with Chromium's own sandbox when the host
-//   allows it (else `--no-sandbox`, said in the log).
+//   profile and home under `<data dir>/services/<uuid>/browser/` (0700, that account's), with Chromium's
+//   own sandbox when the host allows it (else `--no-sandbox`, said in the log).
+// - It runs in a bubblewrap jail (issue 24): new user, PID, IPC and UTS namespaces, a read-only /usr,
+//   the few /etc entries it needs (DNS, fonts, TLS roots), fresh /proc and /dev, a private /tmp, and
+//   only its own `browser/` directory writable. Nothing else of the host is there: not Berth's data dir,
+//   not other applications' releases, not /etc/passwd or /home. Nested user namespaces stay allowed:
+//   Chromium's own sandbox is made of them. The network is the host's (pages and the application are
+//   reached over it).
+// - `file:` and the other local schemes are refused twice: a managed policy of its own (URLBlocklist,
+//   bound at /etc/chromium/policies/managed inside the jail only), and the DevTools proxy, which refuses
+//   `Page.navigate`, `Target.createTarget` and `Network.loadNetworkResource` of them. The jail is what
+//   makes them harmless (`DOM.setFileInputFiles` hands a page any file the browser can open).
 // - Its memory is capped by a cgroup, `berth/services/<uuid>`, at the spec's memory (swap included);
 //   the renderers and helpers it forks are in the group too. Without cgroups it runs uncapped, and the
 //   log and status say so.
@@ -25,7 +34,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import type { Logger } from 'pino';
 import { CHROMIUM_PATH } from '../chromium/engine.js';
-import { ensureSystemAccount, isRoot, removeSystemAccount, SETPRIV_PATH } from '../os/users.js';
+import { BWRAP_PATH, PRIVATE_KERNEL_MOUNTS, readOnlySystemArgs } from '../os/bwrap.js';
+import { dropPrivileges, ensureSystemAccount, isRoot, removeSystemAccount } from '../os/users.js';
 import {
   createMemoryGroup,
   detectCgroups,
@@ -65,8 +75,44 @@ const MIN_MEMORY_MIB = 128;
 const LOG_ROTATE_BYTES = 512 * 1024;
 const STOP_GRACE_MS = 3_000;
 
-/** Joins the memory group (when one is named) before anything of Chromium runs, then execs it. */
-const JOIN_AND_EXEC = 'if [ -n "$1" ]; then echo $$ > "$1" || exit 125; fi\nshift\nexec "$@"';
+/**
+ * As root: closes every descriptor above the DevTools pipe's (3 and 4) that Berth inherited without
+ * close-on-exec, joins the memory group (when one is named) before anything of Chromium runs, then
+ * becomes the rest of argv (the privilege drop, then bwrap). bash: dash cannot name a descriptor above 9.
+ */
+const JOIN_AND_EXEC = [
+  'for fd in /proc/self/fd/*; do n=${fd##*/}; if [ "$n" -gt 4 ]; then exec {n}>&-; fi; done',
+  'if [ -n "$1" ]; then echo $$ > "$1" || exit 125; fi',
+  'shift',
+  'exec "$@"',
+].join('\n');
+
+/** What Chromium needs of /etc in its jail: DNS, fonts, TLS roots, the loader's cache, the time zone. */
+const JAIL_ETC = [
+  '/etc/resolv.conf',
+  '/etc/hosts',
+  '/etc/host.conf',
+  '/etc/nsswitch.conf',
+  '/etc/gai.conf',
+  '/etc/ssl/certs',
+  '/etc/alternatives',
+  '/etc/fonts',
+  '/etc/ld.so.cache',
+  '/etc/localtime',
+  '/etc/timezone',
+  '/etc/mime.types',
+];
+
+/** Where Chromium reads managed policies; inside the jail it is the instance's own directory. */
+const POLICY_DIR = '/etc/chromium/policies/managed';
+
+/**
+ * The instance's managed policy: no local scheme is ever loaded (`file:`, and `filesystem:` and
+ * `view-source:` that can show one), whatever a client navigates to or a page links.
+ */
+export const CHROME_POLICY = {
+  URLBlocklist: ['file://*', 'filesystem:*', 'view-source:*'],
+};
 
 /** Chromium's switches; no proxy: the application's pages load from the network and from loopback. */
 const CHROME_ARGS = [
@@ -94,6 +140,9 @@ const NOISE = /:ERROR:dbus\/|Failed to connect to the bus/;
 
 interface Browser {
   child: ChildProcess;
+  /** The spawned chain's pid (bwrap once it has exec'd), leader of its process group. */
+  leader: number;
+  /** Chromium's browser process, inside the jail. */
   pid: number;
   link: BrowserLink;
   version: BrowserVersion;
@@ -133,7 +182,12 @@ export function createChromeRunner(deps: ChromeRunnerDeps): ChromeRunner {
 
   const layout = (id: string) => {
     const root = path.join(deps.dataDir, 'services', id);
-    return { root, browser: path.join(root, 'browser'), log: path.join(root, 'chromium.log') };
+    return {
+      root,
+      browser: path.join(root, 'browser'),
+      log: path.join(root, 'chromium.log'),
+      policies: path.join(root, 'policies'),
+    };
   };
 
   /** One operation per instance at a time: a supervisor's start never races a stop or a delete. */
@@ -222,7 +276,13 @@ export function createChromeRunner(deps: ChromeRunnerDeps): ChromeRunner {
       await fsp.mkdir(dir, { recursive: true, mode: 0o700 });
       if (account) await fsp.chown(dir, account.uid, account.gid);
     }
-    const tmp = await privateTmp(spec.id, account);
+    // Berth's (root's) and read-only in the jail: Chromium cannot change what it is allowed.
+    await fsp.mkdir(dirs.policies, { recursive: true, mode: 0o755 });
+    await fsp.writeFile(path.join(dirs.policies, 'berth.json'), `${JSON.stringify(CHROME_POLICY)}\n`, {
+      mode: 0o644,
+    });
+    // Temporary files were in /tmp/berth-ch-<hex> before the jail (which has a /tmp of its own).
+    await fsp.rm(tmpDir(spec.id), { recursive: true, force: true });
     // A profile left by a browser that was killed holds its lock: this instance is the only user.
     for (const lock of ['SingletonLock', 'SingletonSocket', 'SingletonCookie'])
       await fsp.rm(path.join(profile, lock), { force: true });
@@ -241,15 +301,6 @@ export function createChromeRunner(deps: ChromeRunnerDeps): ChromeRunner {
     }
     const oomBefore = group ? await group.oomKills() : 0;
 
-    const drop = account
-      ? [
-          `--reuid=${account.uid}`,
-          `--regid=${account.gid}`,
-          '--clear-groups',
-          '--inh-caps=-all',
-          '--bounding-set=-all',
-        ]
-      : [];
     const args = [
       ...CHROME_ARGS,
       ...(noSandbox ? ['--no-sandbox'] : []),
@@ -263,10 +314,9 @@ export function createChromeRunner(deps: ChromeRunnerDeps): ChromeRunner {
         JOIN_AND_EXEC,
         'berth-chrome',
         group?.procsFile ?? '',
-        SETPRIV_PATH,
-        ...drop,
-        '--pdeathsig',
-        'KILL',
+        ...(account ? dropPrivileges(account) : []),
+        BWRAP_PATH,
+        ...jailArgs(dirs),
         '--',
         executable,
         ...args,
@@ -277,9 +327,9 @@ export function createChromeRunner(deps: ChromeRunnerDeps): ChromeRunner {
         cwd: dirs.browser,
         stdio: ['ignore', 'ignore', 'pipe', 'pipe', 'pipe'],
         env: {
-          PATH: '/usr/local/bin:/usr/bin:/bin',
+          PATH: '/usr/bin:/bin',
           HOME: home,
-          TMPDIR: tmp,
+          TMPDIR: '/tmp',
           XDG_CONFIG_HOME: path.join(home, '.config'),
           XDG_CACHE_HOME: path.join(home, '.cache'),
           LANG: 'C.UTF-8',
@@ -287,8 +337,8 @@ export function createChromeRunner(deps: ChromeRunnerDeps): ChromeRunner {
         },
       },
     );
-    const pid = child.pid;
-    if (pid === undefined) {
+    const leader = child.pid;
+    if (leader === undefined) {
       await new Promise((resolve) => child.once('error', resolve));
       throw new Error(`Chromium could not be started (${executable})`);
     }
@@ -307,12 +357,13 @@ export function createChromeRunner(deps: ChromeRunnerDeps): ChromeRunner {
         exited = true;
         lines.flush();
         link.close('Chromium exited; Berth starts it again');
-        void onExit(instance, browserRef, code, signal).finally(resolve);
+        void onExit(instance, browserRef, ...jailedExit(code, signal)).finally(resolve);
       });
     });
     const browserRef: Browser = {
       child,
-      pid,
+      leader,
+      pid: leader,
       link,
       version: undefined as unknown as BrowserVersion,
       group,
@@ -325,7 +376,9 @@ export function createChromeRunner(deps: ChromeRunnerDeps): ChromeRunner {
       exit,
       stopping: false,
     };
-    instance.log.note(`starting Chromium (pid ${pid}, memory ${group ? `${memoryMiB} MiB` : 'not capped'})`);
+    instance.log.note(
+      `starting Chromium (pid ${leader}, memory ${group ? `${memoryMiB} MiB` : 'not capped'})`,
+    );
     try {
       const version = await Promise.race([
         link.call('Browser.getVersion', {}, startTimeoutMs),
@@ -334,6 +387,8 @@ export function createChromeRunner(deps: ChromeRunnerDeps): ChromeRunner {
         }),
       ]);
       browserRef.version = version as unknown as BrowserVersion;
+      // The pid said is Chromium's browser process, not bwrap's or the jail's init.
+      browserRef.pid = (await browserProcess(leader, executable)) ?? leader;
       return browserRef;
     } catch (error) {
       browserRef.stopping = true;
@@ -378,7 +433,8 @@ export function createChromeRunner(deps: ChromeRunnerDeps): ChromeRunner {
     // runs as the instance's own account.
     const deadline = Date.now() + 5_000;
     for (;;) {
-      const group = signalGroup(browser.pid, 'SIGKILL');
+      // bwrap's group: its death ends the jail's init, and the kernel then ends the whole jail.
+      const group = signalGroup(browser.leader, 'SIGKILL');
       const others = browser.uid !== undefined ? await signalUid(browser.uid, 'SIGKILL') : false;
       if ((!group && !others) || Date.now() > deadline) return;
       await sleep(20);
@@ -467,30 +523,69 @@ export function accountName(id: string): string {
 
 class SandboxError extends Error {}
 
-/**
- * The instance's temporary directory. Not under the data directory: Chromium puts its profile's
- * singleton socket there, and a Unix socket's path must stay under 108 bytes.
- */
+/** Where Berths before the jail kept the instance's temporary files (removed when found). */
 const tmpDir = (id: string): string => path.join(os.tmpdir(), accountName(id));
 
-/** Makes the instance's temporary directory, its account's alone (0700); anything else there goes. */
-async function privateTmp(id: string, account: { uid: number; gid: number } | undefined): Promise<string> {
-  const dir = tmpDir(id);
-  const uid = account?.uid ?? process.getuid?.();
-  for (let attempt = 0; ; attempt++) {
-    const stat = await fsp.lstat(dir).catch(() => undefined);
-    if (stat?.isDirectory() && stat.uid === uid && (stat.mode & 0o777) === 0o700) return dir;
-    // /tmp is everyone's: what is there and not exactly ours (a file, a link, someone's directory) goes.
-    await fsp.rm(dir, { recursive: true, force: true });
-    try {
-      await fsp.mkdir(dir, { mode: 0o700 });
-      if (account) await fsp.chown(dir, account.uid, account.gid);
-      await fsp.chmod(dir, 0o700);
-      return dir;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST' || attempt >= 3) throw error;
-    }
+/** bubblewrap's options for the jail: only the instance's `browser/` directory is writable. */
+function jailArgs(dirs: { browser: string; policies: string }): string[] {
+  return [
+    // Not ISOLATION_ARGS' --disable-userns: Chromium's own sandbox is made of nested user namespaces.
+    '--unshare-user',
+    '--unshare-pid',
+    '--unshare-ipc',
+    '--unshare-uts',
+    '--unshare-cgroup-try',
+    '--die-with-parent',
+    '--new-session',
+    '--cap-drop',
+    'ALL',
+    ...readOnlySystemArgs(),
+    ...JAIL_ETC.flatMap((entry) => ['--ro-bind-try', entry, entry]),
+    '--ro-bind',
+    dirs.policies,
+    POLICY_DIR,
+    ...PRIVATE_KERNEL_MOUNTS,
+    '--bind',
+    dirs.browser,
+    dirs.browser,
+    '--remount-ro',
+    '/',
+    '--chdir',
+    dirs.browser,
+  ];
+}
+
+/**
+ * How Chromium ended, from bwrap's exit: bwrap exits with 128 + the signal that killed its command.
+ */
+function jailedExit(
+  code: number | null,
+  signal: NodeJS.Signals | null,
+): [number | null, NodeJS.Signals | null] {
+  if (signal || code === null || code <= 128) return [code, signal];
+  const name = Object.entries(os.constants.signals).find(([, number]) => number === code - 128)?.[0];
+  return name ? [null, name as NodeJS.Signals] : [code, signal];
+}
+
+/** The first process under `root` (the jail's chain) that runs `executable`: Chromium's browser process. */
+async function browserProcess(root: number, executable: string): Promise<number | undefined> {
+  const target = await fsp.realpath(executable).catch(() => executable);
+  const children = new Map<number, number[]>();
+  for (const entry of await fsp.readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = await fsp.readFile(`/proc/${entry}/stat`, 'utf8').catch(() => '');
+    if (stat === '') continue;
+    // After the command name (which may hold spaces and parentheses): the state, then the parent.
+    const parent = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    children.set(parent, [...(children.get(parent) ?? []), Number(entry)]);
   }
+  const queue = [root];
+  for (let index = 0; index < queue.length; index++) {
+    const pid = queue[index]!;
+    if ((await fsp.readlink(`/proc/${pid}/exe`).catch(() => '')) === target) return pid;
+    queue.push(...(children.get(pid) ?? []));
+  }
+  return undefined;
 }
 
 /** Alive and not a zombie. */

@@ -11,6 +11,8 @@
 // Chromium sends is routed to the one client that owns its session. When a client leaves, its session
 // is detached and the browser contexts and pages it created are closed; `Browser.close` from a client
 // closes that client's connection only (the browser is Berth's, and other clients may use it).
+// `Page.navigate`, `Target.createTarget` and `Network.loadNetworkResource` of a local URL (`file:`…)
+// are refused here.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -278,6 +280,16 @@ export class BrowserLink {
       );
       return;
     }
+    if (message.method && NAVIGATIONS.has(message.method) && isLocalUrl(message.params?.url)) {
+      client.ws.send(
+        JSON.stringify({
+          id,
+          ...(message.sessionId === client.root ? {} : { sessionId: message.sessionId }),
+          error: { code: -32000, message: LOCAL_URL_REFUSED },
+        }),
+      );
+      return;
+    }
     if (message.method && TRACKED.has(message.method))
       client.tracked.set(`${message.sessionId} ${id}`, message.method);
     this.write(message);
@@ -296,6 +308,26 @@ export class BrowserLink {
     for (const targetId of client.targets) void quietly('Target.closeTarget', { targetId });
     if (client.root) void quietly('Target.detachFromTarget', { sessionId: client.root });
   }
+}
+
+/** Methods that load a URL a client names. */
+const NAVIGATIONS = new Set(['Page.navigate', 'Target.createTarget', 'Network.loadNetworkResource']);
+/** Schemes that read the host's files rather than the network (`view-source:` can wrap `file:`). */
+const LOCAL_SCHEME = /^(?:file|filesystem|view-source):/;
+export const LOCAL_URL_REFUSED = 'Berth refuses file:, filesystem: and view-source: URLs in chrome-headless';
+
+/**
+ * Whether `url` has a local scheme, read as a URL parser reads it: leading C0 controls and spaces are
+ * dropped, tabs and newlines anywhere too, and the scheme is case-insensitive. Chromium's policy refuses
+ * them too, and the jail holds nothing of the host's to read: this is the first of three defences.
+ */
+export function isLocalUrl(url: unknown): boolean {
+  if (typeof url !== 'string') return false;
+  const normal = url
+    .replace(/^[\u0000-\u0020]+/, '')
+    .replace(/[\t\n\r]/g, '')
+    .toLowerCase();
+  return LOCAL_SCHEME.test(normal);
 }
 
 function rawText(data: RawData): string {

@@ -12,7 +12,8 @@ import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { isAlive } from '../../../src/drivers/databases/local/process.js';
-import { accountName, createChromeRunner } from '../../../src/drivers/services/chrome.js';
+import { accountName, CHROME_POLICY, createChromeRunner } from '../../../src/drivers/services/chrome.js';
+import { LOCAL_URL_REFUSED } from '../../../src/drivers/services/devtools-proxy.js';
 import type { ServiceSpec } from '../../../src/drivers/services/types.js';
 import { detectCgroups, groupDir } from '../../../src/drivers/os/cgroups.js';
 import { findAccount } from '../../../src/drivers/os/users.js';
@@ -321,6 +322,85 @@ describe('chrome-headless service runner', () => {
     const logs = await chrome.logs({ id: spec.id, type: spec.type }, 1000);
     expect(logs.length).toBeGreaterThan(0);
     expect(logs.join('\n')).not.toContain(spec.password);
+  }, 90_000);
+
+  it("reads nothing of the host's files or another application's release, and refuses file: URLs", async () => {
+    // Another team's release and a host file, both world-readable: only the jail keeps them out.
+    const release = path.join(dataDir, 'apps', '2', 'releases', 'd1');
+    fs.mkdirSync(release, { recursive: true, mode: 0o755 });
+    const secret = `another team's code ${randomBytes(8).toString('hex')}`;
+    fs.writeFileSync(path.join(release, 'server.js'), `// ${secret}\n`, { mode: 0o644 });
+    const spec = specFor(undefined);
+    const runtime = await provision(spec);
+    const endpoint = `ws://127.0.0.1:${runtime.port}/${spec.password}/devtools/browser/${spec.id}`;
+
+    // What Chromium's processes see of the file system: /usr, its own browser/ directory, no more.
+    const pid = runtime.pid!;
+    const seen = (file: string) => fs.existsSync(`/proc/${pid}/root${file}`);
+    expect(seen('/usr/lib/chromium/chromium')).toBe(true);
+    expect(seen(path.join(dataDir, 'services', spec.id, 'browser', 'profile'))).toBe(true);
+    for (const hidden of [
+      path.join(release, 'server.js'),
+      path.join(dataDir, 'apps'),
+      path.join(dataDir, 'services', spec.id, 'chromium.log'),
+      '/etc/passwd',
+      '/etc/shadow',
+      '/root',
+      '/home',
+    ])
+      expect(seen(hidden), hidden).toBe(false);
+    // Its /proc shows the jail's processes only.
+    const jailed = fs.readdirSync(`/proc/${pid}/root/proc`).filter((entry) => /^\d+$/.test(entry));
+    expect(jailed).not.toContain(String(process.pid));
+
+    // The proxy refuses navigations to local URLs, however they are spelled.
+    const client = await RawClient.open(endpoint);
+    for (const url of [
+      `file://${path.join(release, 'server.js')}`,
+      'file:///etc/passwd',
+      ' \tFILE:///etc/passwd',
+      'fi\nle:/etc/passwd',
+      'view-source:file:///etc/passwd',
+      'filesystem:file:///etc/passwd',
+    ]) {
+      const refused = await client.send('Target.createTarget', { url });
+      expect(refused, url).toMatchObject({ error: { message: LOCAL_URL_REFUSED } });
+    }
+    // …on a page's own session too (Page.navigate), as Playwright's goto sends it.
+    const browser = await chromium.connectOverCDP(`http://127.0.0.1:${runtime.port}${runtime.extra!.path}`);
+    try {
+      const page = await (await browser.newContext()).newPage();
+      await expect(page.goto(`file://${path.join(release, 'server.js')}`)).rejects.toThrow(LOCAL_URL_REFUSED);
+      // DevTools can hand a page any file the browser can open: only what is in the jail.
+      await page.setContent('<input type="file" id="f">');
+      const cdp = await page.context().newCDPSession(page);
+      const readThroughInput = async (file: string) => {
+        const { root } = await cdp.send('DOM.getDocument');
+        const { nodeId } = await cdp.send('DOM.querySelector', { nodeId: root.nodeId, selector: '#f' });
+        await cdp.send('DOM.setFileInputFiles', { nodeId, files: [file] });
+        return page.evaluate(async () => {
+          const chosen = (document.getElementById('f') as HTMLInputElement).files?.[0];
+          return chosen ? chosen.text().then(String, (error: Error) => `unreadable: ${error.name}`) : 'none';
+        });
+      };
+      expect(await readThroughInput('/etc/hosts')).toContain('localhost');
+      expect(await readThroughInput('/etc/passwd')).toMatch(/^unreadable/);
+      expect(await readThroughInput(path.join(release, 'server.js'))).toMatch(/^unreadable/);
+      // The managed policy that blocks local schemes is the jail's own.
+      const { frameTree } = await cdp.send('Page.getFrameTree');
+      await expect(
+        cdp.send('Network.loadNetworkResource', {
+          frameId: frameTree.frame.id,
+          url: 'file:///etc/hosts',
+          options: { disableCache: true, includeCredentials: false },
+        }),
+      ).rejects.toThrow(LOCAL_URL_REFUSED);
+      const policy = `/proc/${runtime.pid}/root/etc/chromium/policies/managed/berth.json`;
+      expect(JSON.parse(fs.readFileSync(policy, 'utf8'))).toEqual(CHROME_POLICY);
+    } finally {
+      await browser.close();
+    }
+    client.close();
   }, 90_000);
 
   const cgroups = detectCgroups();

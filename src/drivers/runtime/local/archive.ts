@@ -287,7 +287,8 @@ export async function extractArchive(options: ExtractOptions): Promise<ExtractRe
     const extraction = new Extraction(root, options);
     const tree = (await readArchive(format, extraction, options)) as string;
     await fs.rename(tree, dest);
-    await fs.chmod(dest, 0o755);
+    // Its owner's alone: a release is no other account's to read (issue 24).
+    await fs.chmod(dest, 0o700);
     return { files: extraction.files, bytes: extraction.bytes };
   } finally {
     await fs.rm(root, { recursive: true, force: true });

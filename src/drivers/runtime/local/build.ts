@@ -56,8 +56,10 @@ export async function buildRelease(
   const work = `${final}.building`;
   await fs.rm(work, { recursive: true, force: true });
   await fs.rm(final, { recursive: true, force: true });
-  await fs.mkdir(layout.releases, { recursive: true, mode: 0o711 });
+  // The releases dir is made (root's, the account's group, 0710) by secureAppDirs in index.ts.
+  await fs.mkdir(layout.releases, { recursive: true, mode: 0o700 });
   await fs.mkdir(layout.sources, { recursive: true, mode: 0o700 });
+  await fs.chmod(layout.sources, 0o700);
 
   let result: BuildResult = { commit: null, branch: null };
   try {
@@ -98,6 +100,8 @@ export async function buildRelease(
   step.building?.();
   try {
     if (account) await chownTree(work, account.uid, account.gid);
+    // The application's account's alone, whatever the source made it (issue 24).
+    await fs.chmod(work, 0o700);
     // The build runs where the release will be: /app is `final` while it builds.
     await fs.rename(work, final);
     const commands = await buildCommands(app, final);

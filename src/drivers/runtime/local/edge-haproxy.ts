@@ -29,6 +29,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freePort } from '../../net/ports.js';
+import { ensureSystemAccount, isRoot, SHARED_ACCOUNTS } from '../../os/users.js';
 import type { EdgeOptions, EdgeProxy, Upstream } from './edge.js';
 import { loadCertificatePairs } from './edge-tls.js';
 
@@ -151,6 +152,12 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
 
   const port = options.port === 0 ? await freePort() : options.port;
   const tlsPort = options.tls ? (options.tls.port === 0 ? await freePort() : options.tls.port) : undefined;
+  // A port something else holds is said at once, as the Node edge says it (HAProxy's own message names
+  // no listener); `noreuseport` below keeps HAProxy from sharing it with a process that bound it since.
+  await probePort(listenHost, port, 'plain');
+  if (tlsPort !== undefined) await probePort(listenHost, tlsPort, 'tls');
+  // HAProxy binds as root (a port below 1024 is the operator's choice), then serves as this account.
+  const account = isRoot() ? ensureSystemAccount(SHARED_ACCOUNTS.edge) : undefined;
   /** Whether the crt-list has a certificate (HAProxy cannot start an ssl listener without one). */
   let certificates = 0;
   const slots: Slot[] = [];
@@ -171,6 +178,10 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
       '# Written by Berth (src/drivers/runtime/local/edge-haproxy.ts) on every start; do not edit.',
       'global',
       '  nbthread 1',
+      // Without it HAProxy binds with SO_REUSEPORT, and a second HAProxy on the same port (another
+      // Berth) would get half of the connections instead of an error. Reloads take the sockets over.
+      '  noreuseport',
+      ...(account ? [`  uid ${account.uid}`, `  gid ${account.gid}`] : []),
       // expose-fd: a reload's new process takes the listening sockets over from this one (launch()).
       `  stats socket ${files.socket} mode 600 level admin expose-fd listeners`,
       `  hard-stop-after ${Math.ceil(closeTimeoutMs / 1000) + 1}s`,
@@ -605,6 +616,22 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
       fs.rmSync(files.pid, { force: true });
     },
   };
+}
+
+/**
+ * Rejects with EADDRINUSE (`listener` saying which port) when `host:port` cannot be bound: something
+ * holds it. Node binds without SO_REUSEPORT, so a HAProxy of another Berth that holds it counts too.
+ */
+function probePort(host: string, port: number, listener: 'plain' | 'tls'): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', (error: NodeJS.ErrnoException) => {
+      if (error.code === 'EADDRINUSE')
+        Object.assign(error, { listener, message: `edge: ${host}:${port} is already in use` });
+      reject(error);
+    });
+    server.listen({ port, host, exclusive: true }, () => server.close(() => resolve()));
+  });
 }
 
 /** Resolves when `process` has exited (at once if it already has). */

@@ -458,7 +458,8 @@ export async function startEdgeProxy(options: EdgeOptions): Promise<EdgeProxy> {
       tlsPort = await listen(secure, options.tls.port, options.host);
     } catch (error) {
       await new Promise((resolve) => plain.close(resolve));
-      throw error;
+      // Which port was taken, for the message that names its setting (src/lifecycle.ts).
+      throw Object.assign(error as Error, { listener: 'tls' });
     }
   }
 

@@ -5,6 +5,7 @@
 // ensureRunning for every application that should run.
 import { createHash } from 'node:crypto';
 import fs from 'node:fs/promises';
+import path from 'node:path';
 import {
   type AppRuntimeDriver,
   type AppSpec,
@@ -21,13 +22,14 @@ import { ArchiveError, checkArchive } from './archive.js';
 import { ARCHIVE_MAX_BYTES, ARCHIVE_MAX_ENTRIES, buildRelease } from './build.js';
 import { detectCgroups, removeTree } from '../../os/cgroups.js';
 import { startEdgeProxy, type EdgeProxy, type Upstream } from './edge.js';
-import { appLayout } from './layout.js';
+import { appLayout, type AppLayout } from './layout.js';
 import { AppLogs } from './logs.js';
 import { ensureNodeRuntime, NODE_MAJORS_OFFERED, parseNodeVersion } from './node-runtime.js';
 import { availablePhpExtensions, checkPhpSettings, PHP_VERSIONS_OFFERED, renderPhpReplica } from './php.js';
 import { baseEnv, ensureVolumeDir, launch, RUN_MOUNT, type LaunchContext } from './processes.js';
 import { Replica, type ReplicaCommand } from './replicas.js';
 import { ensureAppAccount, removeAppAccount } from './sandbox.js';
+import type { SystemAccount } from '../../os/users.js';
 import { Scheduler } from './scheduler.js';
 import { Worker } from './worker.js';
 import { workerInstanceName } from '../../../domain/app-services.js';
@@ -80,6 +82,8 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
   let rollouts = 0;
   /** Each application's OS account, made (or found) once: looking one up spawns `id`, synchronously. */
   const accounts = new Map<number, ReturnType<typeof ensureAppAccount>>();
+  /** Applications whose directories this process has checked (secureAppDirs), once each. */
+  const secured = new Set<number>();
   let edge: EdgeProxy | undefined;
   let capabilities: RuntimeCapabilities | undefined;
 
@@ -91,8 +95,12 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
       account = ensureAppAccount(appId, cgroupTag);
       accounts.set(appId, account);
     }
-    await fs.mkdir(layout.root, { recursive: true, mode: 0o711 });
+    await fs.mkdir(layout.root, { recursive: true, mode: 0o700 });
     await fs.chmod(`${options.dataDir}/apps`, 0o711).catch(() => undefined);
+    if (!secured.has(appId)) {
+      await secureAppDirs(layout, account);
+      secured.add(appId);
+    }
     return { layout, account };
   }
 
@@ -302,6 +310,8 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
       if (support && !edge) await removeTree(support, [cgroupTag]).catch(() => undefined);
       // Nothing builds yet: a release dir still `.building` is what a crash cut short.
       if (!edge) await removeUnfinishedBuilds(options.dataDir);
+      // Every application's files are its account's alone, also those of releases made before that.
+      if (!edge) for (const appId of await appIds(options.dataDir)) await appFiles(appId);
       if (options.edge.proxy === 'haproxy') {
         const { startHaproxyEdge } = await import('./edge-haproxy.js');
         edge ??= await startHaproxyEdge({
@@ -526,11 +536,42 @@ async function runOnce(
   }
 }
 
+/** The applications that have files in `dataDir`. */
+async function appIds(dataDir: string): Promise<number[]> {
+  const names = await fs.readdir(`${dataDir}/apps`).catch(() => [] as string[]);
+  return names.filter((name) => /^[1-9]\d{0,15}$/.test(name)).map(Number);
+}
+
+/**
+ * Only an application's account (and root) reaches its files (issue 24): its directory and its
+ * releases directory are root's, in the account's group, 0710 (the account can pass through to bind
+ * its release and volumes; no other account can list or enter them), and each release (or build in
+ * progress) is the account's, 0700. Sources are root's alone (build.ts). Releases made before this
+ * (0755) are repaired here: at Berth's start, and at the first deployment or start of the application.
+ * Without root (no accounts) everything is Berth's own, 0700.
+ */
+async function secureAppDirs(layout: AppLayout, account: SystemAccount | undefined): Promise<void> {
+  for (const dir of [layout.root, layout.releases]) {
+    await fs.mkdir(dir, { recursive: true, mode: 0o700 });
+    if (account) await fs.chown(dir, 0, account.gid);
+    await fs.chmod(dir, account ? 0o710 : 0o700);
+  }
+  for (const name of await fs.readdir(layout.releases)) {
+    // `.<release>.building.extract-…`: an archive being unpacked, root's until it is complete.
+    if (name.startsWith('.')) continue;
+    const release = path.join(layout.releases, name);
+    const stat = await fs.lstat(release).catch(() => undefined);
+    if (!stat?.isDirectory()) continue;
+    if (account && (stat.uid !== account.uid || stat.gid !== account.gid))
+      await fs.lchown(release, account.uid, account.gid);
+    if ((stat.mode & 0o777) !== 0o700) await fs.chmod(release, 0o700);
+  }
+}
+
 /** Removes every `<release>.building` directory under the applications' release dirs. */
 async function removeUnfinishedBuilds(dataDir: string): Promise<void> {
-  for (const id of await fs.readdir(`${dataDir}/apps`).catch(() => [] as string[])) {
-    if (!/^\d+$/.test(id)) continue;
-    const { releases } = appLayout(dataDir, Number(id));
+  for (const id of await appIds(dataDir)) {
+    const { releases } = appLayout(dataDir, id);
     for (const name of await fs.readdir(releases).catch(() => [] as string[])) {
       if (name.endsWith('.building')) await fs.rm(`${releases}/${name}`, { recursive: true, force: true });
     }

@@ -472,7 +472,8 @@ async function openSession(options: Omit<GitFetchOptions, 'source'>, target: Git
   const pin = await checkAddress(target, options.guard);
   const dest = path.resolve(options.dest);
   try {
-    await fs.mkdir(dest, { mode: 0o755 });
+    // Another account may not read a source being fetched (a release of another application).
+    await fs.mkdir(dest, { mode: 0o700 });
   } catch (error) {
     const why = (error as NodeJS.ErrnoException).code === 'EEXIST' ? 'already exists' : 'cannot be created';
     throw new SourceError(`The destination ${dest} ${why}`, 'failed', false, { cause: error });

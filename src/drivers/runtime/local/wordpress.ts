@@ -69,7 +69,8 @@ export async function prepareWordPressRelease(dest: string): Promise<void> {
     );
   });
   const entries = (await fs.readdir(WORDPRESS_SOURCE)).filter((name) => !LEFT_OUT.has(name));
-  await fs.mkdir(dest);
+  // The application's account's alone (0700) once handed over, like every release.
+  await fs.mkdir(dest, { mode: 0o700 });
   // -L: the links into other Debian packages become files of the release (56 MB, 2,500 files: one
   // to two seconds on a small machine, the second longest part of such a deployment after packing it).
   await execFileAsync(
