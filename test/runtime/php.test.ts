@@ -452,7 +452,14 @@ describe("Laravel's scheduler", () => {
       fs.chownSync(release, account.uid, account.gid);
       fs.chownSync(`${release}/artisan`, account.uid, account.gid);
     }
-    context = { support, cgroupTag: tag, account, layout, nodeDir: undefined };
+    context = {
+      support,
+      cgroupTag: tag,
+      limits: { pidsMax: 512, cpuShares: 1024, cpuCores: undefined },
+      account,
+      layout,
+      nodeDir: undefined,
+    };
     logs = new AppLogs(layout.logs);
     scheduleLog = `${layout.volume('data')}/schedule.log`;
   });

@@ -24,7 +24,14 @@ import { appLayout } from './layout.js';
 import { AppLogs } from './logs.js';
 import { ensureNodeRuntime, NODE_MAJORS_OFFERED, parseNodeVersion } from './node-runtime.js';
 import { availablePhpExtensions, checkPhpSettings, PHP_VERSIONS_OFFERED, renderPhpReplica } from './php.js';
-import { baseEnv, ensureVolumeDir, launch, RUN_MOUNT, type LaunchContext } from './processes.js';
+import {
+  APP_CPU_SHARES,
+  baseEnv,
+  ensureVolumeDir,
+  launch,
+  RUN_MOUNT,
+  type LaunchContext,
+} from './processes.js';
 import { Replica, type ReplicaCommand } from './replicas.js';
 import { ensureAppAccount, removeAppAccount } from './sandbox.js';
 import { Scheduler } from './scheduler.js';
@@ -42,6 +49,8 @@ export interface LocalRuntimeOptions {
   /** Bounds a fetch and every build command together with the deployment's own deadline. */
   deploymentTimeoutMs: number;
   drainMs: number;
+  /** What all of one application's processes share (config.runtime.appPidsMax, appCpuCores). */
+  appLimits: { pidsMax: number; cpuCores: number | undefined };
   onEvent(event: RuntimeEvent): void;
   log: { warn(obj: object, msg: string): void };
 }
@@ -74,6 +83,9 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
   // Several Berth processes may share this machine (a server and the test suite): each names its
   // groups after its data dir.
   const cgroupTag = runtimeTag(options.dataDir);
+  // Every application weighs the same when the CPU is contended; all of them together weigh as one
+  // busy process of the host (the `berth` group's default), so Berth and its databases keep theirs.
+  const limits = { ...options.appLimits, cpuShares: APP_CPU_SHARES };
   const apps = new Map<number, RunningApp>();
   /** Numbers each rollout's replicas (their names, groups and run directories). */
   let rollouts = 0;
@@ -97,7 +109,7 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
 
   async function launchContext(app: AppSpec): Promise<LaunchContext> {
     const { layout, account } = await appFiles(app.id);
-    return { support, cgroupTag, account, layout, nodeDir: await nodeDir(app) };
+    return { support, cgroupTag, limits, account, layout, nodeDir: await nodeDir(app) };
   }
 
   /** The Node.js runtime of a nodejs application (laravel builds may use it too when named). */

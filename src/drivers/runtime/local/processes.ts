@@ -1,9 +1,16 @@
 // Starting one process of an application — a build command, a replica, the scheduler, a one-off
-// command — in its sandbox: the application's OS user, its own memory group, its release at /app,
-// its volumes at their mount paths, the language runtime read-only, and only the environment given.
+// command — in its sandbox: the application's OS user, its own memory group inside the application's
+// shared process and CPU limits, its release at /app, its volumes at their mount paths, the language
+// runtime read-only, and only the environment given.
 import fs from 'node:fs/promises';
 import type { AppSpec } from '../driver.js';
-import { createMemoryGroup, type CgroupSupport, type MemoryGroup } from '../../os/cgroups.js';
+import {
+  createMemoryGroup,
+  limitSubtree,
+  type CgroupSupport,
+  type MemoryGroup,
+  type SubtreeLimits,
+} from '../../os/cgroups.js';
 import type { AppLayout } from './layout.js';
 import { spawnSandboxed, type SandboxedProcess } from './sandbox.js';
 
@@ -12,12 +19,17 @@ export const NODE_MOUNT = '/opt/berth/node';
 /** Where a process's own files (PHP-FPM and nginx configuration, sockets) are bound. */
 export const RUN_MOUNT = '/run/berth';
 
+/** Each application's CPU weight against the others (the kernel's default: all weigh the same). */
+export const APP_CPU_SHARES = 1024;
+
 export const SANDBOX_PATH = `${NODE_MOUNT}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`;
 
 export interface LaunchContext {
   support: CgroupSupport | undefined;
   /** Segment naming this Berth's groups (several Berth processes may share one machine). */
   cgroupTag: string;
+  /** What all the application's processes share (BERTH_APP_PIDS_MAX, BERTH_APP_CPU_CORES). */
+  limits: SubtreeLimits;
   account: { uid: number; gid: number } | undefined;
   layout: AppLayout;
   /** The Node.js runtime's directory on the host, bound at NODE_MOUNT; undefined: none. */
@@ -73,13 +85,19 @@ export async function launch(
   context: LaunchContext,
   options: LaunchOptions,
 ): Promise<Launched> {
-  const group = context.support
-    ? await createMemoryGroup(
-        context.support,
-        [context.cgroupTag, `app-${app.id}`, options.instance.toLowerCase()],
-        options.memoryBytes,
-      )
-    : undefined;
+  let group: MemoryGroup | undefined;
+  if (context.support) {
+    // Every process of the application (replicas of every rollout, workers, builds, commands) counts
+    // against one process and CPU budget: its memory group sits below the application's.
+    const application = [context.cgroupTag, `app-${app.id}`];
+    await limitSubtree(context.support, application, context.limits);
+    group = await createMemoryGroup(
+      context.support,
+      [...application, options.instance.toLowerCase()],
+      options.memoryBytes,
+      { tasks: true },
+    );
+  }
   const oomBefore = group ? await group.oomKills() : 0;
   const binds: Array<{ source: string; target: string; writable: boolean }> = [
     { source: context.layout.release(options.release), target: '/app', writable: true },
