@@ -27,9 +27,10 @@ import { availablePhpExtensions, checkPhpSettings, PHP_VERSIONS_OFFERED, renderP
 import {
   APP_CPU_SHARES,
   baseEnv,
-  ensureVolumeDir,
+  ensureVolume,
   launch,
   RUN_MOUNT,
+  unmountVolumes,
   type LaunchContext,
 } from './processes.js';
 import { Replica, type ReplicaCommand } from './replicas.js';
@@ -350,7 +351,7 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
       const files = await appFiles(appId);
       return {
         volumes: await Promise.all(
-          volumes.map(async (v) => ({ ...v, hostPath: await ensureVolumeDir(files, v.name) })),
+          volumes.map(async (v) => ({ ...v, hostPath: (await ensureVolume(files, v)).source })),
         ),
         ...(files.account ? { appUser: { uid: files.account.uid, gid: files.account.gid } } : {}),
       };
@@ -364,8 +365,10 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
     },
 
     async release(app, release, step) {
-      if (app.commands.init.length === 0) return;
       const context = await launchContext(app);
+      // Made, moved onto their images or grown before anything of the release uses them.
+      await prepareVolumes(app, context, step.log);
+      if (app.commands.init.length === 0) return;
       for (const command of app.commands.init) {
         step.log(`$ ${command}`);
         const result = await runOnce(app, release, command, context, step.signal, step.log, 'init');
@@ -409,7 +412,10 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
         apps.delete(appId);
       }
       if (support) await removeTree(support, [cgroupTag, `app-${appId}`]).catch(() => undefined);
-      await fs.rm(appLayout(options.dataDir, appId).root, { recursive: true, force: true });
+      const layout = appLayout(options.dataDir, appId);
+      // Unmounted first: removing the files through a mount would leave its image behind.
+      await unmountVolumes(layout);
+      await fs.rm(layout.root, { recursive: true, force: true });
       accounts.delete(appId);
       removeAppAccount(appId, cgroupTag);
     },
@@ -472,6 +478,11 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
       apps.clear();
       // Every process is stopped: the groups of this Berth go too (they are made again at start).
       if (support) await removeTree(support, [cgroupTag]).catch(() => undefined);
+      // Nothing of the applications runs: their volumes are mounted again when they start.
+      for (const id of await fs.readdir(`${options.dataDir}/apps`).catch(() => [] as string[])) {
+        if (/^\d+$/.test(id))
+          await unmountVolumes(appLayout(options.dataDir, Number(id))).catch(() => undefined);
+      }
       await edge?.close();
       edge = undefined;
     },
@@ -524,6 +535,18 @@ async function runOnce(
   } finally {
     signal.removeEventListener('abort', onAbort);
     await launched.group?.remove().catch(() => undefined);
+  }
+}
+
+/** Makes the application's volumes ready (ensureVolume), saying in the deployment's log when one waits. */
+async function prepareVolumes(
+  app: AppSpec,
+  context: LaunchContext,
+  log: (line: string) => void,
+): Promise<void> {
+  for (const volume of app.volumes) {
+    const { note } = await ensureVolume(context, volume);
+    if (note) log(note);
   }
 }
 

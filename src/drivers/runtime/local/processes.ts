@@ -11,6 +11,7 @@ import {
   type MemoryGroup,
   type SubtreeLimits,
 } from '../../os/cgroups.js';
+import { ensureSharedVolume, GIB, unmountImage } from '../../os/disk-images.js';
 import type { AppLayout } from './layout.js';
 import { spawnSandboxed, type SandboxedProcess } from './sandbox.js';
 
@@ -66,18 +67,51 @@ export function baseEnv(app: AppSpec): Record<string, string> {
   };
 }
 
-/** The host directory of one of the application's volumes, made (owned by its account) when missing. */
-export async function ensureVolumeDir(
+/** Volumes being prepared, by host directory: replicas start together and must not mount one twice. */
+const preparing = new Map<string, Promise<unknown>>();
+
+/**
+ * The host directory of one of the application's volumes, made (owned by its account) when missing.
+ * As root (an account) it is the mount point of an ext4 image of `volumeSize` GiB (disk-images.ts),
+ * so a write past the size fails with ENOSPC inside, and files made before volumes had images move
+ * onto one; every sandbox of the application and its sftp service bind that one mount. `note` says
+ * why a growth waits (ensureSharedVolume).
+ */
+export async function ensureVolume(
   context: Pick<LaunchContext, 'layout' | 'account'>,
-  name: string,
-): Promise<string> {
+  volume: { name: string; volumeSize: number },
+): Promise<{ source: string; note?: string }> {
   // Searchable, not listable, by the application's account (a bind source must be reachable).
   await fs.mkdir(context.layout.volumes, { recursive: true, mode: 0o711 });
   await fs.chmod(context.layout.volumes, 0o711);
-  const source = context.layout.volume(name);
-  await fs.mkdir(source, { recursive: true, mode: 0o700 });
-  if (context.account) await fs.chown(source, context.account.uid, context.account.gid);
-  return source;
+  const source = context.layout.volume(volume.name);
+  const previous = preparing.get(source) ?? Promise.resolve();
+  const prepared = previous
+    .catch(() => undefined)
+    .then(async () => {
+      await fs.mkdir(source, { recursive: true, mode: 0o700 });
+      if (context.account) await fs.chown(source, context.account.uid, context.account.gid);
+      if (!context.account) return { source };
+      const note = await ensureSharedVolume(
+        context.layout.volumeImage(volume.name),
+        source,
+        volume.volumeSize * GIB,
+      );
+      return note ? { source, note: `Volume '${volume.name}': ${note}` } : { source };
+    });
+  preparing.set(source, prepared);
+  try {
+    return await prepared;
+  } finally {
+    if (preparing.get(source) === prepared) preparing.delete(source);
+  }
+}
+
+/** Unmounts the application's volumes (their images stay); a mount still in use is detached. */
+export async function unmountVolumes(layout: AppLayout): Promise<void> {
+  for (const name of await fs.readdir(layout.volumes).catch(() => [] as string[])) {
+    await unmountImage(layout.volume(name), { detach: true });
+  }
 }
 
 export async function launch(
@@ -106,7 +140,7 @@ export async function launch(
   if (options.runDir) binds.push({ source: options.runDir, target: RUN_MOUNT, writable: true });
   if (options.withVolumes) {
     for (const volume of app.volumes) {
-      const source = await ensureVolumeDir(context, volume.name);
+      const { source } = await ensureVolume(context, volume);
       binds.push({ source, target: volume.mountPath, writable: true });
     }
   }
