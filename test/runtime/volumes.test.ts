@@ -149,9 +149,14 @@ describe.skipIf(!isRoot()).each(DIALECTS)('an application’s volume (%s)', (dia
     expect(response.statusCode, response.body).toBe(200);
     return data<{ output: string; exit_code: number }>(response);
   };
-  const document = (size: number) =>
+  const document = (size: number, extra = false) =>
     nodeDocument('acme', 'vol', h.git.url('vol'), {
-      spec: { volumes: [{ name: 'data', mount_path: '/data', volume_size: size }] },
+      spec: {
+        volumes: [
+          { name: 'data', mount_path: '/data', volume_size: size },
+          ...(extra ? [{ name: 'extra', mount_path: '/extra', volume_size: 1 }] : []),
+        ],
+      },
     });
 
   beforeAll(async () => {
@@ -161,7 +166,7 @@ describe.skipIf(!isRoot()).each(DIALECTS)('an application’s volume (%s)', (dia
   afterAll(() => h.close());
 
   it('holds at most volume_size GiB, keeps its data across a redeploy, grows, and goes with the application', async () => {
-    const applied = await applyYaml(h.t, document(1));
+    const applied = await applyYaml(h.t, document(1, true));
     appId = applied.application_id;
     expect((await waitForDeployment(h.t, appId, applied.deployment_id!)).status).toBe('success');
     const root = `${h.t.ctx.config.dataDir}/apps/${appId}`;
@@ -169,6 +174,7 @@ describe.skipIf(!isRoot()).each(DIALECTS)('an application’s volume (%s)', (dia
     const image = `${root}/volume-images/data.ext4`;
     expect(isMounted(volume)).toBe(true);
     expect(imageSize(image)).toBe(GIB);
+    expect(isMounted(`${root}/volumes/extra`)).toBe(true);
 
     const full = await exec(
       'echo kept > /data/kept.txt; fallocate -l 1100M /data/big; echo "fallocate=$?"; rm -f /data/big; df -B1 --output=size /data | tail -1',
@@ -188,19 +194,29 @@ describe.skipIf(!isRoot()).each(DIALECTS)('an application’s volume (%s)', (dia
     expect((await waitForDeployment(h.t, appId, data<{ id: number }>(again).id)).status).toBe('success');
     expect((await exec('cat /data/kept.txt')).output).toBe('kept\n');
 
+    // A volume removed from the application goes at the next deployment, mount, image and files.
+    const removed = await h.t.request({
+      method: 'DELETE',
+      url: `/api/v1/applications/${appId}/volumes/extra`,
+      headers: h.t.auth.platform,
+    });
+    expect(removed.statusCode, removed.body).toBe(200);
     // Growth: online where the kernel allows it; here at the next start from stopped.
     const grown = await applyYaml(h.t, document(2));
     expect((await waitForDeployment(h.t, appId, grown.deployment_id!)).status).toBe('success');
+    const logs = data<Array<{ line: string }>>(
+      await h.t.request({
+        url: `/api/v1/applications/${appId}/deployments/${grown.deployment_id}/logs`,
+        headers: h.t.auth.platform,
+      }),
+    );
+    const logText = logs.map((l) => l.line).join('\n');
+    expect(logText).toContain("Volume 'extra' was removed from the application: its files are deleted");
+    expect(isMounted(`${root}/volumes/extra`)).toBe(false);
+    expect(fs.existsSync(`${root}/volumes/extra`)).toBe(false);
+    expect(fs.existsSync(`${root}/volume-images/extra.ext4`)).toBe(false);
     if (!canGrowOnline()) {
-      const logs = data<Array<{ line: string }>>(
-        await h.t.request({
-          url: `/api/v1/applications/${appId}/deployments/${grown.deployment_id}/logs`,
-          headers: h.t.auth.platform,
-        }),
-      );
-      expect(logs.map((l) => l.line).join('\n')).toContain(
-        "Volume 'data': volume stays at 1Gi until no process uses it",
-      );
+      expect(logText).toContain("Volume 'data': volume stays at 1Gi until no process uses it");
       expect(imageSize(image)).toBe(GIB);
       for (const action of ['suspend', 'resume']) {
         const answer = await h.t.request({

@@ -30,6 +30,7 @@ import {
   ensureVolume,
   launch,
   RUN_MOUNT,
+  removeOtherVolumes,
   unmountVolumes,
   type LaunchContext,
 } from './processes.js';
@@ -538,12 +539,20 @@ async function runOnce(
   }
 }
 
-/** Makes the application's volumes ready (ensureVolume), saying in the deployment's log when one waits. */
+/**
+ * Makes the application's volumes ready (ensureVolume), saying in the deployment's log when one waits,
+ * and deletes those it no longer has.
+ */
 async function prepareVolumes(
   app: AppSpec,
   context: LaunchContext,
   log: (line: string) => void,
 ): Promise<void> {
+  const removed = await removeOtherVolumes(
+    context.layout,
+    app.volumes.map((volume) => volume.name),
+  );
+  for (const name of removed) log(`Volume '${name}' was removed from the application: its files are deleted`);
   for (const volume of app.volumes) {
     const { note } = await ensureVolume(context, volume);
     if (note) log(note);

@@ -107,6 +107,24 @@ export async function ensureVolume(
   }
 }
 
+/**
+ * Deletes the volumes the application no longer has (removed with DELETE …/volumes/{name}): the mount
+ * (detached when a sandbox of the old release still holds it: that one keeps its view until it
+ * stops), the image and the directory.
+ */
+export async function removeOtherVolumes(layout: AppLayout, keep: readonly string[]): Promise<string[]> {
+  const removed: string[] = [];
+  for (const name of await fs.readdir(layout.volumes).catch(() => [] as string[])) {
+    // `<name>.volume`: where a kept volume's files are being copied onto its image (placeOnVolume).
+    if (keep.includes(name) || keep.some((kept) => name === `${kept}.volume`)) continue;
+    await unmountImage(layout.volume(name), { detach: true });
+    await fs.rm(layout.volumeImage(name), { force: true });
+    await fs.rm(layout.volume(name), { recursive: true, force: true });
+    removed.push(name);
+  }
+  return removed;
+}
+
 /** Unmounts the application's volumes (their images stay); a mount still in use is detached. */
 export async function unmountVolumes(layout: AppLayout): Promise<void> {
   for (const name of await fs.readdir(layout.volumes).catch(() => [] as string[])) {
