@@ -173,6 +173,7 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
           allowFileUrls: runtime.sourcesAllowFileUrls,
           deploymentTimeoutMs: runtime.deploymentTimeoutSeconds * 1000,
           drainMs: runtime.drainSeconds * 1000,
+          appLimits: { pidsMax: runtime.appPidsMax, cpuCores: runtime.appCpuCores },
           onEvent: (event) => {
             ctx.logger.info(
               { app: event.appId, instance: event.instance },

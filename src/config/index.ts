@@ -1,4 +1,5 @@
 // The one place that reads process.env. Everything else receives a frozen Config.
+import os from 'node:os';
 import path from 'node:path';
 import ipaddr from 'ipaddr.js';
 
@@ -58,6 +59,10 @@ export interface RuntimeSettings {
   drainSeconds: number;
   /** Language runtimes (Node.js per major), downloaded once; several Berths may share it. */
   runtimesDir: string;
+  /** Most processes and threads all of one application's sandboxes hold at once (pids cgroup). */
+  appPidsMax: number;
+  /** Most CPU one application uses, in cores (cfs quota); undefined: no cap. */
+  appCpuCores: number | undefined;
 }
 
 /** The drivers Berth has, per family; the first is the default. */
@@ -117,6 +122,8 @@ export interface ConfigOverrides {
   healthFailureThreshold?: string;
   drainSeconds?: string;
   runtimesDir?: string;
+  appPidsMax?: string;
+  appCpuCores?: string;
 }
 
 /** Environment variable behind each setting; `berth serve --<flag>` overrides it. */
@@ -293,6 +300,16 @@ export const CONFIG_VARIABLES: Record<keyof ConfigOverrides, { env: string; flag
     flag: 'runtimes-dir',
     doc: 'where Node.js runtimes are downloaded once, shareable between Berths (default <data dir>/runtimes)',
   },
+  appPidsMax: {
+    env: 'BERTH_APP_PIDS_MAX',
+    flag: 'app-pids-max',
+    doc: 'most processes and threads of one application at once, all its sandboxes together (default 512)',
+  },
+  appCpuCores: {
+    env: 'BERTH_APP_CPU_CORES',
+    flag: 'app-cpu-cores',
+    doc: 'most CPU one application uses, in cores such as 1.5; 0: no cap (default: the cores less one, at least 1)',
+  },
 };
 
 const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -403,6 +420,20 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     return (offered.includes(value) ? value : offered[0]) as DriverChoice[F];
   };
 
+  /** Cores as `2` or `1.5` (hundredths at most); 0 means no cap. */
+  const cores = (key: keyof ConfigOverrides, fallback: number): number | undefined => {
+    const value = raw(key);
+    if (value === undefined) return fallback;
+    const n = Number(value);
+    if (!/^\d{1,4}(\.\d{1,2})?$/.test(value) || n > 4096) {
+      problems.push(
+        `${CONFIG_VARIABLES[key].env} must be a number of cores from 0 to 4096 such as 1.5, got '${value}'`,
+      );
+      return fallback;
+    }
+    return n === 0 ? undefined : n;
+  };
+
   const edgeProxyChoice = (): 'node' | 'haproxy' => {
     const value = raw('edgeProxy') ?? 'haproxy';
     if (value === 'node' || value === 'haproxy') return value;
@@ -452,6 +483,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
       healthFailureThreshold: integer('healthFailureThreshold', 3, 1, 100),
       drainSeconds: integer('drainSeconds', 30, 0, 3600),
       runtimesDir: path.resolve(raw('runtimesDir') ?? path.join(dataDir, 'runtimes')),
+      appPidsMax: integer('appPidsMax', 512, 16, 4_194_304),
+      // One core is left to Berth, its databases and the other applications whatever one does.
+      appCpuCores: cores('appCpuCores', Math.max(1, os.availableParallelism() - 1)),
     }),
   };
   if (!isHttpUrl(config.runtime.gitBaseUrl))

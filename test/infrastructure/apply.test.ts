@@ -312,6 +312,26 @@ describe.each(DIALECTS)('apply (%s)', (dialect) => {
     ]);
   });
 
+  it('refuses a smaller volume_size of a volume (422 at the field, naming both sizes); a larger one is an update', async () => {
+    const sized = (size: number) => {
+      const next = doc();
+      spec(next).volumes = [{ name: 'storage', mount_path: '/var/www/html/storage', volume_size: size }];
+      return next;
+    };
+    expect((await apply(t, sized(20))).statusCode).toBe(200);
+    const before = await dumpStore(t.ctx.db);
+    const res = await apply(t, sized(5));
+    expect(res.statusCode).toBe(422);
+    expect(res.json().errors).toEqual({
+      'spec.volumes.storage.volume_size': [
+        "Volume 'storage': field 'volume_size' cannot shrink; it is 20 GB, the document says 5 GB. Keep it, or make a new volume for a smaller size.",
+      ],
+    });
+    expect(await dumpStore(t.ctx.db)).toEqual(before);
+    const grown = (await apply(t, sized(30))).json();
+    expect(grown.structured_changes.volumes).toEqual([{ action: 'updated', name: 'storage' }]);
+  });
+
   it('reports a plan or zone change of a managed database as needing action and keeps it pending', async () => {
     await apply(t, doc());
     const next = doc();

@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { detectCgroups } from '../../src/drivers/os/cgroups.js';
 import { DIALECTS } from '../helpers/store.js';
 import {
   applyYaml,
@@ -319,6 +320,24 @@ describe.each(CASES)('running applications (%s, %s edge)', (dialect, edgeProxy) 
     );
     const pids = instances.map((i) => i.pid).filter((p): p is number => p !== null);
     expect(pids.length).toBeGreaterThan(0);
+    // Its processes share the application's pids and cpu groups (BERTH_APP_PIDS_MAX, _CPU_CORES).
+    const application = `berth/${cgroupTagOf(h)}/app-${appId}`;
+    const { appPidsMax, appCpuCores } = h.t.ctx.config.runtime;
+    const support = detectCgroups();
+    const hierarchies: { pids?: string; cpu?: string } =
+      support?.version === 1 && support.pids && support.cpu ? { pids: support.pids, cpu: support.cpu } : {};
+    if (hierarchies.pids && hierarchies.cpu) {
+      expect(fs.readFileSync(`${hierarchies.pids}/${application}/pids.max`, 'utf8').trim()).toBe(
+        String(appPidsMax),
+      );
+      const quota = fs.readFileSync(`${hierarchies.cpu}/${application}/cpu.cfs_quota_us`, 'utf8').trim();
+      expect(quota).toBe(appCpuCores === undefined ? '-1' : String(Math.round(appCpuCores * 100_000)));
+      for (const pid of pids) {
+        const groups = fs.readFileSync(`/proc/${pid}/cgroup`, 'utf8');
+        expect(groups).toMatch(new RegExp(`^\\d+:pids:/${application}/web-`, 'm'));
+        expect(groups).toMatch(new RegExp(`^\\d+:cpu(,cpuacct)?:/${application}/web-`, 'm'));
+      }
+    }
     const deleted = await api('DELETE', `/api/v1/applications/${appId}`);
     expect(deleted.statusCode).toBe(202);
     await eventually(
@@ -333,6 +352,8 @@ describe.each(CASES)('running applications (%s, %s edge)', (dialect, edgeProxy) 
       ? fs.readdirSync('/sys/fs/cgroup/memory/berth', { recursive: true }).map(String)
       : [];
     expect(groups.filter((g) => g.endsWith(`app-${appId}`) && g.includes(cgroupTagOf(h)))).toEqual([]);
+    for (const root of Object.values(hierarchies))
+      expect(fs.existsSync(`${root}/${application}`), root).toBe(false);
   });
 });
 

@@ -14,7 +14,7 @@ import { detectCgroups, removeTree } from '../../src/drivers/os/cgroups.js';
 import { appLayout } from '../../src/drivers/runtime/local/layout.js';
 import { AppLogs } from '../../src/drivers/runtime/local/logs.js';
 import { checkPhpSettings } from '../../src/drivers/runtime/local/php.js';
-import type { LaunchContext } from '../../src/drivers/runtime/local/processes.js';
+import { unmountVolumes, type LaunchContext } from '../../src/drivers/runtime/local/processes.js';
 import { ensureAppAccount, removeAppAccount } from '../../src/drivers/runtime/local/sandbox.js';
 import { Scheduler } from '../../src/drivers/runtime/local/scheduler.js';
 import { startMariaDb, type MariaDbServer } from '../db-operations/mariadb-server.js';
@@ -377,7 +377,7 @@ describe("Laravel's scheduler", () => {
     health: { enabled: false, path: '/', intervalMs: 1000, timeoutMs: 1000, failureThreshold: 3 },
     schedulerEnabled: true,
     workers: [],
-    volumes: [{ name: 'data', mountPath: '/data' }],
+    volumes: [{ name: 'data', mountPath: '/data', volumeSize: 1 }],
     env: { SCHEDULE_LOG: '/data/schedule.log' },
     hostnames: [],
   };
@@ -452,13 +452,22 @@ describe("Laravel's scheduler", () => {
       fs.chownSync(release, account.uid, account.gid);
       fs.chownSync(`${release}/artisan`, account.uid, account.gid);
     }
-    context = { support, cgroupTag: tag, account, layout, nodeDir: undefined };
+    context = {
+      support,
+      cgroupTag: tag,
+      limits: { pidsMax: 512, cpuShares: 1024, cpuCores: undefined },
+      account,
+      layout,
+      nodeDir: undefined,
+    };
     logs = new AppLogs(layout.logs);
     scheduleLog = `${layout.volume('data')}/schedule.log`;
   });
   afterAll(async () => {
     await Promise.all(schedulers.map((s) => s.terminate(0)));
     if (support) await removeTree(support, [tag]);
+    // As root the volume is a mounted image (as the driver's close() does).
+    await unmountVolumes(appLayout(dataDir, appId));
     removeAppAccount(appId, tag);
     fs.rmSync(dataDir, { recursive: true, force: true });
   });

@@ -11,6 +11,7 @@ import {
   createMemoryGroup,
   detectCgroups,
   groupDir,
+  limitSubtree,
   removeTree,
   type MemoryGroup,
 } from '../../src/drivers/os/cgroups.js';
@@ -246,22 +247,84 @@ describe('spawnSandboxed: what the application sees', () => {
     expect(() => sandboxCommandLine(spec([]))).toThrow(/command/);
 
     // Whatever the command holds comes after `--`; the group join and the drop come first.
-    const memory = { procsFile: '/sys/fs/cgroup/memory/berth/x/cgroup.procs' } as MemoryGroup;
+    const procsFiles = [
+      '/sys/fs/cgroup/memory/berth/x/cgroup.procs',
+      '/sys/fs/cgroup/pids/berth/x/cgroup.procs',
+    ];
+    const memory = { procsFile: procsFiles[0], procsFiles } as MemoryGroup;
     const argv = sandboxCommandLine(
       spec(['--bind', '/', '/host'], { account: { uid: 1234, gid: 1235 }, memory }),
     );
     expect(argv[0]).toBe('/bin/bash');
-    expect(argv.slice(3, 5)).toEqual(['berth-sandbox', memory.procsFile]);
+    expect(argv.slice(3, 5)).toEqual(['berth-sandbox', procsFiles.join(':')]);
     expect(argv.slice(5, 8)).toEqual(['/usr/bin/setpriv', '--reuid=1234', '--regid=1235']);
     expect(argv.slice(-4)).toEqual(['--', '--bind', '/', '/host']);
     expect(argv).not.toContain('--share-net');
     expect(argv).not.toContain('--unshare-net'); // the host network: a documented limit
   });
   it('runs nothing when the memory group cannot be joined', async () => {
-    const gone = { procsFile: path.join(base, 'no-such-group', 'cgroup.procs') } as MemoryGroup;
+    // The memory group is joined, the second (pids) group is gone: nothing runs either.
+    const gone = {
+      procsFiles: [path.join(base, 'joinable.procs'), path.join(base, 'no-such-group', 'cgroup.procs')],
+    } as MemoryGroup;
     const result = await run(['/bin/sh', '-c', 'touch /app/ran'], { memory: gone });
     expect(result.code).toBe(125);
     expect(fs.existsSync(path.join(release, 'ran'))).toBe(false);
+  });
+});
+
+describe.skipIf(process.arch !== 'x64')('spawnSandboxed: the seccomp filter', () => {
+  it('filters every process (Seccomp: 2) and refuses what applications never need with EPERM', async () => {
+    // Each call is one that succeeds (or fails otherwise) without the filter, so EPERM is the filter's.
+    const calls = {
+      getpid: 'syscall(39)',
+      keyctl: 'syscall(250, 0, -3, 0)', // KEYCTL_GET_KEYRING_ID of the session keyring
+      ptrace: 'syscall(101, 0, 0, 0, 0)', // PTRACE_TRACEME
+      unshare: 'syscall(272, 0)', // no flags: a no-op
+      personality_query: 'syscall(135, 0xffffffff)',
+      personality_no_aslr: 'syscall(135, 0x0040000)', // ADDR_NO_RANDOMIZE
+      io_uring_setup: 'syscall(425, 0, 0)',
+      clone3: 'syscall(435, 0, 0)',
+      x32_getpid: 'syscall(0x40000000 + 39)',
+    };
+    const script = Object.entries(calls)
+      .map(
+        ([name, call]) =>
+          `{ my $r = ${call}; print "${name}=", ($r == -1 ? "errno" . ($! + 0) : "ok"), "\\n" }`,
+      )
+      .join(' ');
+    const probe = await run(['/usr/bin/perl', '-e', script]);
+    expect(probe.code, probe.stderr).toBe(0);
+    expect(lines(probe.stdout)).toEqual({
+      getpid: 'ok',
+      keyctl: 'errno1',
+      ptrace: 'errno1',
+      unshare: 'errno1',
+      personality_query: 'ok',
+      personality_no_aslr: 'errno1',
+      io_uring_setup: 'errno1',
+      clone3: 'errno38', // ENOSYS: the C library falls back to clone, which the filter can inspect
+      x32_getpid: 'errno1',
+    });
+    // The same calls outside the sandbox: what the filter changed.
+    const host = execFileSync('/usr/bin/perl', ['-e', script]).toString();
+    expect(lines(host)).toMatchObject({
+      keyctl: 'ok',
+      ptrace: 'ok',
+      unshare: 'ok',
+      personality_no_aslr: 'ok',
+    });
+
+    const status = await run(['/bin/sh', '-c', 'grep -E "^(Seccomp|NoNewPrivs):" /proc/self/status']);
+    expect(status.stdout).toMatch(/^Seccomp:\s+2$/m);
+    // Ordinary programs are unaffected: node with a worker thread and a child process, a shell pipeline.
+    const node = await run([
+      '/usr/bin/node',
+      '-e',
+      "const { Worker } = require('worker_threads'); require('child_process').execSync('echo child | cat', { stdio: 'inherit' }); new Worker('require(\"worker_threads\").parentPort.postMessage(6 * 7)', { eval: true }).on('message', (m) => console.log('worker', m));",
+    ]);
+    expect(node.code, node.stderr).toBe(0);
+    expect(node.stdout).toBe('child\nworker 42\n');
   });
 });
 
@@ -317,6 +380,96 @@ describe.skipIf(!support)('spawnSandboxed: memory groups', () => {
   });
 });
 
+describe.skipIf(!support?.pids || !support?.cpu)(
+  'spawnSandboxed: an application’s process and CPU limits',
+  () => {
+    const read = (file: string) => fs.readFileSync(file, 'utf8').trim();
+    /** The group of `pid` in the v1 hierarchy holding `controller`, from /proc/<pid>/cgroup. */
+    const cgroupOf = (pid: number, controller: string) =>
+      fs
+        .readFileSync(`/proc/${pid}/cgroup`, 'utf8')
+        .split('\n')
+        .map((line) => line.split(':'))
+        .find((fields) => fields[1]!.split(',').includes(controller))?.[2];
+
+    it('a fork past the application’s pids.max fails with EAGAIN inside while the host forks on', async () => {
+      const application = [CGROUP_TAG, 'app-3'];
+      await limitSubtree(support!, application, { pidsMax: 40, cpuShares: 1024, cpuCores: 0.5 });
+      const group = await createMemoryGroup(support!, [...application, 'exec-1'], 256 * 1024 * 1024, {
+        tasks: true,
+      });
+      const pidsDir = path.join(support!.pids!, 'berth', ...application);
+      const cpuDir = path.join(support!.cpu!, 'berth', ...application);
+      expect(read(path.join(pidsDir, 'pids.max'))).toBe('40');
+      expect(read(path.join(cpuDir, 'cpu.shares'))).toBe('1024');
+      expect(read(path.join(cpuDir, 'cpu.cfs_period_us'))).toBe('100000');
+      expect(read(path.join(cpuDir, 'cpu.cfs_quota_us'))).toBe('50000');
+      expect(group.procsFiles).toEqual([
+        group.procsFile,
+        path.join(pidsDir, 'exec-1', 'cgroup.procs'),
+        path.join(cpuDir, 'exec-1', 'cgroup.procs'),
+      ]);
+
+      // Forks until one fails, says how far it got, and waits with its children still there.
+      const forker = [
+        'my ($n, $errno) = (0, 0);',
+        'for (1 .. 200) { my $pid = fork(); if (!defined $pid) { $errno = $! + 0; last } if ($pid == 0) { sleep 1000; exit 0 } $n++ }',
+        '$| = 1; print "forked=$n\\nerrno=$errno\\n"; sleep 1000;',
+      ].join(' ');
+      const sandboxed = spawnSandboxed(spec(['/usr/bin/perl', '-e', forker], { memory: group }));
+      let stdout = '';
+      sandboxed.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+      await until(() => stdout.includes('errno='), 20_000);
+      const seen = lines(stdout);
+      expect(seen.errno).toBe('11'); // EAGAIN
+      expect(Number(seen.forked)).toBeGreaterThan(20);
+      expect(Number(seen.forked)).toBeLessThan(40);
+      expect(Number(read(path.join(pidsDir, 'pids.current')))).toBe(40);
+      // Every process of the sandbox is in the application's groups of the three hierarchies.
+      const inside = await group.pids();
+      expect(inside.length).toBeGreaterThan(20);
+      for (const pid of inside) {
+        expect(cgroupOf(pid, 'pids')).toBe(`/berth/${CGROUP_TAG}/app-3/exec-1`);
+        expect(cgroupOf(pid, 'cpu')).toBe(`/berth/${CGROUP_TAG}/app-3/exec-1`);
+      }
+      // The host is not in the application's budget.
+      expect(execFileSync('/bin/echo', ['host forks']).toString()).toBe('host forks\n');
+
+      sandboxed.kill('SIGKILL');
+      await sandboxed.exited;
+      await group.remove();
+      for (const dir of [group.dir, path.join(pidsDir, 'exec-1'), path.join(cpuDir, 'exec-1')]) {
+        expect(fs.existsSync(dir), dir).toBe(false);
+      }
+      await removeTree(support!, application);
+      for (const dir of [pidsDir, cpuDir, groupDir(support!, application)])
+        expect(fs.existsSync(dir), dir).toBe(false);
+    });
+
+    it('the CFS quota throttles an application that would take more than its cores', async () => {
+      const application = [CGROUP_TAG, 'app-4'];
+      await limitSubtree(support!, application, { pidsMax: 64, cpuShares: 1024, cpuCores: 0.1 });
+      const group = await createMemoryGroup(support!, [...application, 'web-1'], 64 * 1024 * 1024, {
+        tasks: true,
+      });
+      const cpuDir = path.join(support!.cpu!, 'berth', ...application);
+      expect(read(path.join(cpuDir, 'cpu.cfs_quota_us'))).toBe('10000');
+      const throttled = () =>
+        Number(
+          /^nr_throttled (\d+)$/m.exec(fs.readFileSync(path.join(cpuDir, 'cpu.stat'), 'utf8'))?.[1] ?? 0,
+        );
+      expect(throttled()).toBe(0);
+      const sandboxed = spawnSandboxed(spec(['/usr/bin/perl', '-e', '1 while 1'], { memory: group }));
+      // A busy loop spends its 10 ms of each 100 ms period and waits out the rest.
+      await until(() => throttled() >= 2, 10_000);
+      sandboxed.kill('SIGKILL');
+      await sandboxed.exited;
+      await removeTree(support!, application);
+      expect(fs.existsSync(cpuDir)).toBe(false);
+    });
+  },
+);
+
 describe('spawnSandboxed: stopping', () => {
   it('kill() sends SIGTERM to the application, which shuts down cleanly, and nothing survives', async () => {
     const script = 'trap "echo stopping; exit 7" TERM; sleep 1000 & echo ready; wait';
@@ -340,7 +493,7 @@ describe('cgroups: versions and paths', () => {
   it('detects v2 from cgroup.controllers and v1 from the memory hierarchy, and nothing without memory', () => {
     const v2 = fs.mkdtempSync(path.join(base, 'cgv2-'));
     fs.writeFileSync(path.join(v2, 'cgroup.controllers'), 'cpuset cpu io memory pids\n');
-    expect(detectCgroups(v2)).toEqual({ version: 2, root: v2 });
+    expect(detectCgroups(v2)).toEqual({ version: 2, root: v2, pids: v2, cpu: v2 });
     const v2WithoutMemory = fs.mkdtempSync(path.join(base, 'cgv2-'));
     fs.writeFileSync(path.join(v2WithoutMemory, 'cgroup.controllers'), 'cpu io pids\n');
     expect(detectCgroups(v2WithoutMemory)).toBeUndefined();
@@ -348,9 +501,24 @@ describe('cgroups: versions and paths', () => {
     fs.mkdirSync(path.join(v1, 'memory'));
     fs.writeFileSync(path.join(v1, 'memory', 'memory.limit_in_bytes'), '9223372036854771712\n');
     expect(detectCgroups(v1)).toEqual({ version: 1, root: path.join(v1, 'memory') });
+    // The pids and cpu hierarchies, when mounted (cpu alone, or with cpuacct as Debian does).
+    fs.mkdirSync(path.join(v1, 'pids'));
+    fs.writeFileSync(path.join(v1, 'pids', 'cgroup.procs'), '');
+    fs.mkdirSync(path.join(v1, 'cpu,cpuacct'));
+    fs.writeFileSync(path.join(v1, 'cpu,cpuacct', 'cpu.shares'), '1024\n');
+    expect(detectCgroups(v1)).toEqual({
+      version: 1,
+      root: path.join(v1, 'memory'),
+      pids: path.join(v1, 'pids'),
+      cpu: path.join(v1, 'cpu,cpuacct'),
+    });
     expect(detectCgroups(fs.mkdtempSync(path.join(base, 'none-')))).toBeUndefined();
     if (fs.existsSync('/sys/fs/cgroup/memory/memory.limit_in_bytes') && isRoot()) {
-      expect(detectCgroups()).toEqual({ version: 1, root: '/sys/fs/cgroup/memory' });
+      expect(detectCgroups()).toMatchObject({ version: 1, root: '/sys/fs/cgroup/memory' });
+      if (fs.existsSync('/sys/fs/cgroup/pids/cgroup.procs'))
+        expect(detectCgroups()?.pids).toBe('/sys/fs/cgroup/pids');
+      if (fs.existsSync('/sys/fs/cgroup/cpu/cpu.shares'))
+        expect(detectCgroups()?.cpu).toMatch(/^\/sys\/fs\/cgroup\/cpu/);
     }
   });
 
@@ -375,6 +543,27 @@ describe('cgroups: versions and paths', () => {
     expect(await group.oomKills()).toBe(2);
     fs.writeFileSync(group.procsFile, '');
     expect(await group.pids()).toEqual([]);
+  });
+
+  it('v2: an application’s shared limits are pids.max, cpu.weight and cpu.max, controllers enabled down the path', async () => {
+    const root = fs.mkdtempSync(path.join(base, 'cgv2-'));
+    fs.writeFileSync(path.join(root, 'cgroup.controllers'), 'cpu memory pids\n');
+    const support2 = detectCgroups(root)!;
+    await limitSubtree(support2, ['b1', 'app-12'], { pidsMax: 300, cpuShares: 1024, cpuCores: 1.5 });
+    const app = path.join(root, 'berth', 'b1', 'app-12');
+    expect(fs.readFileSync(path.join(app, 'pids.max'), 'utf8')).toBe('300');
+    expect(fs.readFileSync(path.join(app, 'cpu.weight'), 'utf8')).toBe('40');
+    expect(fs.readFileSync(path.join(app, 'cpu.max'), 'utf8')).toBe('150000 100000');
+    for (const parent of [root, path.join(root, 'berth'), path.join(root, 'berth', 'b1')]) {
+      expect(fs.readFileSync(path.join(parent, 'cgroup.subtree_control'), 'utf8'), parent).toBe('+pids +cpu');
+    }
+    await limitSubtree(support2, ['b1', 'app-12'], { pidsMax: 300, cpuShares: 1024, cpuCores: undefined });
+    expect(fs.readFileSync(path.join(app, 'cpu.max'), 'utf8')).toBe('max 100000');
+    // One directory in v2: the group's processes join one procs file.
+    const group = await createMemoryGroup(support2, ['b1', 'app-12', 'web-1'], 64 * 1024 * 1024, {
+      tasks: true,
+    });
+    expect(group.procsFiles).toEqual([path.join(app, 'web-1', 'cgroup.procs')]);
   });
 
   it('v1: the group sits at <memory>/berth/<path>, and path segments cannot leave it', () => {

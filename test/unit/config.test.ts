@@ -1,3 +1,4 @@
+import os from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config/index.js';
 
@@ -59,5 +60,26 @@ describe('config', () => {
     expect(loadConfig({ BERTH_SECRET_KEY: 'ab'.repeat(32) }).secretKey).toBe('ab'.repeat(32));
     const b64 = Buffer.alloc(32, 7).toString('base64');
     expect(loadConfig({ BERTH_SECRET_KEY: b64 }).secretKey).toBe(b64);
+  });
+
+  it('caps each application at BERTH_APP_PIDS_MAX processes and BERTH_APP_CPU_CORES cores', () => {
+    const defaults = loadConfig({}).runtime;
+    expect(defaults.appPidsMax).toBe(512);
+    expect(defaults.appCpuCores).toBe(Math.max(1, os.availableParallelism() - 1));
+    const set = loadConfig({ BERTH_APP_PIDS_MAX: '2000', BERTH_APP_CPU_CORES: '1.5' }).runtime;
+    expect(set).toMatchObject({ appPidsMax: 2000, appCpuCores: 1.5 });
+    expect(loadConfig({}, { appCpuCores: '0' }).runtime.appCpuCores).toBeUndefined();
+    let error: unknown;
+    try {
+      loadConfig({ BERTH_APP_PIDS_MAX: '3', BERTH_APP_CPU_CORES: '-1' });
+    } catch (e) {
+      error = e;
+    }
+    const problems = (error as ConfigError).problems;
+    expect(problems).toHaveLength(2);
+    expect(problems[0]).toContain('BERTH_APP_PIDS_MAX must be an integer from 16');
+    expect(problems[1]).toContain(
+      "BERTH_APP_CPU_CORES must be a number of cores from 0 to 4096 such as 1.5, got '-1'",
+    );
   });
 });

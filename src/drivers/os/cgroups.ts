@@ -10,6 +10,12 @@
 //   enabled in each ancestor's cgroup.subtree_control, the cap is memory.max with memory.swap.max 0; the
 //   OOM count is `oom_kill` in memory.events.
 // A process joins a group by writing its pid into `procsFile` (cgroup.procs in both versions).
+//
+// Applications also share a process and CPU budget (limitSubtree): the pids and cpu controllers cap a
+// subtree (`berth/<tag>/app-<id>`) as a whole, and every group below it counts against that cap. In
+// v1 these are hierarchies of their own (/sys/fs/cgroup/pids, /sys/fs/cgroup/cpu or cpu,cpuacct): an
+// application's group is made at the same path in each, and its processes join all of them
+// (`procsFiles`). In v2 it is one directory with the controllers enabled from the root down.
 import fsSync from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
@@ -19,6 +25,20 @@ export interface CgroupSupport {
   version: 1 | 2;
   /** The hierarchy holding the memory controller; Berth's groups are under `<root>/berth`. */
   root: string;
+  /** The hierarchy holding the pids controller (v2: `root`), when there is a usable one. */
+  pids?: string;
+  /** The hierarchy holding the cpu controller (v2: `root`), when there is a usable one. */
+  cpu?: string;
+}
+
+/** What every process of one subtree (an application) shares: see limitSubtree. */
+export interface SubtreeLimits {
+  /** Most processes and threads at once (pids.max). */
+  pidsMax: number;
+  /** Relative weight against the subtree's siblings (v1 cpu.shares; 1024 is the kernel's default). */
+  cpuShares: number;
+  /** Most CPU time, in cores (1.5: one and a half cores' worth per period); undefined: no cap. */
+  cpuCores: number | undefined;
 }
 
 export interface MemoryGroup {
@@ -26,6 +46,11 @@ export interface MemoryGroup {
   dir: string;
   /** Writing a pid here moves that process (and its future children) into the group. */
   procsFile: string;
+  /**
+   * Every procs file a process joins (`procsFile` first, then the group's pids and cpu hierarchies
+   * in v1 when it was made with `tasks`), so the memory cap and its subtree's shared limits hold.
+   */
+  procsFiles: string[];
   /** How many processes the kernel's OOM killer has killed in this group since it was created. */
   oomKills(): Promise<number>;
   /** The processes in the group now (empty when the group is gone). */
@@ -43,6 +68,8 @@ export interface MemoryGroup {
 }
 
 const CGROUP_BASE = '/sys/fs/cgroup';
+/** The CFS period Berth writes quotas against (the kernel's default, 100 ms). */
+const CFS_PERIOD_US = 100_000;
 /** The directory under the hierarchy's root that holds every group of Berth. */
 const BERTH_DIR = 'berth';
 const SEGMENT = /^[a-z0-9][a-z0-9-]{0,62}$/;
@@ -56,20 +83,37 @@ const REMOVE_TIMEOUT_MS = 10_000;
 export function detectCgroups(base = CGROUP_BASE): CgroupSupport | undefined {
   const unified = readTextSync(path.join(base, 'cgroup.controllers'));
   if (unified !== undefined) {
-    return unified.split(/\s+/).includes('memory') && writable(base) ? { version: 2, root: base } : undefined;
+    const controllers = unified.split(/\s+/);
+    if (!controllers.includes('memory') || !writable(base)) return undefined;
+    return {
+      version: 2,
+      root: base,
+      ...(controllers.includes('pids') ? { pids: base } : {}),
+      ...(controllers.includes('cpu') ? { cpu: base } : {}),
+    };
   }
   const v1 = path.join(base, 'memory');
-  return fsSync.existsSync(path.join(v1, 'memory.limit_in_bytes')) && writable(v1)
-    ? { version: 1, root: v1 }
-    : undefined;
+  if (!fsSync.existsSync(path.join(v1, 'memory.limit_in_bytes')) || !writable(v1)) return undefined;
+  const pids = path.join(base, 'pids');
+  // Debian mounts cpu and cpuacct together (cpu,cpuacct); some hosts mount them apart.
+  const cpu = ['cpu,cpuacct', 'cpu']
+    .map((name) => path.join(base, name))
+    .find((dir) => usableV1(dir, 'cpu.shares'));
+  return {
+    version: 1,
+    root: v1,
+    ...(usableV1(pids, 'cgroup.procs') ? { pids } : {}),
+    ...(cpu ? { cpu } : {}),
+  };
+}
+
+function usableV1(dir: string, file: string): boolean {
+  return fsSync.existsSync(path.join(dir, file)) && writable(dir);
 }
 
 /** The directory of the group `path` (each segment checked, so no input can leave Berth's subtree). */
 export function groupDir(support: CgroupSupport, segments: readonly string[]): string {
-  for (const segment of segments) {
-    if (!SEGMENT.test(segment)) throw new Error(`invalid cgroup path segment '${segment}'`);
-  }
-  return path.join(support.root, BERTH_DIR, ...segments);
+  return path.join(support.root, BERTH_DIR, ...checked(segments));
 }
 
 /**
@@ -80,6 +124,7 @@ export async function createMemoryGroup(
   support: CgroupSupport,
   segments: readonly string[],
   limitBytes: number,
+  options: { tasks?: boolean } = {},
 ): Promise<MemoryGroup> {
   if (segments.length === 0) throw new Error('a memory group needs a path under berth/');
   if (!Number.isSafeInteger(limitBytes) || limitBytes < 1024 * 1024) {
@@ -90,7 +135,7 @@ export async function createMemoryGroup(
     // v2 hands a controller to a group only when every ancestor enables it for its children.
     let parent = support.root;
     for (const segment of [BERTH_DIR, ...segments]) {
-      await enableMemoryController(parent);
+      await enableControllers(parent, ['memory']);
       parent = path.join(parent, segment);
       await fs.mkdir(parent, { recursive: true });
     }
@@ -100,7 +145,80 @@ export async function createMemoryGroup(
     await fs.mkdir(dir, { recursive: true });
     await setV1Limit(dir, limitBytes);
   }
-  return openGroup(support, dir);
+  // `tasks`: the group also sits in the pids and cpu hierarchies, below the ancestor whose limits
+  // (limitSubtree) its processes share. In v2 it is the same directory.
+  const others = options.tasks
+    ? taskHierarchies(support).map((root) => path.join(root, BERTH_DIR, ...segments))
+    : [];
+  for (const other of others) await fs.mkdir(other, { recursive: true });
+  return openGroup(support, dir, others);
+}
+
+/**
+ * Caps every process under `segments` together (an application's replicas, workers, builds and
+ * one-off commands): at most `pidsMax` processes and threads (a fork past it fails with EAGAIN), a CPU
+ * weight of `cpuShares` against the subtree's siblings, and at most `cpuCores` cores. Groups made below
+ * it with `tasks` share these limits. Idempotent: a later call sets the new values. Controllers this
+ * host lacks are skipped.
+ */
+export async function limitSubtree(
+  support: CgroupSupport,
+  segments: readonly string[],
+  limits: SubtreeLimits,
+): Promise<void> {
+  if (segments.length === 0) throw new Error('limits need a path under berth/');
+  const { pidsMax, cpuShares, cpuCores } = limits;
+  if (!Number.isSafeInteger(pidsMax) || pidsMax < 1) throw new Error(`invalid pids limit ${pidsMax}`);
+  if (!Number.isSafeInteger(cpuShares) || cpuShares < 2 || cpuShares > 262_144) {
+    throw new Error(`invalid CPU shares ${cpuShares}`);
+  }
+  if (cpuCores !== undefined && !(cpuCores > 0 && cpuCores <= 4096))
+    throw new Error(`invalid CPU cores ${cpuCores}`);
+  const quota = cpuCores === undefined ? undefined : Math.max(1000, Math.round(cpuCores * CFS_PERIOD_US));
+  if (support.version === 2) {
+    const controllers = [support.pids ? 'pids' : undefined, support.cpu ? 'cpu' : undefined].filter(
+      (name): name is string => name !== undefined,
+    );
+    let dir = support.root;
+    for (const segment of [BERTH_DIR, ...segments]) {
+      await enableControllers(dir, controllers);
+      dir = path.join(dir, segment);
+      await fs.mkdir(dir, { recursive: true });
+    }
+    if (support.pids) await fs.writeFile(path.join(dir, 'pids.max'), String(pidsMax));
+    if (support.cpu) {
+      // cgroup v2's weight (1 to 10000, default 100) from v1's shares (2 to 262144, default 1024).
+      const weight = Math.round(1 + ((cpuShares - 2) * 9999) / 262_142);
+      await fs.writeFile(path.join(dir, 'cpu.weight'), String(weight));
+      await fs.writeFile(path.join(dir, 'cpu.max'), `${quota ?? 'max'} ${CFS_PERIOD_US}`);
+    }
+    return;
+  }
+  if (support.pids) {
+    const dir = path.join(support.pids, BERTH_DIR, ...checked(segments));
+    await fs.mkdir(dir, { recursive: true });
+    await fs.writeFile(path.join(dir, 'pids.max'), String(pidsMax));
+  }
+  if (support.cpu) {
+    const dir = path.join(support.cpu, BERTH_DIR, ...checked(segments));
+    await fs.mkdir(dir, { recursive: true });
+    await fs.writeFile(path.join(dir, 'cpu.shares'), String(cpuShares));
+    await fs.writeFile(path.join(dir, 'cpu.cfs_period_us'), String(CFS_PERIOD_US));
+    await fs.writeFile(path.join(dir, 'cpu.cfs_quota_us'), String(quota ?? -1));
+  }
+}
+
+/** The v1 hierarchies other than memory's that application groups join (none in v2: one directory). */
+function taskHierarchies(support: CgroupSupport): string[] {
+  if (support.version === 2) return [];
+  return [support.pids, support.cpu].filter((root): root is string => root !== undefined);
+}
+
+function checked(segments: readonly string[]): readonly string[] {
+  for (const segment of segments) {
+    if (!SEGMENT.test(segment)) throw new Error(`invalid cgroup path segment '${segment}'`);
+  }
+  return segments;
 }
 
 /**
@@ -109,6 +227,17 @@ export async function createMemoryGroup(
  */
 export async function removeTree(support: CgroupSupport, segments: readonly string[]): Promise<void> {
   const top = groupDir(support, segments);
+  const groups = await subtree(top);
+  // Children were pushed before their parents.
+  for (const dir of groups) await openGroup(support, dir, []).remove();
+  // Then the same subtree in the pids and cpu hierarchies (v1), emptied by the kills above.
+  for (const root of taskHierarchies(support)) {
+    for (const dir of await subtree(path.join(root, BERTH_DIR, ...segments))) await removeGroupDir(dir);
+  }
+}
+
+/** `top` and every group below it, children before their parents (empty when `top` is gone). */
+async function subtree(top: string): Promise<string[]> {
   const groups: string[] = [];
   const walk = async (dir: string): Promise<void> => {
     let entries: fsSync.Dirent[];
@@ -122,25 +251,50 @@ export async function removeTree(support: CgroupSupport, segments: readonly stri
     groups.push(dir);
   };
   await walk(top);
-  // Children were pushed before their parents.
-  for (const dir of groups) await openGroup(support, dir).remove();
+  return groups;
 }
 
-function openGroup(support: CgroupSupport, dir: string): MemoryGroup {
+/** The processes in the group at `dir` now (empty when it is gone). */
+async function groupPids(dir: string): Promise<number[]> {
+  const text = await readText(path.join(dir, 'cgroup.procs'));
+  return (text ?? '')
+    .split('\n')
+    .filter((line) => line !== '')
+    .map(Number);
+}
+
+/** Kills what is left in the group at `dir`, waits until it is empty and deletes it. */
+async function removeGroupDir(dir: string): Promise<void> {
+  const deadline = Date.now() + REMOVE_TIMEOUT_MS;
+  for (;;) {
+    // Kill in a loop: a process may fork between reading the list and the signal.
+    for (const pid of await groupPids(dir)) signalQuietly(pid, 'SIGKILL');
+    if ((await groupPids(dir)).length === 0) {
+      try {
+        await fs.rmdir(dir);
+        return;
+      } catch (error) {
+        if (isCode(error, 'ENOENT')) return;
+        // EBUSY: the kernel has not let go of an exiting task yet.
+        if (!isCode(error, 'EBUSY')) throw error;
+      }
+    }
+    if (Date.now() > deadline) throw new Error(`cgroup ${dir} did not empty in time`);
+    await sleep(20);
+  }
+}
+
+/** `others`: the group's directories in the pids and cpu hierarchies (v1), removed with it. */
+function openGroup(support: CgroupSupport, dir: string, others: readonly string[]): MemoryGroup {
   const procsFile = path.join(dir, 'cgroup.procs');
-  const pids = async (): Promise<number[]> => {
-    const text = await readText(procsFile);
-    return (text ?? '')
-      .split('\n')
-      .filter((line) => line !== '')
-      .map(Number);
-  };
+  const pids = () => groupPids(dir);
   const killAll = async (signal: NodeJS.Signals): Promise<void> => {
     for (const pid of await pids()) signalQuietly(pid, signal);
   };
   return {
     dir,
     procsFile,
+    procsFiles: [procsFile, ...others.map((other) => path.join(other, 'cgroup.procs'))],
     async oomKills() {
       const file = support.version === 2 ? 'memory.events' : 'memory.oom_control';
       const text = (await readText(path.join(dir, file))) ?? '';
@@ -170,23 +324,7 @@ function openGroup(support: CgroupSupport, dir: string): MemoryGroup {
       }
     },
     async remove() {
-      const deadline = Date.now() + REMOVE_TIMEOUT_MS;
-      for (;;) {
-        // Kill in a loop: a process may fork between reading the list and the signal.
-        await killAll('SIGKILL');
-        if ((await pids()).length === 0) {
-          try {
-            await fs.rmdir(dir);
-            return;
-          } catch (error) {
-            if (isCode(error, 'ENOENT')) return;
-            // EBUSY: the kernel has not let go of an exiting task yet.
-            if (!isCode(error, 'EBUSY')) throw error;
-          }
-        }
-        if (Date.now() > deadline) throw new Error(`cgroup ${dir} did not empty in time`);
-        await sleep(20);
-      }
+      for (const group of [dir, ...others]) await removeGroupDir(group);
     },
   };
 }
@@ -206,10 +344,11 @@ async function setV1Limit(dir: string, limitBytes: number): Promise<void> {
   if (swapAccounted) await fs.writeFile(withSwap, String(limitBytes));
 }
 
-async function enableMemoryController(dir: string): Promise<void> {
+async function enableControllers(dir: string, controllers: readonly string[]): Promise<void> {
   const control = path.join(dir, 'cgroup.subtree_control');
   const enabled = ((await readText(control)) ?? '').split(/\s+/);
-  if (!enabled.includes('memory')) await fs.writeFile(control, '+memory');
+  const missing = controllers.filter((controller) => !enabled.includes(controller));
+  if (missing.length > 0) await fs.writeFile(control, missing.map((name) => `+${name}`).join(' '));
 }
 
 /** memory.swap.max exists only when the kernel accounts swap; without it there is no swap to cap. */

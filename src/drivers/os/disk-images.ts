@@ -3,6 +3,8 @@
 // on the host runs out of space. Used for the `volume_size` of an application's database and rabbitmq
 // services (docs/services.md). The image holds the data; the mount is how it is reached, so a Berth that
 // restarts (or a host that reboots) mounts the image again and finds everything where it was.
+// Application volumes are images too (ensureSharedVolume): mounted once on the host, and that mount is
+// bound into every sandbox of the application and its sftp service.
 // Root only: mount(8) and loop devices need CAP_SYS_ADMIN.
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
@@ -142,6 +144,83 @@ export async function placeOnVolume(image: string, dir: string, sizeBytes: numbe
   fs.rmSync(dir, { recursive: true, force: true });
   fs.mkdirSync(dir, { mode: 0o700 });
   await mountImage(image, dir, sizeBytes);
+}
+
+/**
+ * Makes `dir` the volume `image` of `sizeBytes` for processes that may hold it bound in their own
+ * mount namespaces while this runs (an application's sandboxes, its sftp service): as placeOnVolume,
+ * except growth. A mounted volume grows online (resize2fs on the live file system, which the kernel
+ * allows with CAP_SYS_RESOURCE); without that capability it grows offline only when no other mount
+ * namespace holds it (an unmount on the host would leave their mounts on a file system being resized).
+ * Returns why the growth waits, when it does; the volume keeps its size until then.
+ */
+export async function ensureSharedVolume(
+  image: string,
+  dir: string,
+  sizeBytes: number,
+): Promise<string | undefined> {
+  const current = imageSize(image);
+  if (current !== undefined && current < sizeBytes && isMounted(dir)) {
+    if (canGrowOnline()) {
+      await growOnline(image, dir, sizeBytes);
+      return undefined;
+    }
+    if (mountedElsewhere(dir)) {
+      return `volume stays at ${sizeName(current)} until no process uses it (this host refuses to grow a mounted file system: no CAP_SYS_RESOURCE); it grows to ${sizeName(sizeBytes)} when the application next starts from stopped`;
+    }
+  }
+  await placeOnVolume(image, dir, sizeBytes);
+  return undefined;
+}
+
+/** Whether this process may grow a mounted ext4 file system (CAP_SYS_RESOURCE, bit 24 of CapEff). */
+export function canGrowOnline(): boolean {
+  const line = /^CapEff:\s*([0-9a-f]+)$/m.exec(fs.readFileSync('/proc/self/status', 'utf8'));
+  return line !== null && (BigInt(`0x${line[1]}`) & (1n << 24n)) !== 0n;
+}
+
+/** The image file, the loop device's idea of its size, then the mounted file system. */
+async function growOnline(image: string, dir: string, sizeBytes: number): Promise<void> {
+  const device = mountPoints().get(path.resolve(dir));
+  if (!device?.startsWith('/dev/loop')) throw new Error(`${dir} is not a mounted volume`);
+  const before = imageSize(image)!;
+  fs.truncateSync(image, sizeBytes);
+  try {
+    await command('losetup', ['--set-capacity', '--', device]);
+    await command('resize2fs', ['--', device]);
+  } catch (error) {
+    // The file system kept its size: so does the image (the size Berth reads back).
+    fs.truncateSync(image, before);
+    await command('losetup', ['--set-capacity', '--', device]).catch(() => undefined);
+    throw error;
+  }
+}
+
+/**
+ * Whether the file system mounted at `dir` is also mounted in another mount namespace (a sandbox's
+ * bind of it), from every process's mountinfo.
+ */
+export function mountedElsewhere(dir: string): boolean {
+  const dev = fs.statSync(dir).dev;
+  // Linux's encoding of a device number (new_encode_dev): 12 bits of major, 20 of minor.
+  const major = Math.floor(dev / 256) % 4096;
+  const minor = (dev % 256) + Math.floor(dev / 1048576) * 256;
+  const device = `${major}:${minor}`;
+  const own = fs.readlinkSync('/proc/self/ns/mnt');
+  const seen = new Set([own]);
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const namespace = fs.readlinkSync(`/proc/${entry}/ns/mnt`);
+      if (seen.has(namespace)) continue;
+      seen.add(namespace);
+      const lines = fs.readFileSync(`/proc/${entry}/mountinfo`, 'utf8').split('\n');
+      if (lines.some((line) => line.split(' ')[2] === device)) return true;
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return false;
 }
 
 /** Why the volume `image` cannot take `sizeBytes` (smaller than it is: the data may not fit), if so. */

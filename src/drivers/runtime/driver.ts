@@ -33,7 +33,8 @@ export interface AppSpec {
    * release's sandbox, with the secrets and services, restarted with backoff, rolled with deployments.
    */
   workers: Array<{ name: string; command: string }>;
-  volumes: Array<{ name: string; mountPath: string }>;
+  /** `volumeSize`: the document's `volume_size` in GiB, the most the volume holds. */
+  volumes: Array<{ name: string; mountPath: string; volumeSize: number }>;
   /**
    * The application's secrets: the environment of init commands, replicas, the scheduler and one-off
    * commands, never of the build (as Ploi: builds get neither secrets nor services).
@@ -174,7 +175,7 @@ export interface AppRuntimeDriver {
    */
   hostFiles?(
     appId: number,
-    volumes: Array<{ name: string; mountPath: string }>,
+    volumes: Array<{ name: string; mountPath: string; volumeSize: number }>,
   ): Promise<{
     volumes: Array<{ name: string; hostPath: string; mountPath: string }>;
     appUser?: { uid: number; gid: number };

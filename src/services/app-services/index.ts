@@ -67,7 +67,7 @@ export interface AppServicesDeps {
    */
   appHost?: (
     appId: number,
-    volumes: Array<{ name: string; mountPath: string }>,
+    volumes: Array<{ name: string; mountPath: string; volumeSize: number }>,
   ) => Promise<Pick<ServiceSpec, 'volumes' | 'appUser'>>;
   /** The runtime's instances of an application: a `worker` service is its `worker-<name>` process. */
   runtimeInstances?: (appId: number) => RuntimeInstanceStatus[];
@@ -194,6 +194,7 @@ export function createAppServicesService(deps: AppServicesDeps) {
             (await repo.volumesOf(service.application_id)).map((v) => ({
               name: v.name,
               mountPath: v.mount_path,
+              volumeSize: v.volume_size,
             })),
           )
         : { volumes: [] };

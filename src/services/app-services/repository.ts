@@ -81,7 +81,7 @@ export function createAppServicesRepository(db: Db) {
     volumesOf: (appId: number) =>
       db
         .selectFrom('volumes')
-        .select(['name', 'mount_path'])
+        .select(['name', 'mount_path', 'volume_size'])
         .where('application_id', '=', appId)
         .orderBy('id')
         .execute(),

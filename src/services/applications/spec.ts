@@ -86,7 +86,11 @@ export function createSpecBuilder(deps: SpecDeps) {
         workers: children.services.flatMap((s) =>
           s.type === 'worker' && s.command ? [{ name: s.name, command: s.command }] : [],
         ),
-        volumes: children.volumes.map((v) => ({ name: v.name, mountPath: v.mount_path })),
+        volumes: children.volumes.map((v) => ({
+          name: v.name,
+          mountPath: v.mount_path,
+          volumeSize: v.volume_size,
+        })),
         env,
         hostnames: [...children.domains, this.defaultHostname(row)],
       };

@@ -162,7 +162,7 @@ export function planSecrets(p: Plan): void {
 
 /** Volumes created or resized or moved. */
 export function planVolumes(p: Plan): void {
-  const { doc, state, ops, lines, structured } = p;
+  const { doc, state, fail, ops, lines, structured } = p;
   for (const volume of doc.volumes) {
     const stored = state.volumes.get(volume.name);
     const subject = `Volume '${volume.name}'`;
@@ -178,6 +178,14 @@ export function planVolumes(p: Plan): void {
         ),
       );
       p.needsDeployment = true;
+      continue;
+    }
+    // The volume is a file system of that size (docs/runtime.md): its data may not fit a smaller one.
+    if (volume.volume_size < stored.volume_size) {
+      fail(
+        `spec.volumes.${volume.name}.volume_size`,
+        `${subject}: field 'volume_size' cannot shrink; it is ${stored.volume_size} GB, the document says ${volume.volume_size} GB. Keep it, or make a new volume for a smaller size.`,
+      );
       continue;
     }
     const values: Partial<VolumeState> = {};

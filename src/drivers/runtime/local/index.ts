@@ -26,7 +26,16 @@ import { appLayout, type AppLayout } from './layout.js';
 import { AppLogs } from './logs.js';
 import { ensureNodeRuntime, NODE_MAJORS_OFFERED, parseNodeVersion } from './node-runtime.js';
 import { availablePhpExtensions, checkPhpSettings, PHP_VERSIONS_OFFERED, renderPhpReplica } from './php.js';
-import { baseEnv, ensureVolumeDir, launch, RUN_MOUNT, type LaunchContext } from './processes.js';
+import {
+  APP_CPU_SHARES,
+  baseEnv,
+  ensureVolume,
+  launch,
+  RUN_MOUNT,
+  removeOtherVolumes,
+  unmountVolumes,
+  type LaunchContext,
+} from './processes.js';
 import { Replica, type ReplicaCommand } from './replicas.js';
 import { ensureAppAccount, removeAppAccount } from './sandbox.js';
 import type { SystemAccount } from '../../os/users.js';
@@ -45,6 +54,8 @@ export interface LocalRuntimeOptions {
   /** Bounds a fetch and every build command together with the deployment's own deadline. */
   deploymentTimeoutMs: number;
   drainMs: number;
+  /** What all of one application's processes share (config.runtime.appPidsMax, appCpuCores). */
+  appLimits: { pidsMax: number; cpuCores: number | undefined };
   onEvent(event: RuntimeEvent): void;
   log: { warn(obj: object, msg: string): void };
 }
@@ -77,6 +88,9 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
   // Several Berth processes may share this machine (a server and the test suite): each names its
   // groups after its data dir.
   const cgroupTag = runtimeTag(options.dataDir);
+  // Every application weighs the same when the CPU is contended; all of them together weigh as one
+  // busy process of the host (the `berth` group's default), so Berth and its databases keep theirs.
+  const limits = { ...options.appLimits, cpuShares: APP_CPU_SHARES };
   const apps = new Map<number, RunningApp>();
   /** Numbers each rollout's replicas (their names, groups and run directories). */
   let rollouts = 0;
@@ -106,7 +120,7 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
 
   async function launchContext(app: AppSpec): Promise<LaunchContext> {
     const { layout, account } = await appFiles(app.id);
-    return { support, cgroupTag, account, layout, nodeDir: await nodeDir(app) };
+    return { support, cgroupTag, limits, account, layout, nodeDir: await nodeDir(app) };
   }
 
   /** The Node.js runtime of a nodejs application (laravel builds may use it too when named). */
@@ -349,7 +363,7 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
       const files = await appFiles(appId);
       return {
         volumes: await Promise.all(
-          volumes.map(async (v) => ({ ...v, hostPath: await ensureVolumeDir(files, v.name) })),
+          volumes.map(async (v) => ({ ...v, hostPath: (await ensureVolume(files, v)).source })),
         ),
         ...(files.account ? { appUser: { uid: files.account.uid, gid: files.account.gid } } : {}),
       };
@@ -363,8 +377,10 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
     },
 
     async release(app, release, step) {
-      if (app.commands.init.length === 0) return;
       const context = await launchContext(app);
+      // Made, moved onto their images or grown before anything of the release uses them.
+      await prepareVolumes(app, context, step.log);
+      if (app.commands.init.length === 0) return;
       for (const command of app.commands.init) {
         step.log(`$ ${command}`);
         const result = await runOnce(app, release, command, context, step.signal, step.log, 'init');
@@ -408,7 +424,10 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
         apps.delete(appId);
       }
       if (support) await removeTree(support, [cgroupTag, `app-${appId}`]).catch(() => undefined);
-      await fs.rm(appLayout(options.dataDir, appId).root, { recursive: true, force: true });
+      const layout = appLayout(options.dataDir, appId);
+      // Unmounted first: removing the files through a mount would leave its image behind.
+      await unmountVolumes(layout);
+      await fs.rm(layout.root, { recursive: true, force: true });
       accounts.delete(appId);
       removeAppAccount(appId, cgroupTag);
     },
@@ -481,6 +500,11 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
       apps.clear();
       // Every process is stopped: the groups of this Berth go too (they are made again at start).
       if (support) await removeTree(support, [cgroupTag]).catch(() => undefined);
+      // Nothing of the applications runs: their volumes are mounted again when they start.
+      for (const id of await fs.readdir(`${options.dataDir}/apps`).catch(() => [] as string[])) {
+        if (/^\d+$/.test(id))
+          await unmountVolumes(appLayout(options.dataDir, Number(id))).catch(() => undefined);
+      }
       await edge?.close();
       edge = undefined;
     },
@@ -565,6 +589,26 @@ async function secureAppDirs(layout: AppLayout, account: SystemAccount | undefin
     if (account && (stat.uid !== account.uid || stat.gid !== account.gid))
       await fs.lchown(release, account.uid, account.gid);
     if ((stat.mode & 0o777) !== 0o700) await fs.chmod(release, 0o700);
+  }
+}
+
+/**
+ * Makes the application's volumes ready (ensureVolume), saying in the deployment's log when one waits,
+ * and deletes those it no longer has.
+ */
+async function prepareVolumes(
+  app: AppSpec,
+  context: LaunchContext,
+  log: (line: string) => void,
+): Promise<void> {
+  const removed = await removeOtherVolumes(
+    context.layout,
+    app.volumes.map((volume) => volume.name),
+  );
+  for (const name of removed) log(`Volume '${name}' was removed from the application: its files are deleted`);
+  for (const volume of app.volumes) {
+    const { note } = await ensureVolume(context, volume);
+    if (note) log(note);
   }
 }
 

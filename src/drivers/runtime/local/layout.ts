@@ -1,7 +1,8 @@
 // Where the local runtime keeps an application's files, under <data dir>/apps/<id>/:
 //   releases/<release>/   one built release each (owned by the application's OS user), bound at /app
 //   sources/<release>.tar.gz  the source a release was built from (GET …/source/download)
-//   volumes/<name>/       the application's volumes, bound at their mount_path
+//   volumes/<name>/       the application's volumes, bound at their mount_path (as root, each the mount
+//                         point of its image volume-images/<name>.ext4, root only)
 //   run/<instance>/       per-process files a replica needs (PHP-FPM and nginx configuration)
 //   logs/                 the processes' output, size-capped (root only)
 // and the Node.js runtimes under <data dir>/runtimes/. Every name below comes from Berth (ids,
@@ -25,6 +26,8 @@ export function appLayout(dataDir: string, appId: number) {
     sources: path.join(root, 'sources'),
     volumes: path.join(root, 'volumes'),
     volume: (name: string) => path.join(root, 'volumes', safe(name, 'volume')),
+    volumeImages: path.join(root, 'volume-images'),
+    volumeImage: (name: string) => path.join(root, 'volume-images', `${safe(name, 'volume')}.ext4`),
     run: (instance: string) => path.join(root, 'run', safe(instance, 'instance')),
     runs: path.join(root, 'run'),
     logs: path.join(root, 'logs'),

@@ -1,9 +1,17 @@
 // Starting one process of an application — a build command, a replica, the scheduler, a one-off
-// command — in its sandbox: the application's OS user, its own memory group, its release at /app,
-// its volumes at their mount paths, the language runtime read-only, and only the environment given.
+// command — in its sandbox: the application's OS user, its own memory group inside the application's
+// shared process and CPU limits, its release at /app, its volumes at their mount paths, the language
+// runtime read-only, and only the environment given.
 import fs from 'node:fs/promises';
 import type { AppSpec } from '../driver.js';
-import { createMemoryGroup, type CgroupSupport, type MemoryGroup } from '../../os/cgroups.js';
+import {
+  createMemoryGroup,
+  limitSubtree,
+  type CgroupSupport,
+  type MemoryGroup,
+  type SubtreeLimits,
+} from '../../os/cgroups.js';
+import { ensureSharedVolume, GIB, unmountImage } from '../../os/disk-images.js';
 import type { AppLayout } from './layout.js';
 import { spawnSandboxed, type SandboxedProcess } from './sandbox.js';
 
@@ -12,12 +20,17 @@ export const NODE_MOUNT = '/opt/berth/node';
 /** Where a process's own files (PHP-FPM and nginx configuration, sockets) are bound. */
 export const RUN_MOUNT = '/run/berth';
 
+/** Each application's CPU weight against the others (the kernel's default: all weigh the same). */
+export const APP_CPU_SHARES = 1024;
+
 export const SANDBOX_PATH = `${NODE_MOUNT}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`;
 
 export interface LaunchContext {
   support: CgroupSupport | undefined;
   /** Segment naming this Berth's groups (several Berth processes may share one machine). */
   cgroupTag: string;
+  /** What all the application's processes share (BERTH_APP_PIDS_MAX, BERTH_APP_CPU_CORES). */
+  limits: SubtreeLimits;
   account: { uid: number; gid: number } | undefined;
   layout: AppLayout;
   /** The Node.js runtime's directory on the host, bound at NODE_MOUNT; undefined: none. */
@@ -54,18 +67,69 @@ export function baseEnv(app: AppSpec): Record<string, string> {
   };
 }
 
-/** The host directory of one of the application's volumes, made (owned by its account) when missing. */
-export async function ensureVolumeDir(
+/** Volumes being prepared, by host directory: replicas start together and must not mount one twice. */
+const preparing = new Map<string, Promise<unknown>>();
+
+/**
+ * The host directory of one of the application's volumes, made (owned by its account) when missing.
+ * As root (an account) it is the mount point of an ext4 image of `volumeSize` GiB (disk-images.ts),
+ * so a write past the size fails with ENOSPC inside, and files made before volumes had images move
+ * onto one; every sandbox of the application and its sftp service bind that one mount. `note` says
+ * why a growth waits (ensureSharedVolume).
+ */
+export async function ensureVolume(
   context: Pick<LaunchContext, 'layout' | 'account'>,
-  name: string,
-): Promise<string> {
+  volume: { name: string; volumeSize: number },
+): Promise<{ source: string; note?: string }> {
   // Searchable, not listable, by the application's account (a bind source must be reachable).
   await fs.mkdir(context.layout.volumes, { recursive: true, mode: 0o711 });
   await fs.chmod(context.layout.volumes, 0o711);
-  const source = context.layout.volume(name);
-  await fs.mkdir(source, { recursive: true, mode: 0o700 });
-  if (context.account) await fs.chown(source, context.account.uid, context.account.gid);
-  return source;
+  const source = context.layout.volume(volume.name);
+  const previous = preparing.get(source) ?? Promise.resolve();
+  const prepared = previous
+    .catch(() => undefined)
+    .then(async () => {
+      await fs.mkdir(source, { recursive: true, mode: 0o700 });
+      if (context.account) await fs.chown(source, context.account.uid, context.account.gid);
+      if (!context.account) return { source };
+      const note = await ensureSharedVolume(
+        context.layout.volumeImage(volume.name),
+        source,
+        volume.volumeSize * GIB,
+      );
+      return note ? { source, note: `Volume '${volume.name}': ${note}` } : { source };
+    });
+  preparing.set(source, prepared);
+  try {
+    return await prepared;
+  } finally {
+    if (preparing.get(source) === prepared) preparing.delete(source);
+  }
+}
+
+/**
+ * Deletes the volumes the application no longer has (removed with DELETE …/volumes/{name}): the mount
+ * (detached when a sandbox of the old release still holds it: that one keeps its view until it
+ * stops), the image and the directory.
+ */
+export async function removeOtherVolumes(layout: AppLayout, keep: readonly string[]): Promise<string[]> {
+  const removed: string[] = [];
+  for (const name of await fs.readdir(layout.volumes).catch(() => [] as string[])) {
+    // `<name>.volume`: where a kept volume's files are being copied onto its image (placeOnVolume).
+    if (keep.includes(name) || keep.some((kept) => name === `${kept}.volume`)) continue;
+    await unmountImage(layout.volume(name), { detach: true });
+    await fs.rm(layout.volumeImage(name), { force: true });
+    await fs.rm(layout.volume(name), { recursive: true, force: true });
+    removed.push(name);
+  }
+  return removed;
+}
+
+/** Unmounts the application's volumes (their images stay); a mount still in use is detached. */
+export async function unmountVolumes(layout: AppLayout): Promise<void> {
+  for (const name of await fs.readdir(layout.volumes).catch(() => [] as string[])) {
+    await unmountImage(layout.volume(name), { detach: true });
+  }
 }
 
 export async function launch(
@@ -73,13 +137,19 @@ export async function launch(
   context: LaunchContext,
   options: LaunchOptions,
 ): Promise<Launched> {
-  const group = context.support
-    ? await createMemoryGroup(
-        context.support,
-        [context.cgroupTag, `app-${app.id}`, options.instance.toLowerCase()],
-        options.memoryBytes,
-      )
-    : undefined;
+  let group: MemoryGroup | undefined;
+  if (context.support) {
+    // Every process of the application (replicas of every rollout, workers, builds, commands) counts
+    // against one process and CPU budget: its memory group sits below the application's.
+    const application = [context.cgroupTag, `app-${app.id}`];
+    await limitSubtree(context.support, application, context.limits);
+    group = await createMemoryGroup(
+      context.support,
+      [...application, options.instance.toLowerCase()],
+      options.memoryBytes,
+      { tasks: true },
+    );
+  }
   const oomBefore = group ? await group.oomKills() : 0;
   const binds: Array<{ source: string; target: string; writable: boolean }> = [
     { source: context.layout.release(options.release), target: '/app', writable: true },
@@ -88,7 +158,7 @@ export async function launch(
   if (options.runDir) binds.push({ source: options.runDir, target: RUN_MOUNT, writable: true });
   if (options.withVolumes) {
     for (const volume of app.volumes) {
-      const source = await ensureVolumeDir(context, volume.name);
+      const { source } = await ensureVolume(context, volume);
       binds.push({ source, target: volume.mountPath, writable: true });
     }
   }

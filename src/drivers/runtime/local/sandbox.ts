@@ -1,16 +1,18 @@
 // The sandbox every application process runs in (builds, init commands, replicas, workers): tenants'
 // code, so it is treated as hostile. One process tree per sandbox:
 //
-//   bash (as root: joins the memory group) → setpriv (drops to the app's account) → bwrap → command
+//   bash (as root: joins the groups) → setpriv (drops to the app's account) → bwrap → command
 //
-// - The memory group is joined before anything of the tenant runs, so the cap holds from the first byte;
-//   when the join fails nothing runs at all. Descriptors Berth inherited are closed first.
+// - The groups (memory; and the application's shared pids and cpu limits) are joined before anything
+//   of the tenant runs, so the caps hold from the first byte and the first fork; when a join fails
+//   nothing runs at all. Descriptors Berth inherited are closed first.
 // - setpriv drops to the per-app account `berth-app-<id>` with no groups, no capabilities (inheritable
 //   and bounding set emptied) and no_new_privs, so an escape is an unprivileged user owning only its
 //   application's files. bwrap then runs unprivileged, in its own user namespace that maps that account
 //   to itself (files written to binds belong to it on the host), and forbids nested user namespaces.
 // - bwrap gives new PID, IPC, UTS and cgroup namespaces, a new session (no TIOCSTI into a terminal), no
-//   capabilities, death with its parent, and a file system of: read-only /usr (and the merged-/usr
+//   capabilities, a seccomp filter (src/drivers/os/seccomp.ts: no mount, ptrace, keyctl, bpf, module,
+//   namespace… calls; x86_64), death with its parent, and a file system of: read-only /usr (and the merged-/usr
 //   symlinks), a few read-only /etc entries, a generated /etc/passwd and /etc/group naming only root and
 //   the app user, fresh /proc and /dev, a private tmpfs /tmp, and the binds the caller hands over. The
 //   rest of the root is read-only, and nothing else of the host (Berth's data dir, other applications,
@@ -43,6 +45,7 @@ import {
   type SystemAccount,
 } from '../../os/users.js';
 import type { MemoryGroup } from '../../os/cgroups.js';
+import { seccompProgram } from '../../os/seccomp.js';
 
 export interface SandboxBind {
   /** A host path. */
@@ -63,7 +66,7 @@ export interface SandboxSpec {
   binds: SandboxBind[];
   /** The unprivileged user to run as; undefined when Berth is not root (it runs as Berth's user). */
   account: { uid: number; gid: number } | undefined;
-  /** Joined before exec, so the cap holds from the first byte. */
+  /** Joined before exec (all its `procsFiles`), so the caps hold from the first byte. */
   memory: MemoryGroup | undefined;
 }
 
@@ -87,12 +90,13 @@ const BASH_PATH = '/bin/bash';
 /**
  * The chain's first step, as root: closes every descriptor above bwrap's (neither Node nor bwrap closes
  * those Berth inherited without close-on-exec, and they would reach the tenant), writes its own pid into
- * the memory group's procs file when one is given (`$1`), then becomes the rest of argv. bash, not dash:
- * dash cannot name a descriptor above 9.
+ * each of the groups' procs files given (`$1`, separated by `:`; Berth makes those paths), then becomes
+ * the rest of argv. bash, not dash: dash cannot name a descriptor above 9.
  */
 const PREPARE_SCRIPT = [
-  'for fd in /proc/self/fd/*; do n=${fd##*/}; if [ "$n" -gt 5 ]; then exec {n}>&-; fi; done',
-  'if [ -n "$1" ]; then echo $$ > "$1" || exit 125; fi',
+  'for fd in /proc/self/fd/*; do n=${fd##*/}; if [ "$n" -gt 6 ]; then exec {n}>&-; fi; done',
+  'IFS=: read -r -a groups <<< "$1"',
+  'for group in "${groups[@]}"; do echo $$ > "$group" || exit 125; done',
   'shift',
   'exec "$@"',
 ].join('\n');
@@ -123,10 +127,13 @@ const ETC_ENTRIES = [
 /** Targets that would hide the sandbox's own system. */
 const RESERVED_TARGETS = ['/usr', '/bin', '/lib', '/lib64', '/sbin', '/etc', '/proc', '/dev'];
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
-/** The extra descriptors of the spawned chain: bwrap's options, then the passwd and group files. */
+/** The extra descriptors of the spawned chain: bwrap's options, the passwd and group files, the filter. */
 const ARGS_FD = 3;
 const PASSWD_FD = 4;
 const GROUP_FD = 5;
+const SECCOMP_FD = 6;
+/** The seccomp program, built once; undefined on architectures Berth has none for. */
+const SECCOMP_PROGRAM = seccompProgram();
 
 /** Starts `spec.command` in a new sandbox. Throws when the spec is invalid or nothing could be spawned. */
 export function spawnSandboxed(spec: SandboxSpec): SandboxedProcess {
@@ -136,7 +143,7 @@ export function spawnSandboxed(spec: SandboxSpec): SandboxedProcess {
     env: {},
     // Its own process group: a terminal's Ctrl-C reaches Berth, which decides what to stop.
     detached: true,
-    stdio: ['ignore', 'pipe', 'pipe', 'pipe', 'pipe', 'pipe'],
+    stdio: ['ignore', 'pipe', 'pipe', 'pipe', 'pipe', 'pipe', SECCOMP_PROGRAM ? 'pipe' : 'ignore'],
   });
   // Spawn errors are reported by the missing pid below; a later kill error changes nothing.
   child.on('error', () => undefined);
@@ -150,6 +157,7 @@ export function spawnSandboxed(spec: SandboxSpec): SandboxedProcess {
   feed(descriptors[ARGS_FD], environment);
   feed(descriptors[PASSWD_FD], passwdFile(uid, gid, spec.cwd));
   feed(descriptors[GROUP_FD], groupFile(gid));
+  if (SECCOMP_PROGRAM) feed(descriptors[SECCOMP_FD], SECCOMP_PROGRAM);
 
   let running = true;
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
@@ -203,6 +211,7 @@ export function sandboxCommandLine(spec: SandboxSpec): string[] {
     String(GROUP_FD),
     '/etc/group',
     ...PRIVATE_KERNEL_MOUNTS,
+    ...(SECCOMP_PROGRAM ? ['--seccomp', String(SECCOMP_FD)] : []),
     ...bindArgs(spec.binds),
     // Last of the mounts: the root tmpfs (the mount points bwrap made) turns read-only.
     '--remount-ro',
@@ -213,7 +222,10 @@ export function sandboxCommandLine(spec: SandboxSpec): string[] {
     ...spec.command,
   ];
   const dropped = spec.account ? [...dropPrivileges(spec.account), ...bwrap] : bwrap;
-  return [BASH_PATH, '-c', PREPARE_SCRIPT, 'berth-sandbox', spec.memory?.procsFile ?? '', ...dropped];
+  const groups = spec.memory?.procsFiles ?? [];
+  if (groups.some((file) => !path.isAbsolute(file) || file.includes(':')))
+    throw new Error('invalid cgroup procs file');
+  return [BASH_PATH, '-c', PREPARE_SCRIPT, 'berth-sandbox', groups.join(':'), ...dropped];
 }
 
 /**
@@ -289,7 +301,7 @@ function groupFile(gid: number): string {
 }
 
 /** Writes `data` to one of the extra descriptors and closes it (bwrap reads each until its end). */
-function feed(stream: unknown, data: string): void {
+function feed(stream: unknown, data: string | Buffer): void {
   if (!(stream instanceof Writable)) throw new Error('the sandbox descriptor is not writable');
   // When the chain fails before bwrap reads (the group join failed), the write fails: the exit says why.
   stream.on('error', () => undefined);
