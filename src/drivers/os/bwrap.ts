@@ -41,3 +41,8 @@ export const ISOLATION_ARGS: readonly string[] = [
   '--cap-drop',
   'ALL',
 ];
+
+/** ISOLATION_ARGS but for --disable-userns: Chromium's own sandbox is made of nested user namespaces. */
+export const ISOLATION_ARGS_NESTED_USERNS: readonly string[] = ISOLATION_ARGS.filter(
+  (arg) => arg !== '--disable-userns',
+);

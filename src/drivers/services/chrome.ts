@@ -34,7 +34,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import type { Logger } from 'pino';
 import { CHROMIUM_PATH } from '../chromium/engine.js';
-import { BWRAP_PATH, PRIVATE_KERNEL_MOUNTS, readOnlySystemArgs } from '../os/bwrap.js';
+import {
+  BWRAP_PATH,
+  ISOLATION_ARGS_NESTED_USERNS,
+  PRIVATE_KERNEL_MOUNTS,
+  readOnlySystemArgs,
+} from '../os/bwrap.js';
 import { dropPrivileges, ensureSystemAccount, isRoot, removeSystemAccount } from '../os/users.js';
 import {
   createMemoryGroup,
@@ -529,16 +534,7 @@ const tmpDir = (id: string): string => path.join(os.tmpdir(), accountName(id));
 /** bubblewrap's options for the jail: only the instance's `browser/` directory is writable. */
 function jailArgs(dirs: { browser: string; policies: string }): string[] {
   return [
-    // Not ISOLATION_ARGS' --disable-userns: Chromium's own sandbox is made of nested user namespaces.
-    '--unshare-user',
-    '--unshare-pid',
-    '--unshare-ipc',
-    '--unshare-uts',
-    '--unshare-cgroup-try',
-    '--die-with-parent',
-    '--new-session',
-    '--cap-drop',
-    'ALL',
+    ...ISOLATION_ARGS_NESTED_USERNS,
     ...readOnlySystemArgs(),
     ...JAIL_ETC.flatMap((entry) => ['--ro-bind-try', entry, entry]),
     '--ro-bind',
