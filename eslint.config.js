@@ -172,5 +172,20 @@ export default tseslint.config(
     },
   },
   ...LAYER_RULES,
+  {
+    // Tests reach Berth over a real socket (test/helpers/http.ts): inject()'s request object is not a
+    // socket, and hid a guard that walked a streamed body until the heap ran out (issue 24).
+    files: ['test/**/*.ts'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: "CallExpression[callee.type='MemberExpression'][callee.property.name='inject']",
+          message:
+            'Send requests over a real socket (t.request(), listenOnSocket() in test/helpers/http.ts); if a test truly needs inject(), disable this rule on that line and say why.',
+        },
+      ],
+    },
+  },
   { files: ['eslint.config.js'], ...tseslint.configs.disableTypeChecked },
 );
