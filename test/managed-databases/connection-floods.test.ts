@@ -18,6 +18,7 @@ import {
 } from '../../src/drivers/databases/local/index.js';
 import { respCommands } from '../../src/drivers/databases/local/resp.js';
 import {
+  MYSQL_CONNECT_TIMEOUT_S,
   PG_AUTHENTICATION_TIMEOUT_S,
   PG_SUPERUSER_RESERVED_CONNECTIONS,
   VALKEY_IDLE_TIMEOUT_S,
@@ -266,6 +267,37 @@ describe('connection limits under a flood', () => {
     // …as does the driver's maintenance path (root on the socket).
     await expect(driver.start(instance)).resolves.toMatchObject({ port });
     await Promise.all(sessions.map((s) => s.end()));
+  }, 60_000);
+
+  it('MariaDB: connections that never send their handshake are dropped after connect_timeout', async () => {
+    const instance = spec('mysql', { plan: 'service', limits: { memoryMiB: 64 } });
+    const { port } = await driver.provision(instance);
+    const maint = {
+      host: '127.0.0.1',
+      port,
+      user: 'berth_maint',
+      password: maintenancePassword(driver.instanceDir(instance.id)),
+    };
+    // The server greets each client and waits for its answer: 75 + 1 wait, the rest are refused.
+    const flood = await Promise.all(Array.from({ length: 80 }, () => rawConnection(port)));
+    await waitFor(
+      () => flood.every((c) => c.received.length > 0),
+      10_000,
+      'every flooding client to be answered',
+    );
+    const started = Date.now();
+    const waiting = flood.filter((c) => !c.closed && !/Too many connections/.test(c.received.toString()));
+    expect(waiting.length).toBe(76);
+    // The slot kept for CONNECTION ADMIN is taken before the login that would use it: Berth waits too.
+    await expect(mysql.createConnection(maint)).rejects.toThrow(/Too many connections/);
+    await waitFor(
+      () => waiting.every((c) => c.closed),
+      MYSQL_CONNECT_TIMEOUT_S * 1000 + 3000,
+      'the server to drop the silent clients',
+    );
+    expect(Date.now() - started).toBeLessThan(MYSQL_CONNECT_TIMEOUT_S * 1000 + 3000);
+    const after = await mysql.createConnection(maint);
+    await after.end();
   }, 60_000);
 
   it('Valkey: maxclients follows the memory, idle clients are closed, and an earlier server is brought in line at start', async () => {
