@@ -29,7 +29,8 @@ import {
 import type { InstanceSpec } from '../../src/drivers/databases/types.js';
 import { detectCgroups } from '../../src/drivers/os/cgroups.js';
 import { isRoot } from '../../src/drivers/os/users.js';
-import { sharedTemplateDir } from './helpers.js';
+import { DIALECTS } from '../helpers/store.js';
+import { applyManagedDatabase, openManagedEnv, sharedTemplateDir, type ManagedEnv } from './helpers.js';
 
 let dataDir: string;
 let templates: ReturnType<typeof sharedTemplateDir>;
@@ -352,5 +353,56 @@ describe('connection limits under a flood', () => {
       ['maxclients', '256'],
       ['timeout', String(VALKEY_IDLE_TIMEOUT_S)],
     ]);
+  }, 60_000);
+});
+
+describe.each(DIALECTS)('a server left running by an earlier Berth, on %s', (dialect) => {
+  it("is restarted with this Berth's settings by the supervisor's first pass", async () => {
+    const env = await openManagedEnv(dialect);
+    const earlier = await env.boot();
+    let later: Awaited<ReturnType<ManagedEnv['boot']>> | undefined;
+    try {
+      const owner = await earlier.ctx.identity.createUser({ email: 'owner@example.com', team: 'acme' });
+      const uuid = await applyManagedDatabase(earlier.ctx, owner.team_id, {
+        name: 'cache',
+        type: 'valkey',
+        plan: '1x1xCPU-2GB',
+      });
+      await earlier.ctx.services.jobs.runner().runDue();
+      const instanceRow = () =>
+        earlier.ctx.db
+          .selectFrom('managed_instances')
+          .innerJoin('managed_databases', 'managed_databases.id', 'managed_instances.managed_database_id')
+          .select(['managed_instances.pid', 'managed_instances.port', 'managed_instances.data_dir'])
+          .where('managed_databases.uuid', '=', uuid)
+          .executeTakeFirstOrThrow();
+      const { pid, port, data_dir: root } = await instanceRow();
+      expect(pid).not.toBeNull();
+      // What an earlier Berth left: a server without idle timeout, no record of its settings.
+      const asBerth = (...commands: string[][]) =>
+        respCommands(Number(port), [['AUTH', 'berth_maint', maintenancePassword(String(root))], ...commands]);
+      await asBerth(['CONFIG', 'SET', 'timeout', '0'], ['CONFIG', 'SET', 'maxclients', '20']);
+      const stateFile = path.join(String(root), 'berth-instance.json');
+      const { settings: _dropped, ...state } = JSON.parse(fs.readFileSync(stateFile, 'utf8')) as Record<
+        string,
+        unknown
+      >;
+      fs.writeFileSync(stateFile, JSON.stringify(state));
+
+      // The earlier Berth was killed (its instances keep running); this one starts on the same store.
+      later = await env.boot();
+      await later.ctx.services.managedDatabases.startSupervisor({ intervalMs: 60_000 }).tick();
+      const after = await instanceRow();
+      expect(after.pid).not.toBe(pid);
+      expect(await asBerth(['CONFIG', 'GET', 'maxclients'], ['CONFIG', 'GET', 'timeout'])).toEqual([
+        'OK',
+        ['maxclients', '10000'],
+        ['timeout', String(VALKEY_IDLE_TIMEOUT_S)],
+      ]);
+    } finally {
+      await later?.close();
+      await earlier.close();
+      await env.destroy();
+    }
   }, 60_000);
 });

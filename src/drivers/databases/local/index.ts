@@ -284,6 +284,12 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
     logs: (ref, tail) => Promise.resolve(tailLines(ENGINES[ref.engine].logFile(dirOf(ref.id)), tail)),
     instanceDir: dirOf,
     maintenanceUri: (ref, port) => maintenanceUri(dirOf(ref.id), ref.engine, port),
+    outdatedSettings(spec) {
+      const root = dirOf(spec.id);
+      const state = readState(root);
+      if (!state || ENGINES[spec.engine].pidOf(root) === null) return false;
+      return state.settings !== JSON.stringify(limitsOf(spec).settings);
+    },
     restorableBackups: (ref) => restorableBackups(dirOf(ref.id)),
     recoverCopy: (ref, options) => recoverCopy(dirOf(ref.id), options),
     async warmUp() {
