@@ -41,20 +41,61 @@ export interface EngineLimits {
 
 const mib = (n: number): string => `${Math.max(1, Math.floor(n))}MB`;
 
+/**
+ * Connection limits from a node's memory, as UpCloud's managed databases (run by Aiven) size them:
+ * PostgreSQL 25 per GiB (UpCloud reports `max_connections` 100 for its 4 GB plans), between 100 and
+ * 1000; MySQL 75 per GiB under 4 GiB, 100 per GiB from 4 GiB; Valkey/Redis 4 clients per MB, at
+ * least 10,000 (the server lowers it to what its open-files limit allows).
+ */
+export function connectionLimit(engine: DatabaseEngine, memoryMiB: number): number {
+  switch (engine) {
+    case 'pg':
+      return Math.min(1000, Math.max(100, Math.floor((25 * memoryMiB) / 1024)));
+    case 'mysql':
+      return Math.max(10, Math.floor(((memoryMiB < 4096 ? 75 : 100) * memoryMiB) / 1024));
+    case 'valkey':
+      return Math.max(10_000, 4 * memoryMiB);
+  }
+}
+
+/**
+ * How long PostgreSQL waits for a client to finish authenticating. A connection that never answers
+ * the password request holds a connection slot for this long (the default, 60 s, let anyone who can
+ * reach the port hold every slot with a trickle of connections); a real client answers in milliseconds.
+ */
+export const PG_AUTHENTICATION_TIMEOUT_S = 10;
+/** Slots only superusers (Berth's maintenance account) may take once a session is authenticated. */
+export const PG_SUPERUSER_RESERVED_CONNECTIONS = 3;
+/** How long MariaDB waits for a client's handshake (its default, stated: UpCloud's too). */
+export const MYSQL_CONNECT_TIMEOUT_S = 10;
+/** Valkey/Redis closes a connection idle this long: UpCloud's `valkey_timeout`/`redis_timeout` default. */
+export const VALKEY_IDLE_TIMEOUT_S = 300;
+
 export function limitsFor(engine: DatabaseEngine, plan: string): EngineLimits {
   const shape = parsePlan(plan);
   const budget = Math.max(64, Math.floor(shape.memoryMiB / MEMORY_SCALE_DIVISOR));
-  // UpCloud reports max_connections growing with memory; 100 for the small plans.
-  const maxConnections = Math.min(1000, Math.max(100, Math.floor(shape.memoryMiB / 40)));
-  return limitsForBudget(engine, budget, shape.storageMiB, maxConnections);
+  return limitsForBudget(engine, budget, shape.storageMiB, connectionLimit(engine, shape.memoryMiB));
 }
 
 /**
  * An application service's limits (docs/services.md): its `memory` is the budget itself (one
- * application's private instance, not a plan shared out over a host), 100 connections.
+ * application's private instance, not a plan shared out over a host), and the cap its processes run
+ * under. Its connections are those of the plan whose budget that memory is (memory ×
+ * MEMORY_SCALE_DIVISOR), but never more than the memory holds, so that a flood of connections cannot
+ * push the server over its cap: a PostgreSQL backend takes ~1.5 MiB (~0.9 MiB before it has
+ * authenticated), so 3/8 of a connection per MiB keeps them in three quarters of the memory; a
+ * Valkey client up to ~20 KiB of buffers, so 8 per MiB (at least 128).
  */
 export function limitsForMemory(engine: DatabaseEngine, memoryMiB: number, storageMiB = 0): EngineLimits {
-  return limitsForBudget(engine, Math.max(32, Math.floor(memoryMiB)), storageMiB, 100);
+  const budget = Math.max(32, Math.floor(memoryMiB));
+  const planEquivalent = connectionLimit(engine, budget * MEMORY_SCALE_DIVISOR);
+  const connections =
+    engine === 'valkey'
+      ? Math.min(10_000, Math.max(128, 8 * budget))
+      : engine === 'pg'
+        ? Math.min(planEquivalent, Math.max(10, Math.floor((3 * budget) / 8)))
+        : planEquivalent;
+  return limitsForBudget(engine, budget, storageMiB, connections);
 }
 
 function limitsForBudget(
@@ -76,10 +117,15 @@ function limitsForBudget(
           work_mem: mib(Math.max(1, budget / 64)),
           maintenance_work_mem: mib(Math.max(8, budget / 16)),
           max_connections: String(maxConnections),
+          // Reserved slots hold against the owner's sessions; against connections that never
+          // authenticate (they take a slot before the reserved check) only the short timeout helps.
+          superuser_reserved_connections: String(PG_SUPERUSER_RESERVED_CONNECTIONS),
+          authentication_timeout: `${PG_AUTHENTICATION_TIMEOUT_S}s`,
         },
       };
     case 'mysql':
       // InnoDB's buffer pool takes half the budget; the rest is per-connection and server memory.
+      // MariaDB keeps one connection beyond max_connections for CONNECTION ADMIN (Berth's accounts).
       return {
         budgetMiB: budget,
         storageMiB,
@@ -87,6 +133,7 @@ function limitsForBudget(
         settings: {
           'innodb-buffer-pool-size': `${Math.max(16, Math.floor(budget / 2))}M`,
           'max-connections': String(maxConnections),
+          'connect-timeout': String(MYSQL_CONNECT_TIMEOUT_S),
         },
       };
     case 'valkey':
@@ -95,7 +142,14 @@ function limitsForBudget(
         budgetMiB: budget,
         storageMiB: 0,
         maxConnections,
-        settings: { maxmemory: `${Math.floor((budget * 70) / 100)}mb`, 'maxmemory-policy': 'noeviction' },
+        settings: {
+          maxmemory: `${Math.floor((budget * 70) / 100)}mb`,
+          'maxmemory-policy': 'noeviction',
+          maxclients: String(maxConnections),
+          // Idle clients are closed (never replicas, subscribers or clients blocked in BLPOP & co.).
+          timeout: String(VALKEY_IDLE_TIMEOUT_S),
+          'tcp-keepalive': '300',
+        },
       };
   }
 }

@@ -176,6 +176,11 @@ export interface ManagedDatabaseDriver {
    * account, never the admin a team receives. Drivers without one refuse the operations that need it.
    */
   maintenanceUri?(ref: InstanceRef, port: number): string;
+  /**
+   * Whether the running server was started with other engine settings than this Berth writes for
+   * the spec (an earlier Berth's, left running when it was killed): `start` restarts it with these.
+   */
+  outdatedSettings?(spec: InstanceSpec): boolean;
   /** The base backups a copy can be recovered from, oldest first (PostgreSQL). */
   restorableBackups?(ref: InstanceRef): RestorableBackup[];
   /**

@@ -44,6 +44,8 @@ export function startSupervisor(
   const intervalMs = options.intervalMs ?? 1000;
   const backoff = new Map<string, { until: number; delay: number }>();
   const storageCheckedAt = new Map<string, number>();
+  /** Running instances whose settings this supervisor has compared with its Berth's (once each). */
+  const settingsChecked = new Set<string>();
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
   let passing: Promise<void> | undefined;
@@ -60,6 +62,17 @@ export function startSupervisor(
       if (!row || !fresh || fresh.powered === 0 || fresh.applied_plan === null) return;
       const ref = { id: row.uuid, engine: engineOf(row.type) };
       const status = await driver.status(ref);
+      if (status.running && !settingsChecked.has(row.uuid)) {
+        settingsChecked.add(row.uuid);
+        const spec = specOf(row, fresh, fresh.applied_plan);
+        // Left running by an earlier Berth that was killed: restarted with this Berth's settings
+        // (connection limits and timeouts, docs/security.md), like a plan change.
+        if (driver.outdatedSettings?.(spec)) {
+          log.info({ uuid: row.uuid }, 'managed database restarted with the current engine settings');
+          await recordRunning(row, await driver.start(spec));
+          return;
+        }
+      }
       if (status.running) {
         const checked = storageCheckedAt.get(row.uuid) ?? 0;
         if (Date.now() - checked > STORAGE_CHECK_MS || fresh.pid !== status.pid) {

@@ -55,6 +55,11 @@ interface InstanceFile {
   port: number;
   /** The plan whose limits the configuration holds (with a service's own memory: `plan+<MiB>MiB`). */
   plan: string;
+  /**
+   * The engine settings the running server was started with (limitsOf(spec).settings as JSON).
+   * Absent in the files of earlier Berths: such a server is restarted with this Berth's settings.
+   */
+  settings?: string;
 }
 
 /** What a spec's limits are called in the state file: a change restarts the server with new limits. */
@@ -218,15 +223,19 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
     let state = readState(root);
     let pid = engine.pidOf(root);
     const sizing = appliedSizing(spec);
-    if (pid !== null && state && state.plan !== sizing) {
+    const limits = limitsOf(spec);
+    const settings = JSON.stringify(limits.settings);
+    // A new plan, or settings this Berth sets differently (connection limits and timeouts added
+    // since the server was started): the server restarts with the configuration written below.
+    if (pid !== null && state && (state.plan !== sizing || state.settings !== settings)) {
       await terminate(pid, engine.stopSignal);
       pid = null;
     }
     if (pid === null) {
       if (diskBytes !== undefined) await placeOnVolume(image, root, diskBytes);
       const port = await choosePort(spec.port ?? state?.port);
-      await engine.configure(root, spec, port, limitsOf(spec));
-      state = { engine: spec.engine, port, plan: sizing };
+      await engine.configure(root, spec, port, limits);
+      state = { engine: spec.engine, port, plan: sizing, settings };
       fs.writeFileSync(stateFile(root), JSON.stringify(state), { mode: 0o600 });
       // Whatever a previous server left in its memory group goes first.
       if (cgroups) await removeTree(cgroups, groupOf(spec.id));
@@ -275,6 +284,12 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
     logs: (ref, tail) => Promise.resolve(tailLines(ENGINES[ref.engine].logFile(dirOf(ref.id)), tail)),
     instanceDir: dirOf,
     maintenanceUri: (ref, port) => maintenanceUri(dirOf(ref.id), ref.engine, port),
+    outdatedSettings(spec) {
+      const root = dirOf(spec.id);
+      const state = readState(root);
+      if (!state || ENGINES[spec.engine].pidOf(root) === null) return false;
+      return state.settings !== JSON.stringify(limitsOf(spec).settings);
+    },
     restorableBackups: (ref) => restorableBackups(dirOf(ref.id)),
     recoverCopy: (ref, options) => recoverCopy(dirOf(ref.id), options),
     async warmUp() {
