@@ -19,7 +19,9 @@ describe.each(DIALECTS)('apply (%s)', (dialect) => {
   let n = 0;
   let name: string;
   beforeAll(async () => {
-    t = await createTestApp(dialect, { clock });
+    // One team applies dozens of applications here; the team memory quota has its own test
+    // (memory-ceilings.test.ts) and would otherwise depend on how many ran before.
+    t = await createTestApp(dialect, { clock, env: { BERTH_QUOTA_TEAM_MEMORY: '9999999Gi' } });
   });
   afterAll(() => t.close());
   beforeEach(() => {
