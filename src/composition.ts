@@ -120,6 +120,8 @@ export interface ServiceOverrides {
   managedDatabaseDriver?: ManagedDatabaseDriver;
   runtimeDriver?: AppRuntimeDriver;
   tools?: Partial<ToolsOptions>;
+  /** Failed sign-ins per address a minute (tests: each is a 32 MiB scrypt hash). */
+  signInFailuresPerAddress?: number;
 }
 
 /** A value made on first use, then kept. */
@@ -371,6 +373,9 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
       identity: ctx.identity,
       mailer,
       publicUrl: config.publicUrl,
+      ...(overrides.signInFailuresPerAddress
+        ? { signInFailuresPerAddress: overrides.signInFailuresPerAddress }
+        : {}),
     }),
   );
   const schedules = once(() =>

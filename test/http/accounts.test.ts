@@ -3,7 +3,6 @@
 // account and address; team owners create teams, invite by e-mail, change roles and remove members,
 // and a team always keeps an owner. Mail goes to a real SMTP server on loopback.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SIGN_IN_FAILURES_PER_ADDRESS } from '../../src/services/accounts.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
 import { startSmtpSink, type SmtpSink } from '../scheduled-deletion/helpers.js';
@@ -338,14 +337,25 @@ describe.each(DIALECTS)('accounts (%s)', (dialect) => {
   });
 
   it("refuses only failing sign-ins from an address past its limit: others' right passwords pass", async () => {
-    // Earlier tests' failures came from this address too: fail until it is over its limit.
-    let failing = await signIn('nobody0@example.com', 'wrong');
-    for (let i = 1; i <= SIGN_IN_FAILURES_PER_ADDRESS && failing.statusCode === 401; i++)
-      failing = await signIn(`nobody${i}@example.com`, 'wrong');
-    expect(failing.statusCode).toBe(429);
-    expect(Number(failing.headers['retry-after'])).toBeGreaterThan(0);
-    // Every user behind the same proxy address still signs in with their password.
-    expect((await signIn('owner@example.com', PASSWORD)).statusCode).toBe(200);
+    // Its own Berth with a limit of 3, so that the test makes 4 deliberate scrypt hashes, not 31.
+    const limited = await createTestApp(dialect, {
+      team: `limited-${dialect}`,
+      services: { signInFailuresPerAddress: 3 },
+    });
+    try {
+      await limited.ctx.services.accounts.forcePassword(limited.user.user_id, PASSWORD);
+      const signInThere = (email: string, password: string) =>
+        limited.request({ method: 'POST', url: '/api/v1/auth/sign-in', payload: { email, password } });
+      for (let i = 0; i < 3; i++)
+        expect((await signInThere(`nobody${i}@example.com`, 'wrong')).statusCode).toBe(401);
+      const failing = await signInThere('nobody-more@example.com', 'wrong');
+      expect(failing.statusCode).toBe(429);
+      expect(Number(failing.headers['retry-after'])).toBeGreaterThan(0);
+      // Every user behind the same proxy address still signs in with their password.
+      expect((await signInThere('owner@example.com', PASSWORD)).statusCode).toBe(200);
+    } finally {
+      await limited.close();
+    }
   });
 });
 
