@@ -9,6 +9,7 @@ import {
   BUILD_CA_MOUNT,
   prepareBuildNetwork,
   readHostPackageConfig,
+  withoutCredentials,
   type HostPackageConfig,
 } from '../../src/drivers/runtime/local/build-env.js';
 
@@ -145,5 +146,15 @@ describe('the build network', () => {
       npm_config_fetch_retries: '3',
       HTTP_PROXY: 'http://p:1',
     });
+  });
+});
+
+describe('the registry in a log', () => {
+  it('shows no credentials', () => {
+    expect(withoutCredentials('https://user:pass@npm.mirror.example/repo/')).toBe(
+      'https://***:***@npm.mirror.example/repo/',
+    );
+    expect(withoutCredentials('https://registry.npmjs.org/')).toBe('https://registry.npmjs.org/');
+    expect(withoutCredentials('not a url')).toBe('(an invalid URL)');
   });
 });

@@ -134,3 +134,14 @@ export async function prepareBuildNetwork(
   if (extra) env.NODE_EXTRA_CA_CERTS = extra;
   return { registry, env: { ...env, ...options.extra }, binds };
 }
+
+/** A registry URL as a log may show it: credentials in it are the operator's. */
+export function withoutCredentials(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.username || parsed.password) parsed.username = parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return '(an invalid URL)';
+  }
+}

@@ -18,7 +18,7 @@ import {
   type StepContext,
 } from '../driver.js';
 import { extractArchive } from './archive.js';
-import type { BuildNetwork } from './build-env.js';
+import { withoutCredentials, type BuildNetwork } from './build-env.js';
 import { baseEnv, launch, type LaunchContext } from './processes.js';
 import { fetchGitSource, packDirectory, SourceError } from './source.js';
 import { prepareWordPressRelease } from './wordpress.js';
@@ -116,7 +116,7 @@ export async function buildRelease(
     const commands = await buildCommands(app, final);
     if (commands.length === 0) step.log('No build commands');
     else if (await exists(`${final}/package.json`))
-      step.log(`Packages from the npm registry ${deps.network.registry}`);
+      step.log(`Packages from the npm registry ${withoutCredentials(deps.network.registry)}`);
     for (const command of commands) {
       if (step.signal.aborted) throw step.signal.reason;
       step.log(`$ ${command}`);
