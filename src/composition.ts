@@ -176,6 +176,7 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
           deploymentTimeoutMs: runtime.deploymentTimeoutSeconds * 1000,
           drainMs: runtime.drainSeconds * 1000,
           appLimits: { pidsMax: runtime.appPidsMax, cpuCores: runtime.appCpuCores },
+          build: { registry: runtime.buildRegistry, env: runtime.buildEnv },
           onEvent: (event) => {
             ctx.logger.info(
               { app: event.appId, instance: event.instance },

@@ -63,6 +63,10 @@ export interface RuntimeSettings {
   appPidsMax: number;
   /** Most CPU one application uses, in cores (cfs quota); undefined: no cap. */
   appCpuCores: number | undefined;
+  /** The npm registry builds use; undefined: the host's npm's (docs/runtime.md, Builds). */
+  buildRegistry: string | undefined;
+  /** Variables every build command gets on top of Berth's (proxies, mirrors), by name. */
+  buildEnv: Readonly<Record<string, string>>;
 }
 
 /** The drivers Berth has, per family; the first is the default. */
@@ -124,6 +128,8 @@ export interface ConfigOverrides {
   runtimesDir?: string;
   appPidsMax?: string;
   appCpuCores?: string;
+  buildRegistry?: string;
+  buildEnv?: string;
 }
 
 /** Environment variable behind each setting; `berth serve --<flag>` overrides it. */
@@ -310,7 +316,21 @@ export const CONFIG_VARIABLES: Record<keyof ConfigOverrides, { env: string; flag
     flag: 'app-cpu-cores',
     doc: 'most CPU one application uses, in cores such as 1.5; 0: no cap (default: the cores less one, at least 1)',
   },
+  buildRegistry: {
+    env: 'BERTH_BUILD_REGISTRY',
+    flag: 'build-registry',
+    doc: "npm registry (or mirror) builds install from (default: the host's npm registry)",
+  },
+  buildEnv: {
+    env: 'BERTH_BUILD_ENV',
+    flag: 'build-env',
+    doc: 'variables for every build command, NAME=value separated by spaces, such as HTTPS_PROXY=http://proxy:3128',
+  },
 };
+
+/** Names BERTH_BUILD_ENV may set: upper case, and none Berth sets itself for the sandbox. */
+const BUILD_ENV_NAME = /^[A-Z_][A-Z0-9_]*$/;
+const BUILD_ENV_RESERVED = ['PATH', 'HOME', 'BERTH_APP_NAME'];
 
 const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
@@ -434,6 +454,23 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     return n === 0 ? undefined : n;
   };
 
+  /** `NAME=value NAME2=value2` (values hold no spaces: proxies, URLs, NO_PROXY lists). */
+  const buildEnv = (): Record<string, string> => {
+    const env: Record<string, string> = {};
+    const bad: string[] = [];
+    for (const entry of (raw('buildEnv') ?? '').split(/\s+/).filter(Boolean)) {
+      const at = entry.indexOf('=');
+      const name = at > 0 ? entry.slice(0, at) : entry;
+      if (at <= 0 || !BUILD_ENV_NAME.test(name) || BUILD_ENV_RESERVED.includes(name)) bad.push(entry);
+      else env[name] = entry.slice(at + 1);
+    }
+    if (bad.length > 0)
+      problems.push(
+        `BERTH_BUILD_ENV must be NAME=value entries separated by spaces, names matching [A-Z_][A-Z0-9_]* other than ${BUILD_ENV_RESERVED.join(', ')}, got '${bad.join("', '")}'`,
+      );
+    return env;
+  };
+
   const edgeProxyChoice = (): 'node' | 'haproxy' => {
     const value = raw('edgeProxy') ?? 'haproxy';
     if (value === 'node' || value === 'haproxy') return value;
@@ -486,10 +523,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
       appPidsMax: integer('appPidsMax', 512, 16, 4_194_304),
       // One core is left to Berth, its databases and the other applications whatever one does.
       appCpuCores: cores('appCpuCores', Math.max(1, os.availableParallelism() - 1)),
+      buildRegistry: raw('buildRegistry')?.replace(/\/*$/, '/'),
+      buildEnv: Object.freeze(buildEnv()),
     }),
   };
   if (!isHttpUrl(config.runtime.gitBaseUrl))
     problems.push(`BERTH_GIT_BASE_URL must be an http(s) URL, got '${config.runtime.gitBaseUrl}'`);
+  const registry = config.runtime.buildRegistry;
+  if (registry !== undefined && !isHttpUrl(registry))
+    problems.push(`BERTH_BUILD_REGISTRY must be an http(s) URL, got '${registry}'`);
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze(config);
 }

@@ -82,4 +82,31 @@ describe('config', () => {
       "BERTH_APP_CPU_CORES must be a number of cores from 0 to 4096 such as 1.5, got '-1'",
     );
   });
+
+  it("takes the builds' registry and variables from BERTH_BUILD_REGISTRY and BERTH_BUILD_ENV", () => {
+    const defaults = loadConfig({}).runtime;
+    expect(defaults.buildRegistry).toBeUndefined();
+    expect(defaults.buildEnv).toEqual({});
+    const set = loadConfig({
+      BERTH_BUILD_REGISTRY: 'https://npm.mirror.example/repo',
+      BERTH_BUILD_ENV: ' HTTPS_PROXY=http://proxy:3128  NO_PROXY=localhost,.internal\nEMPTY=',
+    }).runtime;
+    expect(set.buildRegistry).toBe('https://npm.mirror.example/repo/');
+    expect(set.buildEnv).toEqual({
+      HTTPS_PROXY: 'http://proxy:3128',
+      NO_PROXY: 'localhost,.internal',
+      EMPTY: '',
+    });
+    expect(loadConfig({}, { buildEnv: 'A=1' }).runtime.buildEnv).toEqual({ A: '1' });
+    let error: unknown;
+    try {
+      loadConfig({ BERTH_BUILD_REGISTRY: 'ftp://mirror', BERTH_BUILD_ENV: 'ok=1 PATH=/x NOVALUE A=1' });
+    } catch (e) {
+      error = e;
+    }
+    expect((error as ConfigError).problems).toEqual([
+      "BERTH_BUILD_ENV must be NAME=value entries separated by spaces, names matching [A-Z_][A-Z0-9_]* other than PATH, HOME, BERTH_APP_NAME, got 'ok=1', 'PATH=/x', 'NOVALUE'",
+      "BERTH_BUILD_REGISTRY must be an http(s) URL, got 'ftp://mirror/'",
+    ]);
+  });
 });

@@ -3,6 +3,12 @@
 // as the application's user, without secrets or services, under their own memory cap. The release is
 // written beside its final name and renamed at the end, so a failed or cancelled build leaves nothing
 // that a rollback could pick up.
+//
+// Like Heroku and Render, the build installs devDependencies (compilers, bundlers: `tsc`, `vite`): its
+// environment has no NODE_ENV=production, so npm, yarn and pnpm install everything, and the build
+// reaches the registry with the host's registry, CA files and proxies (build-env.ts). After the
+// commands, a tree npm installed is pruned of its devDependencies (`npm prune --omit=dev`) so the
+// release runs (with NODE_ENV=production) on what `dependencies` names.
 import fs from 'node:fs/promises';
 import {
   PermanentDriverError,
@@ -12,6 +18,7 @@ import {
   type StepContext,
 } from '../driver.js';
 import { extractArchive } from './archive.js';
+import { withoutCredentials, type BuildNetwork } from './build-env.js';
 import { baseEnv, launch, type LaunchContext } from './processes.js';
 import { fetchGitSource, packDirectory, SourceError } from './source.js';
 import { prepareWordPressRelease } from './wordpress.js';
@@ -28,6 +35,8 @@ export interface BuildDeps {
   guard: AddressGuard;
   allowFileUrls: boolean;
   timeoutMs: number;
+  /** The registry, CA files and proxies of builds. */
+  network: BuildNetwork;
 }
 
 /** The build commands: the document's, or for a nodejs app without any, installing its dependencies. */
@@ -106,10 +115,20 @@ export async function buildRelease(
     await fs.rename(work, final);
     const commands = await buildCommands(app, final);
     if (commands.length === 0) step.log('No build commands');
+    else if (await exists(`${final}/package.json`))
+      step.log(`Packages from the npm registry ${withoutCredentials(deps.network.registry)}`);
     for (const command of commands) {
       if (step.signal.aborted) throw step.signal.reason;
       step.log(`$ ${command}`);
-      await runBuildCommand(app, release, command, step, context);
+      await runBuildCommand(app, release, command, step, context, deps.network);
+    }
+    // npm's hidden lockfile: the tree is npm's (yarn and pnpm prune with their own commands).
+    if (commands.length > 0 && (await exists(`${final}/node_modules/.package-lock.json`))) {
+      if (step.signal.aborted) throw step.signal.reason;
+      step.log(`$ ${PRUNE_COMMAND}  (devDependencies out of the release)`);
+      await runBuildCommand(app, release, PRUNE_COMMAND, step, context, deps.network, {
+        NODE_ENV: 'production',
+      });
     }
   } catch (error) {
     await fs.rm(final, { recursive: true, force: true });
@@ -118,21 +137,33 @@ export async function buildRelease(
   return result;
 }
 
+const PRUNE_COMMAND = 'npm prune --omit=dev --no-audit --no-fund';
+
+const exists = (file: string) =>
+  fs.access(file).then(
+    () => true,
+    () => false,
+  );
+
 async function runBuildCommand(
   app: AppSpec,
   release: string,
   command: string,
   step: StepContext,
   context: LaunchContext,
+  network: BuildNetwork,
+  more: Record<string, string> = {},
 ): Promise<void> {
   const memoryBytes = Math.max(BUILD_MEMORY_MIN, app.memoryBytes);
   const launched = await launch(app, context, {
     instance: `build-${release}`,
     release,
     command: ['/bin/sh', '-c', command],
-    env: { ...baseEnv(app), CI: 'true', NODE_ENV: 'production', npm_config_update_notifier: 'false' },
+    // No NODE_ENV: package managers install devDependencies, which builds need.
+    env: { ...baseEnv(app), CI: 'true', npm_config_update_notifier: 'false', ...network.env, ...more },
     memoryBytes,
     withVolumes: false,
+    readOnlyBinds: network.binds,
   });
   const { process } = launched;
   const out = AppLogs.splitter((line) => step.log(line));

@@ -20,6 +20,7 @@ import {
 import type { AddressGuard } from '../../net/guard.js';
 import { ArchiveError, checkArchive } from './archive.js';
 import { ARCHIVE_MAX_BYTES, ARCHIVE_MAX_ENTRIES, buildRelease } from './build.js';
+import { prepareBuildNetwork, readHostPackageConfig, type BuildNetwork } from './build-env.js';
 import { detectCgroups, removeTree } from '../../os/cgroups.js';
 import { startEdgeProxy, type EdgeProxy, type Upstream } from './edge.js';
 import { appLayout, type AppLayout } from './layout.js';
@@ -56,6 +57,8 @@ export interface LocalRuntimeOptions {
   drainMs: number;
   /** What all of one application's processes share (config.runtime.appPidsMax, appCpuCores). */
   appLimits: { pidsMax: number; cpuCores: number | undefined };
+  /** BERTH_BUILD_REGISTRY (undefined: the host npm's) and BERTH_BUILD_ENV. */
+  build?: { registry: string | undefined; env: Readonly<Record<string, string>> };
   onEvent(event: RuntimeEvent): void;
   log: { warn(obj: object, msg: string): void };
 }
@@ -100,6 +103,20 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
   const secured = new Set<number>();
   let edge: EdgeProxy | undefined;
   let capabilities: RuntimeCapabilities | undefined;
+  /** Read from the host once, at the first build (npm takes a moment to answer). */
+  let buildNetwork: Promise<BuildNetwork> | undefined;
+  const network = () => {
+    buildNetwork ??= readHostPackageConfig().then((host) =>
+      prepareBuildNetwork(host, {
+        registry: options.build?.registry,
+        extra: options.build?.env ?? {},
+        caDir: `${options.dataDir}/build-ca`,
+      }),
+    );
+    // A failure (the data dir unwritable) is tried again at the next build.
+    buildNetwork.catch(() => (buildNetwork = undefined));
+    return buildNetwork;
+  };
 
   /** The application's directory and OS account, made when missing. */
   async function appFiles(appId: number) {
@@ -356,6 +373,7 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
         guard: options.guard,
         allowFileUrls: options.allowFileUrls,
         timeoutMs: options.deploymentTimeoutMs,
+        network: await network(),
       });
     },
 

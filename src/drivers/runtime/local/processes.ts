@@ -48,6 +48,8 @@ export interface LaunchOptions {
   withVolumes: boolean;
   /** A host directory bound writable at RUN_MOUNT. */
   runDir?: string;
+  /** More read-only binds (a build's CA files). */
+  readOnlyBinds?: ReadonlyArray<{ source: string; target: string }>;
 }
 
 export interface Launched {
@@ -156,6 +158,7 @@ export async function launch(
   ];
   if (context.nodeDir) binds.push({ source: context.nodeDir, target: NODE_MOUNT, writable: false });
   if (options.runDir) binds.push({ source: options.runDir, target: RUN_MOUNT, writable: true });
+  for (const bind of options.readOnlyBinds ?? []) binds.push({ ...bind, writable: false });
   if (options.withVolumes) {
     for (const volume of app.volumes) {
       const { source } = await ensureVolume(context, volume);
