@@ -3,9 +3,10 @@
 // any secret); the value is put in at each release from the service's connection, so it is never
 // stored. docs/services.md ("Referencing a service's values") says the same in prose. Pure: no I/O.
 import { connectionUrl, type ServiceConnection } from './app-services.js';
+import type { ContainerServiceType, ServiceType } from './infrastructure/document.js';
 
 /** The fields a reference may name, by the service's type (a service's or a container service's). */
-export const REFERENCE_FIELDS: Readonly<Record<string, readonly string[]>> = {
+export const REFERENCE_FIELDS: Readonly<Record<ServiceType | ContainerServiceType, readonly string[]>> = {
   mysql: ['host', 'port', 'user', 'password', 'database', 'url'],
   postgresql: ['host', 'port', 'user', 'password', 'database', 'url'],
   redis: ['host', 'port', 'user', 'password', 'url'],
@@ -19,6 +20,10 @@ export const REFERENCE_FIELDS: Readonly<Record<string, readonly string[]>> = {
   meilisearch: ['host', 'port'],
   worker: [],
 };
+
+/** The fields of a type; none for a type this version does not know. */
+const fieldsOf = (type: string): readonly string[] =>
+  (REFERENCE_FIELDS as Readonly<Record<string, readonly string[]>>)[type] ?? [];
 
 /**
  * `${services.<name>.<field>}`, or its escape `$${services.` (the literal text `${services.`). Any
@@ -93,7 +98,7 @@ export function referenceProblems(value: string, services: ReadonlyMap<string, s
       );
       continue;
     }
-    const fields = REFERENCE_FIELDS[type] ?? [];
+    const fields = fieldsOf(type);
     if (!fields.includes(part.field)) {
       problems.push(
         `\${services.${part.service}.${part.field}}: service '${part.service}' (${type}) ${
@@ -149,7 +154,7 @@ export function resolveReferences(
       continue;
     }
     const connection = connections.find((c) => c.name === part.service);
-    const given = connection && (REFERENCE_FIELDS[connection.type] ?? []).includes(part.field);
+    const given = connection && fieldsOf(connection.type).includes(part.field);
     const resolved = given ? fieldOf(connection, part.field) : undefined;
     if (resolved === undefined) return undefined;
     out += resolved;
