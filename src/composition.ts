@@ -193,7 +193,9 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
       }
     }
   });
-  const resources = once(() => createInfrastructureQueries({ db: ctx.db, identity: ctx.identity }));
+  const resources = once(() =>
+    createInfrastructureQueries({ db: ctx.db, identity: ctx.identity, secretBox: ctx.secretBox }),
+  );
   /** What runs the service types that are not database engines (docs/services.md). */
   const serviceRunners = once((): ServiceRunner[] => [
     createSftpRunner({ dataDir: config.dataDir, logger: ctx.logger }),
@@ -243,7 +245,7 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
       db: ctx.db,
       secretBox: ctx.secretBox,
       runtime: config.runtime,
-      serviceEnvironment: (appId, type) => appServices().environment(appId, type),
+      serviceConnections: (appId) => appServices().connections(appId),
     }),
   );
   const deployments = once(() =>

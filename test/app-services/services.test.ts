@@ -180,7 +180,16 @@ describe.each(DIALECTS)('application services (%s)', (dialect) => {
   });
 
   it('runs the services before the release, and the application reads and writes through each with only the injected environment', async () => {
-    const applied = await applyYaml(h.t, document('shop', repositoryUrl, SHOP_SERVICES));
+    // Secrets may reference what a service gives (docs/services.md): resolved at each release.
+    const references = [
+      { key: 'PG_HOST', value: '${services.db.host}' },
+      { key: 'PG_PASSWORD', value: '${services.db.password}' },
+      {
+        key: 'PG_COMPOSED',
+        value: '${services.db.user}@${services.db.host}:${services.db.port}/${services.db.database}',
+      },
+    ];
+    const applied = await applyYaml(h.t, document('shop', repositoryUrl, SHOP_SERVICES, references));
     shopId = applied.application_id;
     const deployment = await waitForDeployment(h.t, shopId, applied.deployment_id!, 90_000);
     expect(deployment.error).toBeNull();
@@ -218,6 +227,24 @@ describe.each(DIALECTS)('application services (%s)', (dialect) => {
     );
     expect(exec.exit_code).toBe(0);
     expect(exec.output.trim()).toBe(`127.0.0.1:${dbUrl.port}/shop`);
+    // The secrets' service references reached the process resolved; the store keeps only their text.
+    const resolved = data<{ exit_code: number; output: string }>(
+      await api('POST', `/api/v1/applications/${shopId}/exec`, {
+        command: 'printenv PG_HOST PG_PASSWORD PG_COMPOSED',
+      }),
+    );
+    expect(resolved.output.trim().split('\n')).toEqual([
+      '127.0.0.1',
+      decodeURIComponent(dbUrl.password),
+      `app@127.0.0.1:${dbUrl.port}/shop`,
+    ]);
+    const secretRows = await h.t.ctx.db
+      .selectFrom('secrets')
+      .selectAll()
+      .where('application_id', '=', shopId)
+      .execute();
+    expect(secretRows.map((r) => r.key)).toEqual(expect.arrayContaining(['PG_PASSWORD']));
+    expect(JSON.stringify(secretRows)).not.toContain(decodeURIComponent(dbUrl.password));
 
     // The service's memory sizes the engine: 128Mi gives PostgreSQL 32MB of shared buffers.
     const client = new pg.Client({ connectionString: injected.DATABASE_URL });

@@ -1,7 +1,9 @@
 // Stored state → an Infrastructure document that apply accepts (export rules 1-4). Credentials
-// never appear: each is replaced by its placeholder, which apply reads as "keep / regenerate".
+// never appear: each is replaced by its placeholder, which apply reads as "keep / regenerate". A
+// secret made only of service references (docs/services.md) is shown as written: it holds none.
 import { stringify } from 'yaml';
 import { effectiveHealthCheckPath } from '../health-checks.js';
+import { isOnlyReferences } from '../service-references.js';
 import {
   dbPasswordPlaceholder,
   secretPlaceholder,
@@ -28,7 +30,8 @@ export interface ApplicationExportInput {
   team: TeamRef;
   application: ApplicationState;
   domains: string[];
-  secretKeys: string[];
+  /** The secrets with their values opened: only a value made of service references is shown. */
+  secrets: Array<{ key: string; value: string }>;
   volumes: VolumeState[];
   services: Array<ServiceState & { hasPassword: boolean }>;
   containerServices: ContainerServiceState[];
@@ -74,8 +77,13 @@ function applicationBlock(app: ApplicationState): Obj {
 export function applicationDocument(input: ApplicationExportInput): Obj {
   const spec: Obj = { application: applicationBlock(input.application) };
   if (input.domains.length > 0) spec.domains = input.domains.map((domain) => ({ domain }));
-  if (input.secretKeys.length > 0) {
-    spec.secrets = input.secretKeys.map((key) => ({ key, value: secretPlaceholder(key) }));
+  if (input.secrets.length > 0) {
+    // A reference names where a value comes from, not the value: it is written as it is. Any other
+    // value (literal text beside a reference included) may be a credential: its placeholder.
+    spec.secrets = input.secrets.map(({ key, value }) => ({
+      key,
+      value: isOnlyReferences(value) ? value : secretPlaceholder(key),
+    }));
   }
   if (input.volumes.length > 0) {
     spec.volumes = input.volumes.map((v) => ({

@@ -107,7 +107,11 @@ export function infrastructureJsonSchema(): Record<string, unknown> {
             items: closed(
               {
                 key: { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_]*$' },
-                value: { type: ['string', 'number', 'boolean'] },
+                value: {
+                  type: ['string', 'number', 'boolean'],
+                  description:
+                    'The value; ${services.<name>.<field>} is put in from the service at each release (docs/services.md)',
+                },
               },
               ['key', 'value'],
             ),

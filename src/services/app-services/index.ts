@@ -12,7 +12,6 @@ import type { SecretBox } from '../../crypto/secret-box.js';
 import type { Database } from '../../db/schema/index.js';
 import type { ApplicationRow } from '../../db/repositories/infrastructure.js';
 import {
-  connectionEnvironment,
   connectionFormats,
   DEFAULT_SERVICE_DATABASE,
   DEFAULT_SERVICE_MEMORY_MI,
@@ -29,7 +28,6 @@ import {
   type ServiceSizing,
   type ServiceState,
 } from '../../domain/app-services.js';
-import type { ApplicationType } from '../../domain/applications.js';
 import { iso, type Clock, type IdGenerator } from '../../domain/clock.js';
 import { memoryBytes } from '../../domain/deployments.js';
 import { AppError } from '../../domain/errors.js';
@@ -527,12 +525,12 @@ export function createAppServicesService(deps: AppServicesDeps) {
 
     ensureApplication,
 
-    /** The connection environment the application's processes get (its own secrets win over it). */
-    async environment(appId: number, appType: ApplicationType): Promise<Record<string, string>> {
-      return connectionEnvironment(
-        appType,
-        (await connections(appId)).map((c) => c.connection),
-      );
+    /**
+     * Where and as whom the application reaches each of its services: its connection environment and
+     * its secrets' service references are made from these (the application's own secrets win).
+     */
+    async connections(appId: number): Promise<ServiceConnection[]> {
+      return (await connections(appId)).map((c) => c.connection);
     },
 
     async list(userId: number, appId: number): Promise<ServiceView[]> {

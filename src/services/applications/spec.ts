@@ -11,16 +11,18 @@ import {
   type ApplicationRow,
 } from '../../db/repositories/infrastructure.js';
 import type { Database } from '../../db/schema/index.js';
+import { connectionEnvironment, type ServiceConnection } from '../../domain/app-services.js';
 import { DEFAULT_MEMORY_MI, defaultHostname, memoryBytes } from '../../domain/deployments.js';
 import { effectiveHealthCheckPath } from '../../domain/health-checks.js';
+import { hasReferences, resolveReferences } from '../../domain/service-references.js';
 import type { AppSpec, SourceSpec } from '../../drivers/runtime/driver.js';
 
 export interface SpecDeps {
   db: Kysely<Database>;
   secretBox: SecretBox;
   runtime: Readonly<RuntimeSettings>;
-  /** The connection environment of the application's services (docs/services.md); none without it. */
-  serviceEnvironment?: (appId: number, type: ApplicationRow['type']) => Promise<Record<string, string>>;
+  /** The connections of the application's running services (docs/services.md); none without it. */
+  serviceConnections?: (appId: number) => Promise<ServiceConnection[]>;
 }
 
 export function createSpecBuilder(deps: SpecDeps) {
@@ -51,14 +53,21 @@ export function createSpecBuilder(deps: SpecDeps) {
 
     async build(row: ApplicationRow): Promise<AppSpec> {
       const app = applicationState(row);
-      const [children, secrets, injected] = await Promise.all([
+      const [children, secrets, connections] = await Promise.all([
         infrastructure.applicationChildren(row.id),
         deployments.sealedSecrets(row.id),
-        deps.serviceEnvironment?.(row.id, row.type) ?? {},
+        deps.serviceConnections?.(row.id) ?? [],
       ]);
       // The services' connection names first: a secret of the same key wins.
-      const env: Record<string, string> = { ...injected };
-      for (const secret of secrets) env[secret.key] = deps.secretBox.decrypt(secret.value_encrypted);
+      const env: Record<string, string> = connectionEnvironment(row.type, connections);
+      for (const secret of secrets) {
+        const value = deps.secretBox.decrypt(secret.value_encrypted);
+        // A service reference is put in now, from the running service; it is never stored resolved.
+        // One whose service has no place to connect to yet is left out, as the service's own names.
+        const resolved = hasReferences(value) ? resolveReferences(value, connections) : value;
+        if (resolved === undefined) delete env[secret.key];
+        else env[secret.key] = resolved;
+      }
       return {
         id: row.id,
         name: row.name,

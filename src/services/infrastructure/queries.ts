@@ -1,6 +1,8 @@
 // Reading what apply stored: applications, deployments, team resources, and the YAML exports.
 // Every read checks membership of the owning team (404 when missing, 403 when not a member).
 import type { Kysely } from 'kysely';
+import type { SecretBox } from '../../crypto/secret-box.js';
+import { createDeploymentRepository } from '../../db/repositories/deployments.js';
 import {
   applicationState,
   createInfrastructureRepository,
@@ -20,6 +22,8 @@ import { deploymentView } from '../applications/views.js';
 export interface QueryDeps {
   db: Kysely<Database>;
   identity: Pick<IdentityService, 'requireTeam' | 'teamsOfUser'>;
+  /** Opens secrets for export, which shows a secret made of service references as written. */
+  secretBox: SecretBox;
 }
 
 function healthCheck(row: ApplicationRow) {
@@ -93,6 +97,7 @@ export function objectStorageView(row: ObjectStorageRow) {
 
 export function createInfrastructureQueries(deps: QueryDeps) {
   const repo = createInfrastructureRepository(deps.db);
+  const deployments = createDeploymentRepository(deps.db);
 
   async function requireApplication(userId: number, id: number) {
     const row = await repo.findApplication(id);
@@ -172,7 +177,10 @@ export function createInfrastructureQueries(deps: QueryDeps) {
           team: { id: team.id, name: team.name },
           application: applicationState(row),
           domains: children.domains,
-          secretKeys: children.secrets.map((s) => s.key),
+          secrets: (await deployments.sealedSecrets(id)).map((s) => ({
+            key: s.key,
+            value: deps.secretBox.decrypt(s.value_encrypted),
+          })),
           volumes: children.volumes,
           services: children.services.map((s) => ({ ...s, hasPassword: s.secret_settings_hash !== null })),
           containerServices: children.containerServices,

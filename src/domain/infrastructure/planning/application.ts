@@ -1,6 +1,7 @@
 // Planning the application and what belongs to it: its row, domains, secrets, volumes, services and
 // container services (only when the document touches the application).
 import { UNAVAILABLE_SERVICE_TYPES, volumeGiB } from '../../app-services.js';
+import { hasReferences, referenceProblems } from '../../service-references.js';
 import { secretPlaceholder, servicePasswordPlaceholder } from '../document.js';
 import {
   DEPLOYED_FIELDS,
@@ -124,10 +125,31 @@ export function planDomains(p: Plan): void {
   });
 }
 
-/** Secrets compared by keyed hash; an export placeholder keeps the stored value. */
+/** The application's services by name with their type: the stored ones and the document's. */
+function serviceTypes(p: Plan): Map<string, string> {
+  const { doc, state } = p;
+  return new Map<string, string>([
+    ...[...state.services.values(), ...state.containerServices.values()].map(
+      (s) => [s.name, s.type] as [string, string],
+    ),
+    ...[...doc.services, ...doc.containerServices].map((s) => [s.name, s.type] as [string, string]),
+  ]);
+}
+
+/**
+ * Secrets compared by keyed hash; an export placeholder keeps the stored value. A value's service
+ * references must name a service of the application (stored or in the document) and a field it gives.
+ */
 export function planSecrets(p: Plan): void {
   const { doc, state, fail, ops, lines, structured } = p;
+  const services = serviceTypes(p);
   doc.secrets.forEach((secret, index) => {
+    if (secret.value !== null && hasReferences(secret.value)) {
+      const problems = referenceProblems(secret.value, services);
+      for (const problem of problems)
+        fail(`spec.secrets.${index}.value`, `Secret #${index} ('${secret.key}'): ${problem}`);
+      if (problems.length > 0) return;
+    }
     const stored = state.secrets.get(secret.key);
     const subject = `Secret '${secret.key}'`;
     if (secret.value === null) {
