@@ -3,6 +3,7 @@ import { secureDataDir } from './config/data-dir.js';
 import path from 'node:path';
 import type { Kysely } from 'kysely';
 import { pino, type Logger } from 'pino';
+import { prettyDestination } from './log-format.js';
 import type { Config } from './config/index.js';
 import { randomIds, systemClock, type Clock, type IdGenerator } from './domain/clock.js';
 import { openStore, type Store } from './db/connect.js';
@@ -41,15 +42,18 @@ export interface ContextOverrides {
   services?: ServiceOverrides;
 }
 
-export function createLogger(config: Config): Logger {
-  return pino({
+export function createLogger(config: Config, stdoutIsTerminal = process.stdout.isTTY === true): Logger {
+  const options = {
     level: config.logLevel,
     // Credentials never reach the log, whatever a caller passes in.
     redact: {
       paths: ['req.headers.authorization', 'headers.authorization', '*.password', '*.token', '*.secret'],
       censor: '[redacted]',
     },
-  });
+  };
+  // Readable lines for a person at a terminal; JSON lines for a pipe, a file or a log collector.
+  const pretty = (config.logFormat ?? (stdoutIsTerminal ? 'pretty' : 'json')) === 'pretty';
+  return pretty ? pino(options, prettyDestination()) : pino(options);
 }
 
 export async function createContext(config: Config, overrides: ContextOverrides = {}): Promise<AppContext> {
@@ -64,9 +68,15 @@ export async function createContext(config: Config, overrides: ContextOverrides 
   const clock = overrides.clock ?? systemClock;
   const ids = overrides.ids ?? randomIds;
   const logger = overrides.logger ?? createLogger(config);
-  for (const change of modeChanges) logger.warn(change, 'data dir: permissions tightened');
-  // The store's files, created just now with the process umask: the owner's alone too.
-  for (const change of secureDataDir(config.dataDir)) logger.info(change, 'data dir: new file restricted');
+  // One line for what a person must know (modes someone left open), the detail of each file at debug.
+  if (modeChanges.length > 0)
+    logger.warn(
+      { paths: modeChanges.map((change) => change.path) },
+      `data dir: permissions tightened on ${modeChanges.length} ${modeChanges.length === 1 ? 'entry' : 'entries'} (group and others had access)`,
+    );
+  for (const change of modeChanges) logger.debug(change, 'data dir: permissions tightened');
+  // The store's files, created just now with the process umask: the owner's alone too (routine, so debug).
+  for (const change of secureDataDir(config.dataDir)) logger.debug(change, 'data dir: new file restricted');
   const secretBox = createSecretBox(
     overrides.masterKey ?? loadOrCreateMasterKey(config.dataDir, config.secretKey),
   );

@@ -16,6 +16,8 @@ export interface Config {
   readonly publicUrl: string;
   readonly smtpUrl: string | undefined;
   readonly logLevel: LogLevel;
+  /** How log records are written; undefined: readable lines on a terminal, JSON lines otherwise. */
+  readonly logFormat: 'pretty' | 'json' | undefined;
   /** Requests per minute per credential; 0 disables. */
   readonly rateLimitPerMinute: number;
   /** Largest request body accepted, in bytes. */
@@ -98,6 +100,7 @@ export interface ConfigOverrides {
   publicUrl?: string;
   smtpUrl?: string;
   logLevel?: string;
+  logFormat?: string;
   rateLimitPerMinute?: string;
   bodyLimitBytes?: string;
   toolsAllowPrivate?: string;
@@ -165,6 +168,11 @@ export const CONFIG_VARIABLES: Record<keyof ConfigOverrides, { env: string; flag
     env: 'BERTH_LOG_LEVEL',
     flag: 'log-level',
     doc: 'fatal|error|warn|info|debug|trace|silent (default info)',
+  },
+  logFormat: {
+    env: 'BERTH_LOG_FORMAT',
+    flag: 'log-format',
+    doc: 'pretty|json (default: pretty when stdout is a terminal, json otherwise)',
   },
   rateLimitPerMinute: {
     env: 'BERTH_RATE_LIMIT_PER_MINUTE',
@@ -432,6 +440,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
   const logLevel = LOG_LEVELS.find((level) => level === logLevelRaw);
   if (logLevel === undefined) problems.push(`BERTH_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`);
 
+  const logFormat = raw('logFormat');
+  if (logFormat !== undefined && logFormat !== 'pretty' && logFormat !== 'json')
+    problems.push(`BERTH_LOG_FORMAT must be one of pretty, json, got '${logFormat}'`);
+
   const driver = <F extends keyof typeof DRIVERS>(family: F, key: keyof ConfigOverrides): DriverChoice[F] => {
     const offered: readonly string[] = DRIVERS[family];
     const value = raw(key) ?? offered[0]!;
@@ -487,6 +499,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     publicUrl: publicUrl.replace(/\/+$/, ''),
     smtpUrl,
     logLevel: logLevel ?? 'info',
+    logFormat: logFormat === 'pretty' || logFormat === 'json' ? logFormat : undefined,
     rateLimitPerMinute: integer('rateLimitPerMinute', 60, 0, 1_000_000_000),
     bodyLimitBytes: integer('bodyLimitBytes', 30 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
     toolsAllowPrivate: list('toolsAllowPrivate'),

@@ -30,6 +30,12 @@ declare module 'fastify' {
      * service checks the role with requireRole (src/domain/roles.ts) once it has read the team.
      */
     teamIn?: 'body';
+    /**
+     * The route also answers a caller who is signed out (no Authorization header, and no session cookie
+     * or one whose session ended) with no principal: the dashboard's session probe, whose first load
+     * must not fail. A presented Authorization header is checked as everywhere.
+     */
+    signedOut?: 'answer';
     /** Media types the route can answer with (406 when Accept allows none). Default: application/json. */
     produces?: string[];
     /**

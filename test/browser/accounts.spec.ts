@@ -2,6 +2,30 @@
 // refusal of another team's pages: through the panel, in the system Chromium, against a real Berth.
 import { expect, mailsTo, signIn, test, type BrowserBerth } from './fixtures.js';
 
+test('logs nothing on a first load signed out, nor after a session ended (issue 26, item 7)', async ({
+  page,
+  berth,
+}) => {
+  // Every console message, 4xx answers included (the fixture lets those through for the specs that
+  // provoke one): a first visit must not look broken in the developer tools.
+  const logged: string[] = [];
+  page.on('console', (message) => {
+    if (message.type() === 'error' || message.type() === 'warning') logged.push(message.text());
+  });
+  await page.goto(`${berth.url}/`);
+  await expect(page.getByRole('heading', { name: 'Sign in to Berth' })).toBeVisible();
+  expect(logged).toEqual([]);
+  // A cookie whose session ended, as a browser keeps it: the same quiet sign-in page, and it is dropped.
+  const host = new URL(berth.url).hostname;
+  await page
+    .context()
+    .addCookies([{ name: 'berth_session', value: 'x'.repeat(43), domain: host, path: '/' }]);
+  await page.reload();
+  await expect(page.getByRole('heading', { name: 'Sign in to Berth' })).toBeVisible();
+  expect(logged).toEqual([]);
+  expect((await page.context().cookies()).map((c) => c.name)).not.toContain('berth_session');
+});
+
 test('signs in with a password and out again', async ({ page, berth }) => {
   await page.goto(`${berth.url}/apps`);
   await expect(page.getByRole('heading', { name: 'Sign in to Berth' })).toBeVisible();

@@ -76,6 +76,34 @@ describe.each(DIALECTS)('accounts (%s)', (dialect) => {
     expect((await t.request({ url: '/api/v1/auth/session', headers: t.auth.platform })).statusCode).toBe(404);
   });
 
+  it('answers the session probe signed out with 200 and null, never anything of a session (issue 26, item 7)', async () => {
+    const probe = (headers: Record<string, string> = {}) =>
+      t.request({ url: '/api/v1/auth/session', headers });
+    // No cookie at all: what every first load of the dashboard asks.
+    const anonymous = await probe();
+    expect(anonymous.statusCode).toBe(200);
+    expect(anonymous.json()).toEqual({ data: null });
+    expect(anonymous.headers['cache-control']).toBe('no-store');
+    expect(anonymous.headers['set-cookie']).toBeUndefined();
+    // A cookie whose session ended (signed out), or one that never was: null, and the cookie is cleared.
+    const browser = browserOf(await signIn('owner@example.com', PASSWORD));
+    expect((await probe(as(browser, false))).json()).toMatchObject({
+      data: { csrf_token: browser.csrf, session: { id: browser.sessionId } },
+    });
+    await t.request({ method: 'POST', url: '/api/v1/auth/sign-out', headers: as(browser) });
+    for (const cookie of [browser.cookie, `berth_session=${'x'.repeat(43)}`]) {
+      const ended = await probe({ cookie });
+      expect(ended.statusCode).toBe(200);
+      expect(ended.json()).toEqual({ data: null });
+      expect(String(ended.headers['set-cookie'])).toMatch(/^berth_session=; .*Max-Age=0/);
+    }
+    // Signed out is only for the cookie: a presented token is checked as everywhere.
+    expect((await probe({ authorization: 'Bearer berth_pat_unknown' })).statusCode).toBe(401);
+    expect((await probe({ authorization: '' })).statusCode).toBe(401);
+    // And other routes still refuse a missing credential.
+    expect((await t.request({ url: '/api/v1/user' })).statusCode).toBe(401);
+  });
+
   it('refuses a wrong password or an unknown address alike, and a sign-in posted from another site', async () => {
     const wrong = await signIn('owner@example.com', 'not the password');
     const unknown = await signIn('nobody@example.com', PASSWORD);

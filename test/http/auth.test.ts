@@ -60,6 +60,8 @@ describe.each(DIALECTS)('authentication (%s)', (dialect) => {
         ...wrongKinds,
       ];
       for (const headers of variants) {
+        // The session probe answers signed out (200, data null) when nothing is presented: accounts.test.ts.
+        if (url === '/api/v1/auth/session' && Object.keys(headers).length === 0) continue;
         const res = await t.request({
           method: method,
           url: path,

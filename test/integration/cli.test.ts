@@ -216,6 +216,65 @@ describe('berth CLI', { timeout: 120_000 }, () => {
     }
   });
 
+  /** What a first `berth serve` in a new data dir writes on stdout until it is ready, then stopped. */
+  async function firstStartOutput(
+    prepare: (dir: string) => void,
+    extra: NodeJS.ProcessEnv,
+  ): Promise<string[]> {
+    const serveDir = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-serve-log-'));
+    prepare(serveDir);
+    const child = spawn(
+      process.execPath,
+      [BIN, 'serve', '--port', String(await freePort()), '--s3-port', '0', '--edge-port', '0'],
+      {
+        cwd: ROOT,
+        env: { ...process.env, BERTH_LOG_LEVEL: 'info', BERTH_DATA_DIR: serveDir, ...extra },
+        // A pipe, not a terminal: what a service manager or `| tee` gives.
+        stdio: ['ignore', 'pipe', 'ignore'],
+      },
+    );
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+    try {
+      await waitFor(() => Promise.resolve(output.includes('Berth is ready') || undefined), 20_000);
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0);
+      return output.split('\n').filter((line) => line !== '');
+    } finally {
+      child.kill('SIGKILL');
+      fs.rmSync(serveDir, { recursive: true, force: true });
+    }
+  }
+
+  it('logs readable lines with BERTH_LOG_FORMAT=pretty, one line for the data dir it repaired (issue 26, item 8)', async () => {
+    const lines = await firstStartOutput(
+      (dir) => {
+        // Left open by someone: the directory and a file in it.
+        fs.chmodSync(dir, 0o755);
+        fs.writeFileSync(path.join(dir, 'notes.txt'), 'x', { mode: 0o644 });
+      },
+      { BERTH_LOG_FORMAT: 'pretty' },
+    );
+    for (const line of lines) expect(line).toMatch(/^\d\d:\d\d:\d\d (INFO |WARN |ERROR|FATAL) \S/);
+    expect(lines.find((line) => line.includes('Berth is ready'))).toMatch(
+      /^\d\d:\d\d:\d\d INFO  Berth is ready: API http/,
+    );
+    const repaired = lines.filter((line) => line.includes('data dir'));
+    expect(repaired).toHaveLength(1);
+    expect(repaired[0]).toMatch(
+      /WARN  data dir: permissions tightened on 2 entries .* paths=\[".*","[^"]*notes\.txt"\]$/,
+    );
+  });
+
+  it('logs JSON lines when stdout is not a terminal, without a line per file it restricts', async () => {
+    const lines = await firstStartOutput(() => {}, {});
+    const records = lines.map((line) => JSON.parse(line) as { level: number; msg: string });
+    expect(records.map((r) => r.msg)).toContainEqual(expect.stringContaining('Berth is ready'));
+    // The store's new files are restricted at debug: a first start says nothing of them at info.
+    expect(records.filter((r) => r.msg.startsWith('data dir'))).toEqual([]);
+  });
+
   /** A port something else holds, for as long as `use` runs. */
   async function withTakenPort(use: (port: string) => Promise<void>): Promise<void> {
     const taken = net.createServer();

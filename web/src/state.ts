@@ -38,7 +38,12 @@ export async function refreshUser(): Promise<void> {
 /** On load: the session the cookie holds, if any, and its CSRF token. */
 export async function loadSession(): Promise<void> {
   try {
-    const session = await api.get<{ data: { csrf_token: string } }>('/api/v1/auth/session');
+    // Signed out answers { data: null } (not 401): a first load logs no error.
+    const session = await api.get<{ data: { csrf_token: string } | null }>('/api/v1/auth/session');
+    if (session.data === null) {
+      user.value = null;
+      return;
+    }
     setCsrf(session.data.csrf_token);
     await refreshUser();
     sessionEnded.value = false;

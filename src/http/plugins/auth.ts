@@ -137,14 +137,20 @@ export function registerAuth(
       kind === 'api_token' && request.headers.authorization === undefined
         ? readCookie(request.headers.cookie, SESSION_COOKIE)
         : undefined;
+    const signedOutAnswered =
+      request.routeOptions.config?.signedOut === 'answer' && request.headers.authorization === undefined;
+    if (signedOutAnswered && sessionToken === undefined) return;
     if (sessionToken !== undefined) {
       const session = await deps.sessions.authenticateSession(sessionToken);
       if (!session) {
-        throw failed(
+        const refusal = failed(
           [address],
           now,
           unauthenticated(kind, 'Unauthenticated. Your session has ended: sign in again.'),
         );
+        // Still counted, so a cookie guesser meets the throttle here as on any other route.
+        if (signedOutAnswered && refusal.code === 'unauthenticated') return;
+        throw refusal;
       }
       if (
         !SAFE_METHODS.has(request.method) &&

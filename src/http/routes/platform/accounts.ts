@@ -6,7 +6,7 @@ import { Type, type Static } from 'typebox';
 import { AppError } from '../../../domain/errors.js';
 import { csrfTokenOf, SESSION_DAYS, type SignedIn } from '../../../services/accounts.js';
 import { clearedSessionCookie, readCookie, SESSION_COOKIE, sessionCookie } from '../../cookies.js';
-import { Data, NoContent, OneOf, Timestamp } from '../../schemas/common.js';
+import { Data, NoContent, Nullable, OneOf, Timestamp } from '../../schemas/common.js';
 import { platformErrors } from '../../schemas/errors.js';
 import type { RouteDeps } from '../../deps.js';
 import { principalOf } from '../../types.js';
@@ -54,13 +54,18 @@ const Session = Type.Object({
   address: Type.String(),
   current: Type.Boolean({ description: 'The session this call was made with' }),
 });
+const SignedInData = Type.Object({
+  user: Type.Object({ id: Type.Integer(), email: Type.String() }),
+  session: Session,
+  csrf_token: Type.String({ description: 'Send as X-CSRF-Token with every change made with the cookie' }),
+});
 const SignedInResponse = Data(
-  Type.Object({
-    user: Type.Object({ id: Type.Integer(), email: Type.String() }),
-    session: Session,
-    csrf_token: Type.String({ description: 'Send as X-CSRF-Token with every change made with the cookie' }),
-  }),
+  SignedInData,
   'Signed in: the session cookie is set (HttpOnly); keep csrf_token for writes',
+);
+const SessionResponse = Data(
+  Nullable(SignedInData),
+  'The session and its csrf_token; null when signed out (no cookie, or its session ended: the cookie is cleared)',
 );
 const Member = Type.Object({ id: Type.Integer(), email: Type.String(), role: Role });
 const TeamCreated = Data(
@@ -181,22 +186,29 @@ export function registerAccountRoutes(
   app.get(
     '/api/v1/auth/session',
     {
-      config: signedIn,
+      // Signed out is an answer, not an error: the dashboard asks on every first load (issue 26, item 7).
+      config: { ...signedIn, signedOut: 'answer' },
       schema: {
         tags,
         security,
-        summary: 'The browser session this call was made with, and its CSRF token',
-        response: { 200: SignedInResponse, ...platformErrors(401, 404) },
+        summary: 'The browser session this call was made with, and its CSRF token (null when signed out)',
+        response: { 200: SessionResponse, ...platformErrors(401, 404) },
       },
     },
     async (request, reply) => {
+      reply.header('cache-control', 'no-store');
+      if (!request.principal) {
+        // A cookie whose session ended is dropped, so the browser stops presenting it.
+        if (readCookie(request.headers.cookie, SESSION_COOKIE) !== undefined)
+          reply.header('set-cookie', clearedSessionCookie(secure(request)));
+        return { data: null };
+      }
       const { userId, sessionId } = principalOf(request);
       const token = readCookie(request.headers.cookie, SESSION_COOKIE);
       const session = (await accounts().listSessions(userId)).find((s) => s.id === sessionId);
       if (sessionId === undefined || !token || !session)
         throw new AppError('not_found', 'No browser session: this call was made with an API token.');
       const user = await deps.identity.findUser(userId);
-      reply.header('cache-control', 'no-store');
       return {
         data: {
           user: { id: userId, email: user?.email ?? '' },
