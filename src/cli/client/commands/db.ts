@@ -1,4 +1,5 @@
-// Managed databases over `/1.3`, with the database API credential of the profile.
+// Managed databases over `/1.3` with the database API credential of the profile, or over
+// `/api/v1/managed-databases` with its API token when it has no such credential (see databaseRoute).
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';

@@ -1,4 +1,5 @@
-// The tools API: credits, PDF conversion and merging, screenshots; files written where -o says.
+// The tools API: credits, PDF conversion and merging, screenshots; files written where -o says. With the
+// tools key, or the API token under /api/v1/user/tools when the profile has no key.
 import fs from 'node:fs';
 import path from 'node:path';
 import { requireArg, stringOption, type Command, type Values } from '../command.js';
