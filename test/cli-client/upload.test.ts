@@ -2,7 +2,8 @@
 // in a git work tree is packed as git lists it (a .gitignore'd file and a .berthignore'd one left out,
 // an untracked one kept, a file named like a tar option packed as a file), a plain directory with its
 // .gitignore files, and an archive file sent as it is; each deployment is followed to success and the
-// application serves what was sent. A file that is no archive gets the server's 422 message, exit 1.
+// application serves what was sent. A file that is no archive gets the server's 422 message, exit 1;
+// one past 100 MB is not sent.
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -183,6 +184,13 @@ describe('berth deploy --source', () => {
     expect(wrongKind.code).toBe(2);
     expect(wrongKind.stderr).toContain(
       "--source must be a directory or a .tar.gz, .tgz or .zip archive; got 'notes.txt'",
+    );
+    // Past the server's 100 MB nothing is sent (a sparse file: no disk, no time).
+    fs.truncateSync(shell.file('huge.tar.gz', ''), 100 * 1024 * 1024 + 1);
+    const huge = await shell.run(['deploy', 'upload', '--source', 'huge.tar.gz']);
+    expect(huge.code).toBe(2);
+    expect(huge.stderr).toContain(
+      'huge.tar.gz is 104857601 bytes: more than 104857600 (100 MB), the most Berth takes',
     );
     const missing = await shell.run(['deploy', 'upload', '--source', 'nowhere']);
     expect(missing.code).toBe(2);

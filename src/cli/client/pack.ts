@@ -174,6 +174,8 @@ export interface Packing {
   stream: Readable;
   /** tar's exit: its code and what it said on stderr. */
   done: Promise<{ code: number; stderr: string }>;
+  /** The exit if tar has ended already (before the client stopped reading, it ended by itself). */
+  ended(): { code: number; stderr: string } | undefined;
 }
 
 /**
@@ -188,13 +190,14 @@ export function packDirectory(dir: string, files: string[]): Packing {
   );
   let stderr = '';
   tar.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  let exit: { code: number; stderr: string } | undefined;
   const done = new Promise<{ code: number; stderr: string }>((resolve) => {
-    tar.on('error', (error) => resolve({ code: -1, stderr: error.message }));
-    tar.on('close', (code) => resolve({ code: code ?? -1, stderr }));
+    tar.on('error', (error) => resolve((exit = { code: -1, stderr: error.message })));
+    tar.on('close', (code) => resolve((exit = { code: code ?? -1, stderr })));
   });
   tar.stdin.on('error', () => undefined); // tar gone early: its exit says why
   tar.stdin.end(files.map((f) => `${f}\0`).join(''));
-  return { stream: tar.stdout, done };
+  return { stream: tar.stdout, done, ended: () => exit };
 }
 
 export function formatSize(bytes: number): string {

@@ -75,7 +75,7 @@ export async function uploadSource(api: Api, appId: number, source: string): Pro
       );
     if (stat.size > UPLOAD_LIMIT_BYTES)
       throw new UsageError(
-        `${source} is ${formatSize(stat.size)}: larger than ${formatSize(UPLOAD_LIMIT_BYTES)}, the most Berth takes`,
+        `${source} is ${stat.size} bytes: more than ${UPLOAD_LIMIT_BYTES} (${formatSize(UPLOAD_LIMIT_BYTES)}), the most Berth takes`,
       );
     note(`Sending ${source} (${formatSize(stat.size)})…`);
     body = fs.createReadStream(source);
@@ -93,13 +93,17 @@ export async function uploadSource(api: Api, appId: number, source: string): Pro
       contentType,
     });
   } catch (error) {
-    body.destroy(); // tar, if it still writes, ends on the closed pipe
+    // tar's own failure, told apart from the broken pipe it gets once the request is given up.
+    const tar = packing?.ended();
+    const tarFailed = tar && tar.code !== 0 ? `tar failed: ${clean(tar.stderr.trim())}` : undefined;
+    body.destroy();
     // Our own stream's failure (the limit) says more than the cut connection it caused.
     if (failure instanceof UsageError) throw failure;
-    if (error instanceof ApiError && error.status !== 0) throw error;
-    const tar = await packing?.done;
-    if (tar && tar.code !== 0 && tar.stderr.trim() !== '')
-      throw new UsageError(`tar failed: ${clean(tar.stderr.trim())}`);
+    if (error instanceof ApiError && error.status !== 0) {
+      if (tarFailed) note(`${err('red', 'berth:')} ${tarFailed}`);
+      throw error;
+    }
+    if (tarFailed) throw new UsageError(tarFailed);
     if (error instanceof ApiError)
       throw new ApiError(`the upload was cut off after ${formatSize(counted.sent())}: ${error.message}`, 0);
     throw error;
