@@ -45,7 +45,7 @@ describe('a profile with only the API token', () => {
     expect(JSON.parse(after.stdout)).toMatchObject({ allowance: 10, used: 1, remaining: 9 });
   });
 
-  it('lists and shows the managed databases of its teams', async () => {
+  it('lists and shows the managed databases of its teams, and their operations', async () => {
     const empty = await shell.run(['db', 'list']);
     expect(empty.code, empty.stderr).toBe(0);
     expect(empty.stdout).toBe('No managed databases.\n');
@@ -88,6 +88,10 @@ spec:
     expect(shown.code, shown.stderr).toBe(0);
     expect(shown.stdout).toContain(`uuid        ${row.uuid}`);
     expect(shown.stdout).toContain('plan, zone  1x1xCPU-2GB-25GB, de-fra1');
+    // An operation of /1.3, under /api/v1/managed-databases/{uuid}/… with the token.
+    const status = await shell.run(['db', 'migration-status', 'main-db', '--output', 'json']);
+    expect(status.code, status.stderr).toBe(0);
+    expect(JSON.parse(status.stdout)).toMatchObject({ status: 'done', databases: [] });
   });
 });
 
