@@ -1,9 +1,13 @@
 // Apply through the editor (checked as you type, a dry-run preview, then apply), a deployment's log
 // streaming to success, a rollback to the earlier release, removing a domain and a secret, the exports,
-// and the deletion schedule: change and cancel, never set.
+// the deletion schedule: change and cancel, never set; and a source archive uploaded from the page.
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import http from 'node:http';
-import { parse } from 'yaml';
+import { parse, stringify } from 'yaml';
+import { nodeAppFiles } from '../runtime/node-app.js';
 import { expect, signIn, test, type BrowserBerth } from './fixtures.js';
 
 test('applies a document through the editor and watches its deployment stream to success', async ({
@@ -291,4 +295,51 @@ test('deletes an application only once its name is typed', async ({ page, berth 
     }).then((r) => r.status);
   // Deleted by a job: gone soon after.
   await expect.poll(status, { timeout: 30_000 }).toBe(404);
+});
+
+test("uploads a source archive: a bad file gets the server's message, a good one is deployed", async ({
+  page,
+  berth,
+}) => {
+  test.setTimeout(120_000);
+  // Without a repository: an application that names one builds it, whatever was uploaded.
+  const document = parse(berth.helloDocument.replaceAll('hello', 'uploaded')) as {
+    spec: { application: Record<string, unknown> };
+  };
+  delete document.spec.application.repository;
+  const applied = await fetch(`${berth.url}/api/v1/infrastructure/apply?auto_deploy=false`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${berth.owner.token}`, 'content-type': 'application/yaml' },
+    body: stringify(document),
+  }).then((r) => r.json() as Promise<{ application_id: number }>);
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-browser-upload-'));
+  try {
+    for (const [name, content] of Object.entries(nodeAppFiles('from-upload')))
+      fs.writeFileSync(path.join(work, name), content);
+    const archive = execFileSync('tar', ['-czf', '-', '-C', work, '.']);
+    await signIn(page, berth);
+    await page.goto(`${berth.url}/apps/${applied.application_id}`);
+    const section = page.getByRole('region', { name: 'Upload source' });
+    const input = section.getByLabel('Archive');
+    await input.setInputFiles({
+      name: 'broken.tar.gz',
+      mimeType: 'application/gzip',
+      buffer: Buffer.from('no'),
+    });
+    await section.getByRole('button', { name: 'Upload and deploy' }).click();
+    await expect(section.getByRole('alert')).toContainText('The source archive cannot be used');
+
+    await input.setInputFiles({ name: 'app.tar.gz', mimeType: 'application/gzip', buffer: archive });
+    await section.getByRole('button', { name: 'Upload and deploy' }).click();
+    await expect(section.getByRole('status')).toContainText(
+      new RegExp(`Uploaded app\\.tar\\.gz \\(${archive.length} bytes\\): deployment \\d+ started\\.`),
+    );
+    await expect(section.getByRole('alert')).toHaveCount(0);
+    await expect(page.getByRole('heading', { name: /Log of deployment/ })).toContainText('success', {
+      timeout: 90_000,
+    });
+    await expect(page.getByTestId('deployment-log')).toContainText('Unpacking the uploaded source archive');
+  } finally {
+    fs.rmSync(work, { recursive: true, force: true });
+  }
 });

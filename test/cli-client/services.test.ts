@@ -217,12 +217,13 @@ spec:
     expect(missing.code).toBe(2);
     expect(missing.stderr).toContain("no managed database 'nope'");
 
-    // Without the credential in the profile, the command says how to add it.
-    const bare = new Shell({ BERTH_URL: 'http://127.0.0.1:1', BERTH_TOKEN: 'x' });
+    // Without the credential nor an API token in the profile (the token alone would do:
+    // credentials.test.ts), the command says how to add one.
+    const bare = new Shell({ BERTH_URL: 'http://127.0.0.1:1' });
     try {
       const run = await bare.run(['db', 'list']);
       expect(run.code).toBe(2);
-      expect(run.stderr).toContain('berth login --db-user U --db-password P');
+      expect(run.stderr).toContain('berth login --token T (or --db-user U --db-password P)');
     } finally {
       bare.remove();
     }

@@ -53,10 +53,11 @@ export async function request(
 ): Promise<Response> {
   const headers: Record<string, string> = { accept: options.accept ?? 'application/json' };
   if (method !== 'GET') headers['x-csrf-token'] = csrfToken;
-  let payload: string | undefined;
+  let payload: string | Blob | undefined;
   if (body !== undefined) {
     headers['content-type'] = options.contentType ?? 'application/json';
-    payload = typeof body === 'string' ? body : JSON.stringify(body);
+    // A file (a source archive) is sent as it is.
+    payload = typeof body === 'string' || body instanceof Blob ? body : JSON.stringify(body);
   }
   let response: Response;
   try {

@@ -23,7 +23,7 @@ export interface RequestOptions {
   query?: Record<string, string | number | boolean | undefined>;
   /** A JSON body, or a raw body with `contentType`. */
   json?: unknown;
-  body?: string | FormData | Blob;
+  body?: string | FormData | Blob | ReadableStream<Uint8Array>;
   contentType?: string;
   accept?: string;
   credential?: Credential;
@@ -44,6 +44,23 @@ export class Api {
       if (value !== undefined) url.searchParams.set(key, String(value));
     }
     return url;
+  }
+
+  /**
+   * The credential that reaches the tools or the managed databases: the profile's own (a tools key,
+   * the `/1.3` credential), else its API token, which Berth takes for the same use cases under
+   * `/api/v1/user/tools` and `/api/v1/managed-databases` (what the dashboard's session uses).
+   */
+  access(kind: 'tools' | 'db'): Credential {
+    const p = this.profile;
+    const own = kind === 'tools' ? Boolean(p.tools_key) : Boolean(p.db_user && p.db_password);
+    if (own) return kind;
+    if (p.token) return 'platform';
+    throw new UsageError(
+      kind === 'tools'
+        ? `profile '${p.name}' has neither a tools key nor an API token; run berth login --token T (or --tools-key K)`
+        : `profile '${p.name}' has neither a database API credential nor an API token; run berth login --token T (or --db-user U --db-password P)`,
+    );
   }
 
   private authorization(credential: Credential): string | undefined {
@@ -77,7 +94,7 @@ export class Api {
     };
     const authorization = this.authorization(credential);
     if (authorization) headers.authorization = authorization;
-    let body: string | FormData | Blob | undefined = options.body;
+    let body = options.body;
     if (options.json !== undefined) {
       body = JSON.stringify(options.json);
       headers['content-type'] = 'application/json';
@@ -88,6 +105,8 @@ export class Api {
         method,
         headers,
         ...(body !== undefined ? { body } : {}),
+        // A stream is sent as it is read (an upload is never held in memory whole).
+        ...(body instanceof ReadableStream ? { duplex: 'half' } : {}),
         ...(options.signal ? { signal: options.signal } : {}),
       });
     } catch (error) {

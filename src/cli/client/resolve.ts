@@ -1,5 +1,5 @@
 // Names a user types (an application, a team, a managed database) turned into what the API's paths take.
-import type { Api } from './http.js';
+import type { Api, Credential } from './http.js';
 import { UsageError } from './http.js';
 
 export interface AppSummary {
@@ -61,11 +61,80 @@ export interface DbService {
 }
 
 /**
- * A managed database of `/1.3` by uuid, name or title: a name before a title (a clone keeps its
- * source's title, so a title alone may name both).
+ * Where a managed database's operations are: `/1.3/database` with the database API credential, else the
+ * same operations (same bodies and answers) under `/api/v1/managed-databases` with the API token.
+ */
+export function databaseRoute(api: Api, uuid: string): { path: string; credential: Credential } {
+  const credential = api.access('db');
+  const base = credential === 'platform' ? '/api/v1/managed-databases' : '/1.3/database';
+  return { path: `${base}/${encodeURIComponent(uuid)}`, credential };
+}
+
+interface PlatformDatabase {
+  uuid: string;
+  name: string;
+  type: string;
+  plan: string;
+  zone: string;
+  state: string;
+  version: string | null;
+  connection: {
+    uri: string;
+    params: Record<string, string>;
+    users: Array<Record<string, unknown>>;
+    databases: Array<{ name: string }>;
+  };
+}
+
+/** The platform API's view of a database in the fields of `/1.3`'s service object (which it mirrors). */
+function asService(d: PlatformDatabase): DbService {
+  return {
+    uuid: d.uuid,
+    name: d.name,
+    title: d.name,
+    type: d.type,
+    plan: d.plan,
+    zone: d.zone,
+    state: d.state,
+    powered: d.state !== 'stopped',
+    properties: { version: d.version },
+    service_uri: d.connection.uri || null,
+    service_uri_params: d.connection.params,
+    users: d.connection.users,
+    databases: d.connection.databases,
+  };
+}
+
+/** One managed database, by uuid. */
+export async function getDatabase(api: Api, uuid: string): Promise<DbService> {
+  const route = databaseRoute(api, uuid);
+  if (route.credential !== 'platform') return api.json<DbService>('GET', route.path, route);
+  return asService(await api.data<PlatformDatabase>('GET', route.path, route));
+}
+
+/** Every managed database the caller sees: `/1.3`'s list, or each of their teams' with the API token. */
+export async function listDatabases(api: Api): Promise<DbService[]> {
+  const credential = api.access('db');
+  if (credential !== 'platform') return api.json<DbService[]>('GET', '/1.3/database', { credential });
+  const teams = await api.data<Team[]>('GET', '/api/v1/teams');
+  const listed = await Promise.all(
+    teams.map((t) =>
+      api.data<Array<{ uuid: string }>>(
+        'GET',
+        `/api/v1/teams/${encodeURIComponent(t.name)}/managed-databases`,
+      ),
+    ),
+  );
+  // The team lists carry no version nor connection: each database's own answer has them.
+  return Promise.all(listed.flat().map((d) => getDatabase(api, d.uuid)));
+}
+
+/**
+ * A managed database by uuid, name or title: a name before a title (a clone keeps its source's title,
+ * so a title alone may name both).
  */
 export async function resolveDatabase(api: Api, ref: string): Promise<DbService> {
-  const all = await api.json<DbService[]>('GET', '/1.3/database', { credential: 'db' });
+  const all = await listDatabases(api);
   const byUuid = all.find((d) => d.uuid === ref);
   if (byUuid) return byUuid;
   for (const matches of [all.filter((d) => d.name === ref), all.filter((d) => d.title === ref)]) {

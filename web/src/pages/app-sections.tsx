@@ -1,6 +1,6 @@
-// Parts of an application's page: a deployment's log, streamed while it runs, the services with their
-// state and connection settings, and the deletion schedule (its date and warnings; change the date or
-// cancel, never set one).
+// Parts of an application's page: a deployment's log, streamed while it runs, the source upload (owners),
+// the services with their state and connection settings, and the deletion schedule (its date and
+// warnings; change the date or cancel, never set one).
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, type Deployment, type Schedule } from '../api';
 import { Badge, Button, Empty, ErrorBox, Form, Secret, useAction, useLoad, when } from '../ui';
@@ -254,5 +254,63 @@ function ServiceRow({
         </dl>
       )}
     </div>
+  );
+}
+
+/**
+ * Owners send a source archive (.tar.gz, .tgz or .zip, at most 100 MB) as the application's source:
+ * stored and deployed, or refused with the server's message (422 for an archive that cannot be used).
+ */
+export function SourceUploadSection({
+  appId,
+  onDeployment,
+}: {
+  appId: number;
+  onDeployment: (deployment: Deployment) => void;
+}) {
+  const [file, setFile] = useState<File | null>(null);
+  const [done, setDone] = useState<string | null>(null);
+  const [upload, uploading, uploadError] = useAction(async () => {
+    setDone(null);
+    if (!file) return;
+    const answer = await api.post<{ data: { size: number; deployment: Deployment | null } }>(
+      `/api/v1/applications/${appId}/source`,
+      file,
+      { contentType: /\.zip$/i.test(file.name) ? 'application/zip' : 'application/gzip' },
+    );
+    const { size, deployment } = answer.data;
+    setDone(
+      `Uploaded ${file.name} (${size} bytes)${deployment ? `: deployment ${deployment.id} started.` : '.'}`,
+    );
+    if (deployment) onDeployment(deployment);
+  });
+  return (
+    <section aria-labelledby="upload-heading">
+      <h2 id="upload-heading">Upload source</h2>
+      <p class="help">
+        A .tar.gz or .zip of the application's files (at most 100 MB) replaces its source and is deployed.
+        From a terminal: <code>berth deploy APP --source DIR</code>.
+      </p>
+      <Form class="row" onSubmit={upload}>
+        <label>
+          Archive
+          <input
+            type="file"
+            accept=".tar.gz,.tgz,.zip,application/gzip,application/zip"
+            required
+            onChange={(e) => setFile(e.currentTarget.files?.[0] ?? null)}
+          />
+        </label>
+        <button type="submit" disabled={uploading || !file}>
+          {uploading ? 'Uploading…' : 'Upload and deploy'}
+        </button>
+      </Form>
+      {done && (
+        <p role="status" class="ok">
+          {done}
+        </p>
+      )}
+      <ErrorBox error={uploadError} />
+    </section>
   );
 }

@@ -11,7 +11,7 @@ import {
   type Deployment,
   type Instance,
 } from '../api';
-import { DeploymentLog, ScheduleSection, ServicesSection } from './app-sections';
+import { DeploymentLog, ScheduleSection, ServicesSection, SourceUploadSection } from './app-sections';
 import { navigate } from '../router';
 import { MEMBER_NOTE, owns, team } from '../state';
 import {
@@ -291,6 +291,16 @@ export function AppPage({ id }: { id: number }) {
         )}
         {logOf && <DeploymentLog appId={id} deployment={logOf} onEnd={refresh} />}
       </section>
+
+      {owner && (
+        <SourceUploadSection
+          appId={id}
+          onDeployment={(d) => {
+            setLogOf(d);
+            refresh();
+          }}
+        />
+      )}
 
       <section aria-labelledby="instances-heading">
         <h2 id="instances-heading">Instances</h2>

@@ -7,6 +7,7 @@ import { events, UsageError, type Api } from '../http.js';
 import { clean, out, print, printJson, statusStyle, table } from '../output.js';
 import { resolveApp, type AppSummary } from '../resolve.js';
 import { interactive } from './apply.js';
+import { uploadSource } from '../upload.js';
 
 const TEAM = { team: { type: 'string' } } as const;
 
@@ -138,18 +139,49 @@ const status: Command = {
 
 const deploy: Command = {
   name: 'deploy',
-  summary: 'deploy an application (fetch, build, roll out); --wait follows it',
-  usage: 'APP [--branch B] [--skip-build] [--wait] [--team T]',
+  summary:
+    'deploy an application (fetch, build, roll out), or upload its source (--source); --wait follows it',
+  usage: 'APP [--branch B] [--skip-build] [--wait] [--team T] | APP --source DIR|FILE [--team T]',
   options: {
     ...TEAM,
     branch: { type: 'string' },
     'skip-build': { type: 'boolean' },
     wait: { type: 'boolean' },
+    source: { type: 'string' },
   },
-  details: 'Exit codes with --wait: 0 the deployment succeeded, 1 it failed.',
-  examples: ['berth deploy shop --wait', 'berth deploy shop --branch release --skip-build'],
+  details: [
+    '--source DIR packs the directory: the files git lists (tracked and untracked, less .gitignore) when it',
+    'is in a git work tree, else every file less those its .gitignore files exclude; then less the patterns',
+    'of DIR/.berthignore (gitignore syntax); never .git/. --source FILE sends a .tar.gz, .tgz or .zip as it',
+    'is. At most 100 MB is sent. The deployment of the upload is then followed, as with --wait.',
+    'Exit codes with --wait or --source: 0 the deployment succeeded, 1 it failed (or the upload was refused).',
+  ].join('\n'),
+  examples: [
+    'berth deploy shop --wait',
+    'berth deploy shop --branch release --skip-build',
+    'berth deploy shop --source .',
+    'berth deploy shop --source build/shop.tar.gz',
+  ],
   async run(context) {
+    const source = stringOption(context.values, 'source');
+    if (
+      source !== undefined &&
+      (context.values.branch !== undefined || context.values['skip-build'] === true)
+    )
+      throw new UsageError('--source deploys what it sends: it takes neither --branch nor --skip-build');
     const { api, app } = await appOf(context);
+    if (source !== undefined) {
+      const uploaded = await uploadSource(api, app.id, source);
+      if (!uploaded.deployment)
+        throw new UsageError('the server stored the source but started no deployment');
+      return deployAndMaybeWait(
+        { ...context, values: { ...context.values, wait: true } },
+        api,
+        app,
+        uploaded.deployment,
+        'Deployment',
+      );
+    }
     const branch = stringOption(context.values, 'branch');
     const deployment = await api.data<Deployment>('POST', `/api/v1/applications/${app.id}/deploy`, {
       json: { ...(branch ? { branch } : {}), skip_build: context.values['skip-build'] === true },

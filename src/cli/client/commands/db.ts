@@ -1,15 +1,28 @@
-// Managed databases over `/1.3`, with the database API credential of the profile.
+// Managed databases over `/1.3` with the database API credential of the profile, or over
+// `/api/v1/managed-databases` with its API token when it has no such credential (see databaseRoute).
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { requireArg, stringOption, type Command, type CommandContext } from '../command.js';
-import { UsageError, type Api } from '../http.js';
+import { UsageError, type Api, type RequestOptions } from '../http.js';
 import { clean, err, out, print, printJson, spinner, statusStyle, table } from '../output.js';
-import { resolveDatabase, type DbService } from '../resolve.js';
+import { databaseRoute, getDatabase, listDatabases, resolveDatabase, type DbService } from '../resolve.js';
 
-const db = { credential: 'db' } as const;
+/**
+ * The path and options of a call on one database's operations, with the credential that reaches them
+ * (see databaseRoute): `api.json('POST', ...on(api, uuid, '/clone', { json }))`.
+ */
+function on(
+  api: Api,
+  uuid: string,
+  pathname: string,
+  options: RequestOptions = {},
+): [string, RequestOptions] {
+  const route = databaseRoute(api, uuid);
+  return [`${route.path}${pathname}`, { ...options, credential: route.credential }];
+}
 
 /** A service object with its passwords masked, unless the user asked for them. */
 function masked(service: DbService, reveal: boolean): DbService {
@@ -52,7 +65,7 @@ async function waitForState(
   const progress = spinner(`${label}: pending`);
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const service = await api.json<DbService>('GET', `/1.3/database/${uuid}`, db);
+    const service = await getDatabase(api, uuid);
     progress.update(`${label}: ${clean(service.state)}`);
     if (['running', 'error', 'stopped'].includes(service.state) || Date.now() > deadline) {
       const { ok, text } = verdict(service);
@@ -72,11 +85,11 @@ interface Task {
 }
 
 async function runTask(api: Api, uuid: string, body: unknown, label: string): Promise<Task> {
-  let task = await api.json<Task>('POST', `/1.3/database/${uuid}/tasks`, { ...db, json: body });
+  let task = await api.json<Task>('POST', ...on(api, uuid, '/tasks', { json: body }));
   const progress = spinner(`${label}…`);
   while (task.success === null) {
     await sleep(1000);
-    task = await api.json<Task>('GET', `/1.3/database/${uuid}/tasks/${task.id}`, db);
+    task = await api.json<Task>('GET', ...on(api, uuid, `/tasks/${encodeURIComponent(task.id)}`));
   }
   progress.stop(`${task.success ? err('green', '✓') : err('red', '✗')} ${label}: ${clean(task.result)}`);
   for (const c of task.result_codes)
@@ -95,7 +108,7 @@ const list: Command = {
   usage: '',
   examples: ['berth db list', 'berth db list --output json'],
   async run({ api, format }) {
-    const services = await api().json<DbService[]>('GET', '/1.3/database', db);
+    const services = await listDatabases(api());
     if (format === 'json') return printJson(services.map((s) => masked(s, false)));
     if (services.length === 0) return print('No managed databases.');
     print(
@@ -166,10 +179,7 @@ const clone: Command = {
     }
     const at = stringOption(context.values, 'at');
     if (at !== undefined) body.recovery_time = at;
-    let created = await api.json<DbService>('POST', `/1.3/database/${service.uuid}/clone`, {
-      ...db,
-      json: body,
-    });
+    let created = await api.json<DbService>('POST', ...on(api, service.uuid, '/clone', { json: body }));
     if (context.format !== 'json')
       print(
         `Clone ${clean(created.name)} (${created.uuid}) of ${clean(service.name)} created: ${created.state}.`,
@@ -207,10 +217,10 @@ const upgrade: Command = {
       if (context.format === 'json') printJson(task);
       return task.success ? 0 : 1;
     }
-    let upgraded = await api.json<DbService>('POST', `/1.3/database/${service.uuid}/upgrade`, {
-      ...db,
-      json: { target_version: version },
-    });
+    let upgraded = await api.json<DbService>(
+      'POST',
+      ...on(api, service.uuid, '/upgrade', { json: { target_version: version } }),
+    );
     const done = (s: DbService) => s.state === 'running' && versionOf(s) === version;
     if (context.values.wait === true)
       upgraded = await waitForState(api, service.uuid, `Upgrade of ${service.name} to ${version}`, (s) => ({
@@ -286,10 +296,10 @@ const migrate: Command = {
       );
       return 1;
     }
-    const started = await api.json<DbService>('POST', `/1.3/database/${service.uuid}/migration`, {
-      ...db,
-      json: options,
-    });
+    const started = await api.json<DbService>(
+      'POST',
+      ...on(api, service.uuid, '/migration', { json: options }),
+    );
     if (context.values.wait !== true) {
       if (context.format === 'json') printJson(masked(started, false));
       else
@@ -316,7 +326,7 @@ interface MigrationStatus {
 }
 
 const migrationOf = (api: Api, service: DbService) =>
-  api.json<MigrationStatus>('GET', `/1.3/database/${service.uuid}/migration-status`, db);
+  api.json<MigrationStatus>('GET', ...on(api, service.uuid, '/migration-status'));
 
 /** Polls the migration until it is no longer running (a replication has then copied every database). */
 async function followMigration(api: Api, service: DbService): Promise<MigrationStatus> {
@@ -373,11 +383,7 @@ const maintenance: Command = {
     const { api, service } = await target(context);
     const progress = context.format === 'json' ? undefined : spinner(`Maintenance of ${service.name}…`);
     try {
-      const result = await api.json<{ message: string }>(
-        'POST',
-        `/1.3/database/${service.uuid}/maintenance`,
-        db,
-      );
+      const result = await api.json<{ message: string }>('POST', ...on(api, service.uuid, '/maintenance'));
       progress?.stop();
       if (context.format === 'json') printJson(result);
       else print(clean(result.message));

@@ -1,11 +1,19 @@
-// The tools API: credits, PDF conversion and merging, screenshots; files written where -o says.
+// The tools API: credits, PDF conversion and merging, screenshots; files written where -o says. With the
+// tools key, or the API token under /api/v1/user/tools when the profile has no key.
 import fs from 'node:fs';
 import path from 'node:path';
 import { requireArg, stringOption, type Command, type Values } from '../command.js';
-import { UsageError, type Api } from '../http.js';
+import { UsageError, type Api, type Credential } from '../http.js';
 import { print, printJson, spinner } from '../output.js';
 
-const tools = { credential: 'tools' } as const;
+/** The tools with the tools key, else the same tools for the API token under `/api/v1/user/tools`. */
+function toolsRoute(api: Api, pathname: string): { path: string; credential: Credential } {
+  const credential = api.access('tools');
+  return {
+    path: `${credential === 'platform' ? '/api/v1/user/tools' : '/api/v1/tools'}${pathname}`,
+    credential,
+  };
+}
 
 function readInput(file: string): Buffer {
   try {
@@ -28,7 +36,8 @@ async function save(
   const progress = format === 'json' ? undefined : spinner(`Converting…`);
   let response: Response;
   try {
-    response = await api.send('POST', pathname, { ...tools, ...init, accept });
+    const route = toolsRoute(api, pathname);
+    response = await api.send('POST', route.path, { credential: route.credential, ...init, accept });
   } finally {
     progress?.stop();
   }
@@ -61,10 +70,11 @@ const balance: Command = {
   usage: '',
   examples: ['berth tools balance'],
   async run({ api, format }) {
+    const route = toolsRoute(api(), '/balance');
     const b = await api().data<{ allowance: number; used: number; remaining: number; resets_at: string }>(
       'GET',
-      '/api/v1/tools/balance',
-      tools,
+      route.path,
+      { credential: route.credential },
     );
     if (format === 'json') return printJson(b);
     print(`${b.remaining} of ${b.allowance} credits left (${b.used} used); resets ${b.resets_at}.`);
@@ -125,12 +135,12 @@ const pdf: Command = {
         new Blob([new Uint8Array(readInput(value))]),
         path.basename(value === '-' ? 'document' : value),
       );
-      return save(api, '/api/v1/tools/pdf/convert/office', { body: form }, out, format, 'application/pdf');
+      return save(api, '/pdf/convert/office', { body: form }, out, format, 'application/pdf');
     }
     const body = kind === 'url' ? { url: value } : { [kind]: readInput(value).toString('utf8') };
     return save(
       api,
-      `/api/v1/tools/pdf/convert/${kind}`,
+      `/pdf/convert/${kind}`,
       { json: { ...body, ...layout(values) } },
       out,
       format,
@@ -155,7 +165,7 @@ const merge: Command = {
         new Blob([new Uint8Array(readInput(file))], { type: 'application/pdf' }),
         path.basename(file),
       );
-    return save(api(), '/api/v1/tools/pdf/merge', { body: form }, out, format, 'application/pdf');
+    return save(api(), '/pdf/merge', { body: form }, out, format, 'application/pdf');
   },
 };
 
@@ -196,7 +206,7 @@ const screenshot: Command = {
     if (values['full-page'] === true) body.fullPage = true;
     return save(
       api(),
-      `/api/v1/tools/screenshot/${url !== undefined ? 'url' : 'html'}`,
+      `/screenshot/${url !== undefined ? 'url' : 'html'}`,
       { json: body },
       out,
       format,
