@@ -9,6 +9,7 @@
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 
 const exec = promisify(execFile);
@@ -165,12 +166,29 @@ export async function ensureSharedVolume(
       await growOnline(image, dir, sizeBytes);
       return undefined;
     }
-    if (mountedElsewhere(dir)) {
+    if (await stillMountedElsewhere(dir)) {
       return `volume stays at ${sizeName(current)} until no process uses it (this host refuses to grow a mounted file system: no CAP_SYS_RESOURCE); it grows to ${sizeName(sizeBytes)} when the application next starts from stopped`;
     }
   }
   await placeOnVolume(image, dir, sizeBytes);
   return undefined;
+}
+
+/**
+ * How long a growth waits for other mount namespaces to let go of the volume: sandboxes stopped just
+ * before (a suspend, the replicas a rollout drained) leave their namespace a moment after their parent
+ * is gone, longer on a busy host. A growth that would wait for a sandbox still running waits this long
+ * and is then left for the next start from stopped.
+ */
+const RELEASE_WAIT_MS = 5000;
+
+async function stillMountedElsewhere(dir: string): Promise<boolean> {
+  const until = Date.now() + RELEASE_WAIT_MS;
+  while (mountedElsewhere(dir)) {
+    if (Date.now() >= until) return true;
+    await sleep(100);
+  }
+  return false;
 }
 
 /** Whether this process may grow a mounted ext4 file system (CAP_SYS_RESOURCE, bit 24 of CapEff). */
