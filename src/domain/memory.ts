@@ -7,12 +7,11 @@
 // which is a bucket on Berth's S3 endpoint and runs nothing. Builds, scheduler runs and one-off commands
 // come and go and are not counted; managed databases are sized by their plan and have their own quota.
 import { DEFAULT_SERVICE_MEMORY_MI } from './app-services.js';
-import { DEFAULT_MEMORY_MI } from './deployments.js';
+import { DEFAULT_MEMORY_MI, memoryBytes } from './deployments.js';
 
 /** `512Mi`, `2Gi` (the document's form, already checked) in MiB; `fallback` when absent. */
 export function memoryMiB(value: string | null | undefined, fallback: number): number {
-  const match = value === null || value === undefined ? null : /^(\d+)(Mi|Gi)$/.exec(value);
-  return match ? Number(match[1]) * (match[2] === 'Gi' ? 1024 : 1) : fallback;
+  return memoryBytes(value ?? null, fallback) / (1024 * 1024);
 }
 
 /** MiB as a document would write them: `4Gi` when whole GiB, else `1536Mi`. */
