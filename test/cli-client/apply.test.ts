@@ -209,7 +209,10 @@ describe('apply and diff', { timeout: 120_000 }, () => {
     const applied = await shell.run(['apply', '-f', file, '--no-deploy']);
     expect(applied.code, applied.stderr).toBe(0);
     expect(applied.stdout).toContain('Applied: 5 created, 0 updated, 0 unchanged.');
-    expect(applied.stdout).toContain('The application needs a deployment (not started: --no-deploy)');
+    // No repository: a plain `berth deploy shop` would have nothing to build, so the hint says --source.
+    expect(applied.stdout).toContain(
+      'The application needs a deployment (not started: --no-deploy); run berth deploy shop --source DIR|FILE (the document names no repository).',
+    );
 
     const changed = DOCUMENT.replace('replicas: 2', 'replicas: 3\n      memory: 512Mi')
       .replace('value: first', 'value: second')
@@ -423,6 +426,25 @@ describe('dispatch', { timeout: 120_000 }, () => {
     }
     const bash = await shell.run(['completion', 'bash']);
     expect(bash.stdout).toContain('complete -o default -F _berth berth');
+  });
+
+  it('apply --no-deploy of an application with a repository says to run berth deploy', async () => {
+    const blog = [
+      'apiVersion: v1',
+      'kind: Infrastructure',
+      'metadata: { name: blog, team: acme }',
+      'spec:',
+      '  application:',
+      '    name: blog',
+      '    type: nodejs',
+      '    repository: { url: https://github.com/acme/blog }',
+      '',
+    ].join('\n');
+    const applied = await shell.run(['apply', '-f', shell.file('blog.yaml', blog), '--no-deploy']);
+    expect(applied.code, applied.stderr).toBe(0);
+    expect(applied.stdout).toContain(
+      'The application needs a deployment (not started: --no-deploy); run berth deploy blog.\n',
+    );
   });
 });
 

@@ -125,7 +125,8 @@ describe('the runtime API', () => {
     // Nothing to build yet: the deployment apply asked for fails, saying how to give it a source.
     const first = await waitForDeployment(h.t, applied.application_id, applied.deployment_id!);
     expect(first.status).toBe('failed');
-    expect(first.error).toContain('POST /api/v1/applications/{id}/source');
+    expect(first.error).toContain('berth deploy upload --source DIR');
+    expect(first.error).toContain(`POST /api/v1/applications/${applied.application_id}/source`);
 
     const upload = await h.t.request({
       method: 'POST',

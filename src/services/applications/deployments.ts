@@ -177,8 +177,9 @@ export function createDeploymentService(deps: DeploymentDeps) {
           deployment.branch ?? undefined,
         );
         if (!source)
+          // Said in the terms of each client: the CLI, the dashboard and the API.
           throw new Error(
-            'Nothing to build: the application names no repository and no source archive was uploaded (POST /api/v1/applications/{id}/source)',
+            `Nothing to build: the application names no repository and no source archive was uploaded; send one with \`berth deploy ${app.name} --source DIR\`, the application page's Upload source, or POST /api/v1/applications/${appId}/source`,
           );
         await enter('fetch');
         await repo.update(deploymentId, { source: source.kind, release }, at());

@@ -247,6 +247,17 @@ async function withTeam(text: string, team: string | undefined): Promise<string>
   return doc.toString();
 }
 
+/** Whether the document names a repository to build from; without one, the source must be sent. */
+async function namesRepository(text: string): Promise<boolean> {
+  const { parse } = await import('yaml');
+  try {
+    const doc = parse(text) as { spec?: { application?: { repository?: unknown } } } | null;
+    return doc?.spec?.application?.repository != null;
+  } catch {
+    return true; // the server took it: say no more than before
+  }
+}
+
 /** A 400 or 422 of apply: every error with its line; exit code 2. */
 async function reportInvalid(
   error: ApiError,
@@ -341,10 +352,15 @@ async function applyOrDiff(context: CommandContext, dryRun: boolean): Promise<nu
   if (format !== 'json') {
     if (response.deployment_id !== null)
       print(`Deployment ${response.deployment_id} started for ${clean(response.application_name)}.`);
-    else if (response.needs_deployment && !response.auto_deploy_enabled)
+    else if (response.needs_deployment && !response.auto_deploy_enabled) {
+      // Without a repository a plain deploy has nothing to build until a source is sent.
+      const source = (await namesRepository(sent))
+        ? ''
+        : ' --source DIR|FILE (the document names no repository)';
       print(
-        `The application needs a deployment (not started: --no-deploy); run berth deploy ${clean(response.application_name)}.`,
+        `The application needs a deployment (not started: --no-deploy); run berth deploy ${clean(response.application_name)}${source}.`,
       );
+    }
   }
   if (values.wait !== true) return 0;
   let ok = true;
