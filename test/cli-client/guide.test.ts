@@ -59,7 +59,10 @@ describe('docs/guides/typescript-app.md', () => {
 
     const deploy = await shell.run(['deploy', 'shop', '--source', EXAMPLE], { timeoutMs: 240_000 });
     expect(deploy.code, deploy.stdout + deploy.stderr).toBe(0);
-    expect(deploy.stderr).toMatch(/Packing \d+ files .* \(as git lists them\)/);
+    // No .berthignore there: the progress line does not name one.
+    expect(deploy.stderr).toMatch(
+      /Packing \d+ files \([\d.]+ KB\) of .*examples\/shop \(as git lists them\)…/,
+    );
     // tsc is a devDependency: installed for the build, pruned before the release is kept.
     expect(deploy.stderr).toContain('> tsc -p tsconfig.json');
     expect(deploy.stderr).toContain('npm prune --omit=dev');

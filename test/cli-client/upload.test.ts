@@ -95,7 +95,9 @@ describe('berth deploy --source', () => {
 
     const run = await shell.run(['deploy', 'upload', '--source', 'repo'], { timeoutMs: 150_000 });
     expect(run.code, run.stderr).toBe(0);
-    expect(run.stderr).toMatch(/Packing 10 files \([\d.]+ KB\) of repo \(as git lists them\)/);
+    expect(run.stderr).toMatch(
+      /Packing 10 files \([\d.]+ KB\) of repo \(as git lists them, less \.berthignore\)…/,
+    );
     expect(run.stderr).toMatch(/Uploaded [\d.]+ (B|KB)\./);
     expect(run.stdout).toMatch(/Deployment \d+ of upload queued\./);
     expect(run.stderr).toMatch(/✓ Deployment \d+ succeeded/);
@@ -138,7 +140,9 @@ describe('berth deploy --source', () => {
     });
     const run = await shell.run(['deploy', 'upload', '--source', dir], { timeoutMs: 150_000 });
     expect(run.code, run.stderr).toBe(0);
-    expect(run.stderr).toMatch(/Packing 11 files \([\d.]+ KB\) of .*plain, less \.berthignore/);
+    expect(run.stderr).toMatch(
+      /Packing 11 files \([\d.]+ KB\) of .*plain \(\.gitignore files applied, less \.berthignore\)…/,
+    );
     expect(run.stderr).not.toContain('as git lists them');
     expect(run.stderr).toMatch(/✓ Deployment \d+ succeeded/);
     expect(await servedVersion()).toBe('from-plain');

@@ -116,6 +116,8 @@ export interface SourceList {
   bytes: number;
   /** Listed by `git ls-files` (true) or by walking the directory with its .gitignore files. */
   git: boolean;
+  /** Whether the directory has a .berthignore (said in the progress line only when it does). */
+  berthignore: boolean;
 }
 
 /** The files of `dir` that git would track or list as untracked, or undefined outside a work tree. */
@@ -153,7 +155,8 @@ function walk(dir: string): string[] {
 /** What `deploy --source DIR` sends. */
 export function listSource(dir: string): SourceList {
   const listed = gitFiles(dir);
-  const berthignore = readRules(path.join(dir, '.berthignore'), '');
+  const berthignoreFile = path.join(dir, '.berthignore');
+  const berthignore = readRules(berthignoreFile, '');
   const files: string[] = [];
   let bytes = 0;
   for (const file of (listed ?? walk(dir)).sort()) {
@@ -166,7 +169,7 @@ export function listSource(dir: string): SourceList {
     files.push(file);
     bytes += stat.size;
   }
-  return { files, bytes, git: listed !== undefined };
+  return { files, bytes, git: listed !== undefined, berthignore: fs.existsSync(berthignoreFile) };
 }
 
 export interface Packing {

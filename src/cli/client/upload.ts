@@ -60,8 +60,11 @@ export async function uploadSource(api: Api, appId: number, source: string): Pro
     const listed = listSource(source);
     if (listed.files.length === 0)
       throw new UsageError(`--source ${source}: no file to send (everything is ignored, or it is empty)`);
+    // What chose the files: a .berthignore is named only where there is one.
+    const chosen = [listed.git ? 'as git lists them' : '.gitignore files applied'];
+    if (listed.berthignore) chosen.push('less .berthignore');
     note(
-      `Packing ${listed.files.length} file${listed.files.length === 1 ? '' : 's'} (${formatSize(listed.bytes)}) of ${source}${listed.git ? ' (as git lists them)' : ''}, less .berthignore…`,
+      `Packing ${listed.files.length} file${listed.files.length === 1 ? '' : 's'} (${formatSize(listed.bytes)}) of ${source} (${chosen.join(', ')})…`,
     );
     packing = packDirectory(source, listed.files);
     body = packing.stream;
