@@ -188,7 +188,7 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
           },
           log: ctx.logger,
         });
-        ctx.onClose(() => driver.close());
+        ctx.onClose((options) => driver.close(options));
         return driver;
       }
     }
@@ -237,7 +237,7 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
       runtimeInstances: (appId) => runtimeDriver().status(appId).instances,
       queries: resources(),
     });
-    ctx.onClose(() => service.close());
+    ctx.onClose((options) => service.close(options));
     return service;
   });
   const specs = once(() =>
@@ -286,7 +286,7 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
       dataDir: config.dataDir,
       driver: managedDatabaseDriver(),
     });
-    ctx.onClose(() => service.close());
+    ctx.onClose((options) => service.close(options));
     return service;
   });
   const tools = once(() => {

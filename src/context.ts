@@ -28,9 +28,18 @@ export interface AppContext {
   /** The long-lived services and drivers, built once by src/composition.ts. */
   readonly services: Services;
   /** Registers a stop for something a feature started (engines, servers); run in reverse order by close(). */
-  onClose(stop: () => Promise<void>): void;
+  onClose(stop: (options: CloseOptions) => Promise<void>): void;
   /** Stops what the context started, the store last. Idempotent. */
-  close(): Promise<void>;
+  close(options?: CloseOptions): Promise<void>;
+}
+
+export interface CloseOptions {
+  /**
+   * Berth restarts (`berth serve` stopped by a signal): what serves the applications (replicas, the
+   * edge, services, managed databases) stays up for the next Berth to adopt. Without it everything
+   * Berth started stops (tests, `berth admin stop-all`).
+   */
+  keepRunning?: boolean;
 }
 
 export interface ContextOverrides {
@@ -82,7 +91,7 @@ export async function createContext(config: Config, overrides: ContextOverrides 
   );
   const settings = createSettingsRepository(store.db);
   let closed: Promise<void> | undefined;
-  const closers: Array<() => Promise<void>> = [];
+  const closers: Array<(options: CloseOptions) => Promise<void>> = [];
   const ctx: { -readonly [K in keyof AppContext]: AppContext[K] } = {
     config,
     store,
@@ -97,10 +106,10 @@ export async function createContext(config: Config, overrides: ContextOverrides 
     onClose(stop) {
       closers.push(stop);
     },
-    close() {
+    close(options = {}) {
       closed ??= (async () => {
         for (const stop of closers.reverse()) {
-          await stop().catch((error: unknown) => logger.error({ err: error }, 'stop failed'));
+          await stop(options).catch((error: unknown) => logger.error({ err: error }, 'stop failed'));
         }
         await store.close();
       })();

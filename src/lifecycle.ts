@@ -1,12 +1,15 @@
 // What a serving Berth process starts beside the HTTP API, and stops again, each through its service
 // (ctx.services, built by src/composition.ts). Features add theirs here.
+import fs from 'node:fs';
+import path from 'node:path';
 import { CONFIG_VARIABLES } from './config/index.js';
-import type { AppContext } from './context.js';
+import type { AppContext, CloseOptions } from './context.js';
 
 export interface Background {
   /** Where the servers started beside the API listen. */
   endpoints: { s3: string; apps: string; appsTls: string | undefined };
-  stop(): Promise<void>;
+  /** `keepRunning`: what serves applications stays up (CloseOptions). */
+  stop(options?: CloseOptions): Promise<void>;
 }
 
 /**
@@ -26,13 +29,72 @@ export function explainListenError(
   );
 }
 
+/** Where a serving Berth says it serves on its data dir (`berth admin stop-all` refuses then). */
+const servingFile = (dataDir: string) => path.join(dataDir, 'berth.pid');
+
+/** Marks the data dir as served by this process (until clearServing). */
+export function markServing(dataDir: string): void {
+  fs.writeFileSync(servingFile(dataDir), `${process.pid} ${startTimeOf(process.pid) ?? ''}\n`, {
+    mode: 0o600,
+  });
+}
+
+export function clearServing(dataDir: string): void {
+  fs.rmSync(servingFile(dataDir), { force: true });
+}
+
+/** The pid of the Berth serving on `dataDir`, or undefined when none does (a stale mark is ignored). */
+export function servingPid(dataDir: string): number | undefined {
+  let text: string;
+  try {
+    text = fs.readFileSync(servingFile(dataDir), 'utf8');
+  } catch {
+    return undefined;
+  }
+  const [pid, startTime] = text.trim().split(' ').map(Number);
+  if (!pid || startTimeOf(pid) !== startTime) return undefined;
+  return pid;
+}
+
+/** A process's start time since boot (clock ticks), or undefined when it is gone. */
+function startTimeOf(pid: number): number | undefined {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * `berth admin stop-all`: stops what serves the applications of this data dir while Berth is down
+ * (replicas, the edge, applications' services, managed databases), for maintenance of the machine.
+ * They start again with the next `berth serve`. Refused while a Berth serves on the data dir.
+ */
+export async function stopDataPlane(ctx: AppContext): Promise<{ stopped: true }> {
+  const serving = servingPid(ctx.config.dataDir);
+  if (serving !== undefined)
+    throw new Error(
+      `a Berth (pid ${serving}) serves on ${ctx.config.dataDir}: stop it first (SIGTERM; the applications keep running), then run this again`,
+    );
+  const { runtime } = ctx.services;
+  // Finds the edge and what an earlier Berth recorded; nothing claims the processes, so they stop.
+  await runtime.start();
+  await runtime.releaseUnclaimed?.();
+  // Made, so that closing the context stops every instance of this data dir.
+  void ctx.services.appServices;
+  void ctx.services.managedDatabases;
+  await ctx.close();
+  return { stopped: true };
+}
+
 export async function startBackground(
   ctx: AppContext,
   options: { pollMs?: number } = {},
 ): Promise<Background> {
   const { services } = ctx;
   const work = services.jobs.runner(options);
-  const stops: Array<() => Promise<void>> = [];
+  const stops: Array<(options: CloseOptions) => Promise<void>> = [];
   // Feature starters go here (servers, reconcilers), each pushing its stop onto `stops`.
   const s3 = await services.objectStorage.serve().catch((error: unknown) => {
     throw explainListenError(error, 'the S3 endpoint', 's3Port', ctx.config.s3Port);
@@ -52,7 +114,7 @@ export async function startBackground(
       throw explainListenError(error, 'the edge proxy over TLS (applications)', 'edgeTlsPort', edgeTlsPort);
     throw explainListenError(error, 'the edge proxy (applications)', 'edgePort', edgePort);
   });
-  stops.push(() => runtime.close());
+  stops.push((options) => runtime.close(options));
   services.jobs.wake = () => work.wake();
   // Applications' services: the first pass starts those Berth stopped; reconcile makes sure of them
   // again, application by application, before starting each application.
@@ -71,9 +133,9 @@ export async function startBackground(
       appsTls:
         runtime.endpoints.https === undefined ? undefined : `https://${host}:${runtime.endpoints.https}`,
     },
-    async stop() {
+    async stop(options = {}) {
       await work.stop(); // waits for jobs in flight
-      for (const stop of stops.reverse()) await stop();
+      for (const stop of stops.reverse()) await stop(options);
     },
   };
 }

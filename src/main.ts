@@ -4,14 +4,21 @@ import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
 import type { Config } from './config/index.js';
-import { createContext, type AppContext } from './context.js';
-import { explainListenError, startBackground, type Background } from './lifecycle.js';
+import { createContext, type AppContext, type CloseOptions } from './context.js';
+import {
+  clearServing,
+  explainListenError,
+  markServing,
+  startBackground,
+  type Background,
+} from './lifecycle.js';
 
 export interface RunningServer {
   ctx: AppContext;
   app: FastifyInstance;
   url: string;
-  stop(): Promise<void>;
+  /** `keepRunning`: what serves applications stays up for the next Berth (CloseOptions). */
+  stop(options?: CloseOptions): Promise<void>;
 }
 
 /** On an empty store: team `default` with an owner whose credentials go to <data dir>/bootstrap.json. */
@@ -41,10 +48,13 @@ export async function startServer(config: Config): Promise<RunningServer> {
     url = await app.listen({ port: config.port, host: config.host }).catch((error: unknown) => {
       throw explainListenError(error, 'the API', 'port', config.port);
     });
+    markServing(config.dataDir);
     background = await startBackground(ctx);
   } catch (error) {
+    clearServing(config.dataDir);
     await app.close();
-    await ctx.close();
+    // What an earlier Berth left serving (adopted by now, or not yet) stays up: this one never served.
+    await ctx.close({ keepRunning: true });
     throw error;
   }
   const endpoints = {
@@ -67,11 +77,12 @@ export async function startServer(config: Config): Promise<RunningServer> {
     ctx,
     app,
     url,
-    stop() {
+    stop(options = {}) {
       stopping ??= (async () => {
         await app.close(); // stops accepting, drains requests in flight
-        await background.stop(); // waits for jobs in flight
-        await ctx.close();
+        await background.stop(options); // waits for jobs in flight
+        await ctx.close(options);
+        clearServing(config.dataDir);
       })();
       return stopping;
     },
@@ -80,8 +91,10 @@ export async function startServer(config: Config): Promise<RunningServer> {
 
 export function stopOnSignals(server: RunningServer): void {
   const onSignal = (signal: NodeJS.Signals) => {
-    server.ctx.logger.info({ signal }, 'stopping');
-    server.stop().then(
+    // A restart of Berth (an upgrade) leaves the applications serving: the next Berth adopts them.
+    // `berth admin stop-all` stops them, Berth being down.
+    server.ctx.logger.info({ signal }, 'stopping; applications, services and the edge keep running');
+    server.stop({ keepRunning: true }).then(
       () => process.exit(0),
       (error: unknown) => {
         server.ctx.logger.error({ err: error }, 'unclean stop');

@@ -28,6 +28,8 @@ Usage:
   berth admin set-credits --email E --credits N|default
                                       give one user a monthly tools allowance other than the server-wide one
   berth admin maintenance on|off      put every replica in (or out of) maintenance mode (503)
+  berth admin stop-all                stop what serves the applications (replicas, edge, services,
+                                      databases) while Berth is down; the next berth serve starts them
   berth --help                        this text
 
 Client commands (against a Berth server; berth login first, or BERTH_URL and BERTH_TOKEN):
@@ -206,6 +208,11 @@ async function main(argv: string[]): Promise<void> {
         if (arg !== 'on' && arg !== 'off') fail('usage: berth admin maintenance on|off');
         await ctx.maintenance.set(arg === 'on');
         print({ maintenance: arg });
+        break;
+      }
+      case 'stop-all': {
+        const { stopDataPlane } = await import('../lifecycle.js');
+        print(await stopDataPlane(ctx));
         break;
       }
       default:

@@ -26,8 +26,9 @@ export const PRIVATE_KERNEL_MOUNTS: readonly string[] = [
 
 /**
  * bubblewrap's namespaces and limits for untrusted code (the network stays the host's: applications
- * listen on loopback): its own user (no nested ones), PID, IPC and UTS namespaces, a new session, no
- * capabilities, and it dies with Berth.
+ * listen on loopback): its own user (no nested ones), PID, IPC and UTS namespaces, a new session and no
+ * capabilities. Whether it dies with Berth is the caller's choice (DIE_WITH_BERTH): what serves
+ * (replicas, workers) outlives a restart of Berth, what Berth waits for (builds, commands) does not.
  */
 export const ISOLATION_ARGS: readonly string[] = [
   '--unshare-user',
@@ -36,11 +37,13 @@ export const ISOLATION_ARGS: readonly string[] = [
   '--unshare-ipc',
   '--unshare-uts',
   '--unshare-cgroup-try',
-  '--die-with-parent',
   '--new-session',
   '--cap-drop',
   'ALL',
 ];
+
+/** The sandbox ends when the process that started it (Berth) does. */
+export const DIE_WITH_BERTH: readonly string[] = ['--die-with-parent'];
 
 /** ISOLATION_ARGS but for --disable-userns: Chromium's own sandbox is made of nested user namespaces. */
 export const ISOLATION_ARGS_NESTED_USERNS: readonly string[] = ISOLATION_ARGS.filter(

@@ -155,6 +155,26 @@ export async function createMemoryGroup(
 }
 
 /**
+ * The existing group at `segments` (made by createMemoryGroup with `tasks`, maybe by an earlier Berth
+ * process), its limits as they are; undefined when it is gone.
+ */
+export async function openMemoryGroup(
+  support: CgroupSupport,
+  segments: readonly string[],
+): Promise<MemoryGroup | undefined> {
+  const dir = groupDir(support, segments);
+  if (
+    !(await fs.stat(dir).then(
+      () => true,
+      () => false,
+    ))
+  )
+    return undefined;
+  const others = taskHierarchies(support).map((root) => path.join(root, BERTH_DIR, ...checked(segments)));
+  return openGroup(support, dir, others);
+}
+
+/**
  * Caps every process under `segments` together (an application's replicas, workers, builds and
  * one-off commands): at most `pidsMax` processes and threads (a fork past it fails with EAGAIN), a CPU
  * weight of `cpuShares` against the subtree's siblings, and at most `cpuCores` cores. Groups made below
@@ -233,6 +253,30 @@ export async function removeTree(support: CgroupSupport, segments: readonly stri
   // Then the same subtree in the pids and cpu hierarchies (v1), emptied by the kills above.
   for (const root of taskHierarchies(support)) {
     for (const dir of await subtree(path.join(root, BERTH_DIR, ...segments))) await removeGroupDir(dir);
+  }
+}
+
+/**
+ * Deletes the groups under `segments` made before `before` that hold no process (left by processes
+ * that died with an earlier Berth), leaves first; groups in use, and those made since (a build
+ * starting now), stay.
+ */
+export async function removeEmptyGroups(
+  support: CgroupSupport,
+  segments: readonly string[],
+  before: Date,
+): Promise<void> {
+  const roots = [support.root, ...taskHierarchies(support)];
+  for (const root of roots) {
+    for (const dir of await subtree(path.join(root, BERTH_DIR, ...checked(segments)))) {
+      const made = await fs.stat(dir).then(
+        (stat) => stat.ctime,
+        () => undefined,
+      );
+      if (!made || made >= before || (await groupPids(dir)).length > 0) continue;
+      // A group with children in use, or a task that has just joined: it stays.
+      await fs.rmdir(dir).catch(() => undefined);
+    }
   }
 }
 

@@ -146,8 +146,16 @@ export interface AppRuntimeDriver {
    * SIGKILL). On any failure the new replicas are stopped and the old ones keep serving untouched.
    */
   rollout(app: AppSpec, release: string, step: StepContext): Promise<void>;
-  /** After a restart of Berth or a resume: runs `release` if it does not run (idempotent). */
+  /**
+   * After a restart of Berth or a resume: runs `release` if it does not run (idempotent). What an
+   * earlier Berth left serving of that release is adopted as it runs, not restarted.
+   */
   ensureRunning(app: AppSpec, release: string): Promise<void>;
+  /**
+   * After the start's ensureRunning calls: stops what an earlier Berth left running that no application
+   * claimed (an application deleted or stopped meanwhile, an older release), and its leftovers.
+   */
+  releaseUnclaimed?(): Promise<void>;
   /** Stops every process of the application and unroutes it (suspend); releases and volumes stay. */
   stop(appId: number): Promise<void>;
   /** Everything the application had on the driver: processes, routes, releases, volumes, logs, limits. */
@@ -184,8 +192,11 @@ export interface AppRuntimeDriver {
   readonly endpoints: { http: number | undefined; https: number | undefined };
   /** Starts what the driver serves from (the edge). */
   start(): Promise<void>;
-  /** Stops every process the driver started (they come back through ensureRunning). */
-  close(): Promise<void>;
+  /**
+   * Stops every process the driver started (they come back through ensureRunning); with `keepRunning`
+   * (a restart of Berth) what serves, and the edge, stays up for the next Berth to adopt.
+   */
+  close(options?: { keepRunning?: boolean }): Promise<void>;
 }
 
 export { PermanentDriverError } from '../databases/types.js';

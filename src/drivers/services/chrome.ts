@@ -36,6 +36,7 @@ import type { Logger } from 'pino';
 import { CHROMIUM_PATH } from '../chromium/engine.js';
 import {
   BWRAP_PATH,
+  DIE_WITH_BERTH,
   ISOLATION_ARGS_NESTED_USERNS,
   PRIVATE_KERNEL_MOUNTS,
   readOnlySystemArgs,
@@ -535,6 +536,8 @@ const tmpDir = (id: string): string => path.join(os.tmpdir(), accountName(id));
 function jailArgs(dirs: { browser: string; policies: string }): string[] {
   return [
     ...ISOLATION_ARGS_NESTED_USERNS,
+    // Reached through a proxy in Berth's own process: it ends with Berth.
+    ...DIE_WITH_BERTH,
     ...readOnlySystemArgs(),
     ...JAIL_ETC.flatMap((entry) => ['--ro-bind-try', entry, entry]),
     '--ro-bind',

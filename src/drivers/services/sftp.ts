@@ -20,7 +20,7 @@ import path from 'node:path';
 import readline from 'node:readline';
 import type { Logger } from 'pino';
 import ssh2 from 'ssh2';
-import { BWRAP_PATH, ISOLATION_ARGS, readOnlySystemArgs } from '../os/bwrap.js';
+import { BWRAP_PATH, DIE_WITH_BERTH, ISOLATION_ARGS, readOnlySystemArgs } from '../os/bwrap.js';
 import { dropPrivileges, isRoot } from '../os/users.js';
 import { SFTP_SERVER_SOURCE } from './sftp-server-source.js';
 import type { ServiceRef, ServiceRunner, ServiceRuntime, ServiceSpec } from './types.js';
@@ -155,6 +155,8 @@ export function createSftpRunner(deps: { dataDir: string; logger: Logger }): Ser
     const bwrap = [
       BWRAP_PATH,
       ...ISOLATION_ARGS,
+      // Tracked in Berth's memory only (not adopted at a restart): it ends with Berth.
+      ...DIE_WITH_BERTH,
       '--clearenv',
       ...readOnlySystemArgs(),
       '--dev',

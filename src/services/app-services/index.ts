@@ -656,12 +656,16 @@ export function createAppServicesService(deps: AppServicesDeps) {
       return supervisor;
     },
 
-    /** Stops the supervisor and every service of this data dir (they come back at the next start). */
-    async close(): Promise<void> {
+    /**
+     * Stops the supervisor and every service of this data dir (they come back at the next start);
+     * with `keepRunning` (a restart of Berth) the services run on, and the next Berth finds them.
+     */
+    async close(options: { keepRunning?: boolean } = {}): Promise<void> {
       if (closing) return;
       closing = true;
       await supervisor?.stop();
       await Promise.all([...locks.values()]);
+      if (options.keepRunning) return;
       const instances = await repo.provisioned().catch(() => []);
       await Promise.all(
         instances

@@ -323,6 +323,8 @@ export function createDeploymentService(deps: DeploymentDeps) {
           await repo.setApplicationStatus(id, 'failed', message, iso(clock.now()));
         }
       }
+      // What an earlier Berth left running and no application claimed above goes now.
+      await deps.driver().releaseUnclaimed?.();
     },
 
     jobHandlers() {

@@ -93,8 +93,11 @@ export interface ManagedDatabaseService {
   requestPower(uuid: string, powered: boolean): Promise<void>;
   /** Removes the instance, its processes and files, and the database row. */
   remove(uuid: string): Promise<void>;
-  /** Stops the supervisor and every instance this data dir runs. Registered on the context's onClose. */
-  close(): Promise<void>;
+  /**
+   * Stops the supervisor and every instance this data dir runs (registered on the context's onClose);
+   * with `keepRunning` (a restart of Berth) the instances run on.
+   */
+  close(options?: { keepRunning?: boolean }): Promise<void>;
 }
 
 /** What the managed-database service uses; src/composition.ts builds it. */
@@ -569,13 +572,14 @@ export function createManagedDatabaseService(deps: ManagedDatabaseDeps): Managed
     powerOn,
     remove,
 
-    async close() {
+    async close(options: { keepRunning?: boolean } = {}) {
       if (closing) return;
       closing = true;
       await Promise.all([...supervisors].map((s) => s.stop()));
       await warming;
       // Wait for operations in flight, then stop every instance of this data dir.
       await Promise.all([...locks.values()]);
+      if (options.keepRunning) return;
       const instances = await repo.provisionedInstances().catch(() => []);
       await Promise.all(
         instances

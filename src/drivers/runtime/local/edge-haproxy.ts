@@ -1,9 +1,12 @@
 // The edge on HAProxy 2.6 (BERTH_EDGE_PROXY=haproxy, docs/decisions/0005-edge-data-plane.md): the same
 // EdgeProxy as edge.ts, with HAProxy as the data plane and Berth as its only controller. Berth starts
-// one HAProxy process as its child (in the foreground, one thread) with its own configuration and
-// runtime API socket in a private directory, and restarts it if it dies. Not master-worker: Berth is
-// the master already, and HAProxy's master keeps the listening sockets open across a soft stop, so
+// one HAProxy process (in the foreground, one thread, its own process group) with its own configuration
+// and runtime API socket in a private directory, and restarts it if it dies. Not master-worker: Berth
+// is the master already, and HAProxy's master keeps the listening sockets open across a soft stop, so
 // `close()` could not stop accepting while the requests in flight finish.
+// HAProxy outlives Berth (`close({ keepRunning })`, a kill -9): the route table is saved beside it
+// (edge-state.json) at every change, and the next Berth on this directory adopts the process as it
+// runs, with its table, instead of starting another (the listening sockets never close).
 //
 // The route table changes without a reload:
 // - Host → backend through a map file (`use_backend %[…,map(hosts.map,unknown)]`), changed with
@@ -23,7 +26,7 @@
 // - `drained(upstream)` polls the runtime API's per-server current sessions (`show stat`).
 // Every value that reaches the configuration or the runtime API (host names, addresses, ports, paths)
 // is checked against a strict pattern first; nothing from a request is ever part of a command.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -32,6 +35,7 @@ import { freePort } from '../../net/ports.js';
 import { ensureSystemAccount, isRoot, SHARED_ACCOUNTS } from '../../os/users.js';
 import type { EdgeOptions, EdgeProxy, Upstream } from './edge.js';
 import { loadCertificatePairs } from './edge-tls.js';
+import { OutputFollower, processStartTime } from './sandbox.js';
 
 export interface HaproxyEdgeOptions extends Omit<EdgeOptions, 'tls'> {
   /**
@@ -111,6 +115,29 @@ interface Slot {
   upstreams: Upstream[];
 }
 
+/** A HAProxy process: started by this Berth, or adopted from an earlier one (not its child). */
+interface HaproxyProcess {
+  pid: number;
+  kill(signal: NodeJS.Signals): void;
+  /** Resolves when it has exited. */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  hasExited(): boolean;
+}
+
+/** What edge-state.json holds: the process and its route table, for the next Berth to adopt. */
+interface EdgeState {
+  pid: number;
+  startTime: number;
+  port: number;
+  tlsPort: number | undefined;
+  certificates: number;
+  slots: Array<Pick<Slot, 'name' | 'state' | 'upstreams'>>;
+  table: Array<[string, string | null]>;
+}
+
+/** How often the exit of an adopted HAProxy (not Berth's child: no exit event) is looked for. */
+const ADOPTED_POLL_MS = 200;
+
 /** One exchange with the runtime API: a command line, the whole answer. */
 function ask(socket: string, line: string): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -145,17 +172,23 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
     bad: path.join(dir, '502.http'),
     crtList: path.join(dir, 'crt-list'),
     certs: path.join(dir, 'certs'),
+    state: path.join(dir, 'edge-state.json'),
+    log: path.join(dir, 'haproxy.log'),
   };
   if (files.socket.length > MAX_SOCKET_PATH)
     throw new Error(`edge: the data dir's path is too long for HAProxy's runtime socket (${files.socket})`);
-  await stopLeftover(files.pid, files.config);
+  // The HAProxy an earlier Berth left serving on this directory, when it listens where asked.
+  const left = await runningLeftover(files, options.port, options.tls?.port);
+  if (!left) await stopLeftover(files.pid, files.config);
 
-  const port = options.port === 0 ? await freePort() : options.port;
-  const tlsPort = options.tls ? (options.tls.port === 0 ? await freePort() : options.tls.port) : undefined;
+  const port = left?.state.port ?? (options.port === 0 ? await freePort() : options.port);
+  const tlsPort =
+    left?.state.tlsPort ??
+    (options.tls ? (options.tls.port === 0 ? await freePort() : options.tls.port) : undefined);
   // A port something else holds is said at once, as the Node edge says it (HAProxy's own message names
   // no listener); `noreuseport` below keeps HAProxy from sharing it with a process that bound it since.
-  await probePort(listenHost, port, 'plain');
-  if (tlsPort !== undefined) await probePort(listenHost, tlsPort, 'tls');
+  if (!left) await probePort(listenHost, port, 'plain');
+  if (!left && tlsPort !== undefined) await probePort(listenHost, tlsPort, 'tls');
   // HAProxy binds as root (a port below 1024 is the operator's choice), then serves as this account.
   const account = isRoot() ? ensureSystemAccount(SHARED_ACCOUNTS.edge) : undefined;
   /** Whether the crt-list has a certificate (HAProxy cannot start an ssl listener without one). */
@@ -274,11 +307,48 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
 
   // ---- the process ----
 
-  let child: ChildProcess | undefined;
+  let child: HaproxyProcess | undefined;
   let closing = false;
   let exited: Promise<void> = Promise.resolve();
   /** Processes a reload replaced, finishing the requests they had (close() waits for them). */
-  const retiring = new Map<ChildProcess, Promise<void>>();
+  const retiring = new Map<HaproxyProcess, Promise<void>>();
+  /** HAProxy's own messages (its stderr, a file so that it outlives Berth), read as it writes them. */
+  let messages: OutputFollower | undefined;
+
+  function followMessages(from: number): void {
+    messages = new OutputFollower(files.log, from);
+    let buffered = '';
+    messages.on('data', (chunk: Buffer) => {
+      buffered = (buffered + chunk.toString()).slice(-8000);
+      const lines = buffered.split('\n');
+      buffered = lines.pop() ?? '';
+      for (const line of lines) {
+        if (!/\[(ALERT|WARNING)\]/.test(line)) continue;
+        // What Berth's own runtime commands and stops cause is news to no operator: info, not warn.
+        if (ROUTINE_HAPROXY_LINES.test(line))
+          options.logger?.info?.({ haproxy: line.trim() }, 'edge: haproxy says');
+        else options.logger?.warn({ haproxy: line.trim() }, 'edge: haproxy says');
+      }
+    });
+  }
+
+  /** Saves the process and the table for the next Berth (written whole, then renamed). */
+  function saveState(): void {
+    if (!child) return;
+    const startTime = processStartTime(child.pid);
+    if (startTime === undefined) return;
+    const state: EdgeState = {
+      pid: child.pid,
+      startTime,
+      port,
+      tlsPort,
+      certificates,
+      slots: slots.map(({ name, state: slotState, upstreams }) => ({ name, state: slotState, upstreams })),
+      table: [...table].map(([hostname, slot]) => [hostname, slot ? slot.name : null]),
+    };
+    fs.writeFileSync(`${files.state}.tmp`, JSON.stringify(state), { mode: 0o600 });
+    fs.renameSync(`${files.state}.tmp`, files.state);
+  }
 
   /** The crt-list and one PEM (chain + key, 0600) per pair that serves a name, from the certificates. */
   async function writeCertificates(): Promise<void> {
@@ -309,48 +379,66 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
    * Starts HAProxy from the current table. With `previous` (a reload), the new process takes its
    * listening sockets over and tells it to finish and exit: no connection is refused meanwhile.
    */
-  async function launch(previous?: ChildProcess): Promise<void> {
+  async function launch(previous?: HaproxyProcess): Promise<void> {
     await writeCertificates();
     writeFiles();
     const takeover = previous?.pid ? ['-x', files.socket, '-sf', String(previous.pid)] : [];
     // Told to go by the new process as soon as that one serves, maybe before this loop sees it: its exit
     // is expected from now on, not a crash to restart from.
     if (previous) {
-      retiring.set(previous, exitOf(previous));
-      void exitOf(previous).then(() => retiring.delete(previous));
+      retiring.set(
+        previous,
+        previous.exited.then(() => undefined),
+      );
+      void previous.exited.then(() => retiring.delete(previous));
     }
     if (takeover.length === 0) fs.rmSync(files.socket, { force: true });
-    const started = spawn(binary, ['-db', '-f', files.config, ...takeover], {
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
-    if (started.pid) fs.writeFileSync(files.pid, `${started.pid}\n`, { mode: 0o600 });
-    let stderr = '';
-    started.stderr?.setEncoding('utf8');
-    started.stderr?.on('data', (chunk: string) => {
-      stderr = (stderr + chunk).slice(-4000);
-      for (const line of chunk.split('\n')) {
-        if (!/\[(ALERT|WARNING)\]/.test(line)) continue;
-        // What Berth's own runtime commands and stops cause is news to no operator: info, not warn.
-        if (ROUTINE_HAPROXY_LINES.test(line))
-          options.logger?.info?.({ haproxy: line.trim() }, 'edge: haproxy says');
-        else options.logger?.warn({ haproxy: line.trim() }, 'edge: haproxy says');
-      }
-    });
+    // Its messages go to a file (a pipe would break when Berth goes), from where this start's begin.
+    const logFd = fs.openSync(files.log, 'a', 0o600);
+    const logStart = fs.fstatSync(logFd).size;
+    if (!messages) followMessages(logStart);
+    let spawned;
+    try {
+      // Its own process group: a Ctrl-C meant for Berth (which keeps the edge up) does not reach it.
+      spawned = spawn(binary, ['-db', '-f', files.config, ...takeover], {
+        stdio: ['ignore', 'ignore', logFd],
+        detached: true,
+      });
+    } finally {
+      fs.closeSync(logFd);
+    }
+    let spawnError = '';
     const done = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-      started.once('exit', (code, signal) => resolve({ code, signal }));
+      spawned.once('exit', (code, signal) => resolve({ code, signal }));
       // Not started at all (no haproxy installed: see scripts/install-system.sh).
-      started.once('error', (error) => {
-        stderr += String(error);
+      spawned.once('error', (error) => {
+        spawnError = String(error);
         resolve({ code: null, signal: null });
       });
     });
-    exited = done.then(() => undefined);
+    const started: HaproxyProcess = {
+      pid: spawned.pid ?? 0,
+      kill: (signal) => spawned.kill(signal),
+      exited: done,
+      hasExited: () => spawned.exitCode !== null || spawned.signalCode !== null,
+    };
+    if (spawned.pid) fs.writeFileSync(files.pid, `${spawned.pid}\n`, { mode: 0o600 });
+    /** What it said since it was started (for the error when it does not start). */
+    const said = () => {
+      try {
+        const text = fs.readFileSync(files.log, 'utf8');
+        return Buffer.from(text).subarray(logStart).toString().slice(-4000) + spawnError;
+      } catch {
+        return spawnError;
+      }
+    };
     // Ready once the runtime API answers: HAProxy binds every listener before it serves any.
     const end = Date.now() + START_TIMEOUT_MS;
     let gone = false;
     void done.then(() => (gone = true));
     for (;;) {
       if (gone) {
+        const stderr = said();
         const error = new Error(
           `edge: haproxy did not start: ${stderr.trim().split('\n').slice(-3).join(' | ')}`,
         );
@@ -373,9 +461,16 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
         break;
       await sleep(20);
     }
-    child = started;
-    void done.then(({ code, signal }) => {
-      if (closing || child !== started || retiring.has(started)) return;
+    watchProcess(started);
+  }
+
+  /** Makes `process` the serving HAProxy; its exit, unless asked for, is a crash to restart from. */
+  function watchProcess(process: HaproxyProcess): void {
+    child = process;
+    exited = process.exited.then(() => undefined);
+    saveState();
+    void process.exited.then(({ code, signal }) => {
+      if (closing || child !== process || retiring.has(process)) return;
       child = undefined;
       options.logger?.warn({ code, signal }, 'edge: haproxy exited; restarting it');
       void restart();
@@ -396,11 +491,26 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
     }
   }
 
-  // Berth exiting without close() (an uncaught error, process.exit) takes HAProxy with it; a kill -9 of
-  // Berth cannot, and the next start on this data dir stops what it left (stopLeftover).
-  const onExit = () => child?.kill('SIGTERM');
-  process.once('exit', onExit);
-  await launch();
+  if (left) {
+    // Adopted as it serves: the table it has is the one saved with it.
+    certificates = left.state.certificates;
+    const byName = new Map<string, Slot>();
+    slots.length = 0;
+    for (const saved of left.state.slots) {
+      const slot: Slot = { name: saved.name, state: saved.state, retiredAt: 0, upstreams: saved.upstreams };
+      slots.push(slot);
+      byName.set(slot.name, slot);
+    }
+    for (const [hostname, slotName] of left.state.table) {
+      table.set(hostname, slotName === null ? null : (byName.get(slotName) ?? null));
+      mapped.add(hostname);
+    }
+    followMessages(fs.existsSync(files.log) ? fs.statSync(files.log).size : 0);
+    watchProcess(left.process);
+    options.logger?.info?.({ pid: left.process.pid, port }, 'edge: adopted the running haproxy');
+  } else {
+    await launch();
+  }
 
   // ---- the runtime API, one change after the other ----
 
@@ -494,7 +604,7 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
       if (previous) {
         retiring.delete(previous);
         // Unless it was told to go before the new one failed: then it is restarted like a crash.
-        if (previous.exitCode !== null || previous.signalCode !== null) {
+        if (previous.hasExited()) {
           child = undefined;
           void restart();
         }
@@ -540,6 +650,7 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
     }
     await retireUnreferenced();
     fs.writeFileSync(files.map, mapFile(), { mode: 0o600 });
+    saveState();
   }
 
   async function applyRemoval(hostnames: string[]): Promise<void> {
@@ -549,6 +660,7 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
     }
     await retireUnreferenced();
     fs.writeFileSync(files.map, mapFile(), { mode: 0o600 });
+    saveState();
   }
 
   const failed = (what: string) => (error: unknown) => {
@@ -593,12 +705,19 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
         await sleep(Math.min(DRAIN_POLL_MS, Math.max(1, end - Date.now())));
       }
     },
-    async close() {
+    async close(closeOptions = {}) {
       closing = true;
-      process.off('exit', onExit);
       const running = child;
-      child = undefined;
       await queue;
+      if (closeOptions.keepRunning) {
+        // It serves on for the next Berth, which adopts it with this table.
+        saveState();
+        child = undefined;
+        await messages?.finish();
+        return;
+      }
+      child = undefined;
+      await messages?.finish();
       if (!running) return;
       // Not a soft stop (SIGUSR1): with idle-close-on-response, that would keep idle keep-alive
       // connections until hard-stop-after. Instead the listeners go at once (connections already open
@@ -614,6 +733,7 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
       clearTimeout(timer);
       fs.rmSync(files.socket, { force: true });
       fs.rmSync(files.pid, { force: true });
+      fs.rmSync(files.state, { force: true });
     },
   };
 }
@@ -634,10 +754,52 @@ function probePort(host: string, port: number, listener: 'plain' | 'tls'): Promi
   });
 }
 
-/** Resolves when `process` has exited (at once if it already has). */
-function exitOf(process: ChildProcess): Promise<void> {
-  if (process.exitCode !== null || process.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => process.once('exit', () => resolve()));
+/**
+ * The HAProxy an earlier Berth left serving on these files, when it still runs (same pid and start
+ * time, its runtime API answers) and listens where asked (a port of 0 takes whichever it has).
+ */
+async function runningLeftover(
+  files: { state: string; socket: string },
+  port: number,
+  tlsPort: number | undefined,
+): Promise<{ state: EdgeState; process: HaproxyProcess } | undefined> {
+  let state: EdgeState;
+  try {
+    state = JSON.parse(fs.readFileSync(files.state, 'utf8')) as EdgeState;
+  } catch {
+    return undefined;
+  }
+  if (processStartTime(state.pid) !== state.startTime) return undefined;
+  if (port !== 0 && port !== state.port) return undefined;
+  if ((tlsPort === undefined) !== (state.tlsPort === undefined)) return undefined;
+  if (tlsPort !== undefined && tlsPort !== 0 && tlsPort !== state.tlsPort) return undefined;
+  const info = await ask(files.socket, 'show info').catch(() => '');
+  if (!new RegExp(`^Pid: ${state.pid}$`, 'm').test(info)) return undefined;
+  let gone = false;
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    const timer = setInterval(() => {
+      if (processStartTime(state.pid) === state.startTime) return;
+      clearInterval(timer);
+      gone = true;
+      resolve({ code: null, signal: null });
+    }, ADOPTED_POLL_MS);
+    timer.unref();
+  });
+  return {
+    state,
+    process: {
+      pid: state.pid,
+      kill: (signal) => {
+        try {
+          process.kill(state.pid, signal);
+        } catch {
+          // Gone already.
+        }
+      },
+      exited,
+      hasExited: () => gone,
+    },
+  };
 }
 
 /** A master left by a Berth that was killed: stopped, if the pid file names HAProxy on our config. */

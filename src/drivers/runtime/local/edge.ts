@@ -46,8 +46,12 @@ export interface EdgeProxy {
    * false. An upstream no route names also loses its idle keep-alive sockets then.
    */
   drained(upstream: Upstream, timeoutMs: number): Promise<boolean>;
-  /** Stops accepting, ends idle keep-alive sockets, waits for in-flight requests (bounded). */
-  close(): Promise<void>;
+  /**
+   * Stops accepting, ends idle keep-alive sockets, waits for in-flight requests (bounded). With
+   * `keepRunning` an edge that runs apart from Berth (HAProxy) serves on for the next Berth to adopt;
+   * this Node edge lives in Berth's process and stops either way.
+   */
+  close(options?: { keepRunning?: boolean }): Promise<void>;
 }
 
 const DEFAULT_UPSTREAM_HEADERS_TIMEOUT_MS = 60_000;

@@ -1,8 +1,9 @@
 // The local runtime: applications as sandboxed processes on this machine (bubblewrap, a memory cgroup,
 // one OS user per application), served by Berth's edge proxy by Host. See docs/runtime.md.
-// State of what runs is in memory: Berth supervises its processes itself (no systemd here), the
-// sandboxes die with Berth (--die-with-parent), and at the next start the service calls
-// ensureRunning for every application that should run.
+// State of what runs is in memory: Berth supervises its processes itself (no systemd here). What
+// serves outlives Berth (docs/runtime.md, "Restarts of Berth"): replicas and the HAProxy edge keep
+// running while Berth is down, each application's `processes.json` records them, and at the next
+// start ensureRunning adopts them as they run; builds and commands die with Berth.
 import { createHash } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
@@ -21,7 +22,7 @@ import type { AddressGuard } from '../../net/guard.js';
 import { ArchiveError, checkArchive } from './archive.js';
 import { ARCHIVE_MAX_BYTES, ARCHIVE_MAX_ENTRIES, buildRelease } from './build.js';
 import { prepareBuildNetwork, readHostPackageConfig, type BuildNetwork } from './build-env.js';
-import { detectCgroups, removeTree } from '../../os/cgroups.js';
+import { detectCgroups, removeEmptyGroups, removeTree } from '../../os/cgroups.js';
 import { startEdgeProxy, type EdgeProxy, type Upstream } from './edge.js';
 import { appLayout, type AppLayout } from './layout.js';
 import { AppLogs } from './logs.js';
@@ -34,11 +35,12 @@ import {
   launch,
   RUN_MOUNT,
   removeOtherVolumes,
+  removeOutput,
   unmountVolumes,
   type LaunchContext,
 } from './processes.js';
-import { Replica, type ReplicaCommand } from './replicas.js';
-import { ensureAppAccount, removeAppAccount } from './sandbox.js';
+import { Replica, type ReplicaCommand, type ReplicaRecord } from './replicas.js';
+import { adoptSandboxed, ensureAppAccount, removeAppAccount } from './sandbox.js';
 import type { SystemAccount } from '../../os/users.js';
 import { Scheduler } from './scheduler.js';
 import { Worker } from './worker.js';
@@ -81,6 +83,12 @@ interface RunningApp {
   logs: AppLogs;
 }
 
+/** What `processes.json` holds: the serving replicas of the live release, for the next Berth. */
+interface ProcessesFile {
+  release: string | null;
+  replicas: ReplicaRecord[];
+}
+
 /** Names this Berth's memory groups and OS accounts: several Berths may share one machine. */
 export function runtimeTag(dataDir: string): string {
   return `b${createHash('sha256').update(dataDir).digest('hex').slice(0, 10)}`;
@@ -95,14 +103,22 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
   // busy process of the host (the `berth` group's default), so Berth and its databases keep theirs.
   const limits = { ...options.appLimits, cpuShares: APP_CPU_SHARES };
   const apps = new Map<number, RunningApp>();
-  /** Numbers each rollout's replicas (their names, groups and run directories). */
-  let rollouts = 0;
+  /**
+   * Numbers each rollout's replicas (their names, groups and run directories), from the start time so
+   * that no number repeats one of an earlier Berth's replicas still running.
+   */
+  let rollouts = Math.floor(Date.now() / 1000) % 1_000_000_000;
   /** Each application's OS account, made (or found) once: looking one up spawns `id`, synchronously. */
   const accounts = new Map<number, ReturnType<typeof ensureAppAccount>>();
   /** Applications whose directories this process has checked (secureAppDirs), once each. */
   const secured = new Set<number>();
   let edge: EdgeProxy | undefined;
   let capabilities: RuntimeCapabilities | undefined;
+  /** What an earlier Berth left serving, by application, until ensureRunning claims it. */
+  const adoptable = new Map<number, ProcessesFile>();
+  let closed = false;
+  /** Groups made before this are an earlier Berth's (releaseUnclaimed). */
+  const startedAt = new Date();
   /** Read from the host once, at the first build (npm takes a moment to answer). */
   let buildNetwork: Promise<BuildNetwork> | undefined;
   const network = () => {
@@ -205,7 +221,62 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
     const removed = gone.length > 0 ? edge.removeRoute(gone).catch(() => undefined) : undefined;
     const set = edge.setRoute(hostnames, upstreams).catch(() => undefined);
     entry.routed = new Set(hostnames);
-    return Promise.all([removed, set]).then(() => undefined);
+    // Every change of what serves passes here: the record for the next Berth follows it.
+    const saved = saveProcesses(entry).catch((error: unknown) =>
+      options.log.warn(
+        { appId: entry.spec.id, error: (error as Error).message },
+        'processes.json not written',
+      ),
+    );
+    return Promise.all([removed, set, saved]).then(() => undefined);
+  }
+
+  /** Writes the application's processes.json (atomically: a Berth killed meanwhile reads the old one). */
+  async function saveProcesses(entry: RunningApp): Promise<void> {
+    const layout = appLayout(options.dataDir, entry.spec.id);
+    const replicas = entry.replicas.map((r) => r.record()).filter((r): r is ReplicaRecord => r !== undefined);
+    const file: ProcessesFile = { release: entry.release, replicas };
+    const temporary = `${layout.processes}.${process.pid}.tmp`;
+    await fs.writeFile(temporary, JSON.stringify(file), { mode: 0o600 });
+    await fs.rename(temporary, layout.processes);
+  }
+
+  /** The replicas an earlier Berth left serving `release`, adopted; none unless all of them still run. */
+  async function adoptReplicas(
+    entry: RunningApp,
+    release: string,
+    context: LaunchContext,
+  ): Promise<Replica[]> {
+    const left = adoptable.get(entry.spec.id);
+    adoptable.delete(entry.spec.id);
+    if (!left || left.release !== release) {
+      if (left) await stopRecorded(entry.spec.id, left);
+      return [];
+    }
+    const adopted: Replica[] = [];
+    for (const record of left.replicas) {
+      const replica = await Replica.adopt(record, entry.spec, replicaDeps(entry, context));
+      if (replica) adopted.push(replica);
+    }
+    return adopted;
+  }
+
+  /** Stops processes an earlier Berth recorded that nothing claims, and removes their files. */
+  async function stopRecorded(appId: number, left: ProcessesFile): Promise<void> {
+    const layout = appLayout(options.dataDir, appId);
+    await Promise.all(
+      left.replicas.map(async (record) => {
+        const orphan = adoptSandboxed(record.sandbox);
+        if (orphan) {
+          orphan.kill('SIGTERM');
+          const killed = setTimeout(() => orphan.kill('SIGKILL'), Math.min(options.drainMs, 5000));
+          await orphan.exited;
+          clearTimeout(killed);
+        }
+        await fs.rm(record.runDir, { recursive: true, force: true });
+        await removeOutput(layout, record.instance);
+      }),
+    );
   }
 
   function newReplica(
@@ -217,14 +288,24 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
   ): Replica {
     // Unique per rollout: a redeploy of the live release (skip_build, a restart of Berth's replicas)
     // must not share the memory group or run directory of the replicas it replaces, which go when
-    // those stop.
-    return new Replica(`web-${release}-${rollout}-${index}`, release, entry.spec, {
+    // those stop. The rollout's number is the time: a Berth started later must not reuse the names of
+    // the replicas an earlier one left serving.
+    return new Replica(
+      `web-${release}-${rollout}-${index}`,
+      release,
+      entry.spec,
+      replicaDeps(entry, context),
+    );
+  }
+
+  function replicaDeps(entry: RunningApp, context: LaunchContext) {
+    return {
       context,
       logs: entry.logs,
       command: replicaCommand,
-      onEvent: (event) => options.onEvent(event),
+      onEvent: (event: RuntimeEvent) => options.onEvent(event),
       onChange: () => route(entry),
-    });
+    };
   }
 
   /** Starts the replicas of `release` and resolves once all are ready; on failure none is left. */
@@ -263,18 +344,23 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
     entry.release = release;
     const switched = route(entry);
     for (const replica of fresh) replica.watch();
+    for (const replica of old) {
+      entry.draining.add(replica);
+      void drain(replica).finally(() => entry.draining.delete(replica));
+    }
+    startCompanions(entry, release, context);
+    await switched;
+  }
+
+  /** The scheduler and workers of `release`, in place of those of the release before. */
+  function startCompanions(entry: RunningApp, release: string, context: LaunchContext): void {
     entry.scheduler?.stop();
     entry.scheduler =
       entry.spec.type === 'laravel' && entry.spec.schedulerEnabled
         ? new Scheduler(entry.spec, release, context, entry.logs)
         : undefined;
     entry.scheduler?.start();
-    for (const replica of old) {
-      entry.draining.add(replica);
-      void drain(replica).finally(() => entry.draining.delete(replica));
-    }
     rollWorkers(entry, release, context);
-    await switched;
   }
 
   /** The new release's workers start; the old ones end (SIGTERM, SIGKILL after the drain time). */
@@ -320,6 +406,26 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
     ]);
   }
 
+  /**
+   * Berth stops and leaves the application serving: its replicas run on unwatched (recorded in
+   * processes.json with how far their output was read); its scheduler, workers and the replicas of
+   * an older release still draining end, as they would at a stop.
+   */
+  async function leaveRunning(entry: RunningApp): Promise<void> {
+    const scheduler = entry.scheduler;
+    entry.scheduler = undefined;
+    const drainMs = Math.min(options.drainMs, 5000);
+    const workers = [...entry.workers, ...entry.drainingWorkers];
+    entry.workers = [];
+    await Promise.all([
+      scheduler?.terminate(drainMs),
+      ...[...entry.draining].map((replica) => replica.stop(drainMs)),
+      ...workers.map((worker) => worker.stop(drainMs)),
+      ...entry.replicas.map((replica) => replica.detach()),
+    ]);
+    await saveProcesses(entry);
+  }
+
   return {
     name: 'local',
     get endpoints() {
@@ -337,12 +443,19 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
     },
 
     async start() {
-      // Whatever a Berth on this data dir left running (a crash): its sandboxes and their groups go.
-      if (support && !edge) await removeTree(support, [cgroupTag]).catch(() => undefined);
-      // Nothing builds yet: a release dir still `.building` is what a crash cut short.
-      if (!edge) await removeUnfinishedBuilds(options.dataDir);
-      // Every application's files are its account's alone, also those of releases made before that.
-      if (!edge) for (const appId of await appIds(options.dataDir)) await appFiles(appId);
+      closed = false;
+      if (!edge) {
+        // What a Berth on this data dir left serving is adopted by ensureRunning (releaseUnclaimed
+        // stops the rest); builds and commands died with it.
+        for (const appId of await appIds(options.dataDir)) {
+          const left = await readProcesses(appLayout(options.dataDir, appId).processes);
+          if (left) adoptable.set(appId, left);
+        }
+        // Nothing builds yet: a release dir still `.building` is what a crash cut short.
+        await removeUnfinishedBuilds(options.dataDir);
+        // Every application's files are its account's alone, also those of releases made before that.
+        for (const appId of await appIds(options.dataDir)) await appFiles(appId);
+      }
       if (options.edge.proxy === 'haproxy') {
         const { startHaproxyEdge } = await import('./edge-haproxy.js');
         edge ??= await startHaproxyEdge({
@@ -425,8 +538,37 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
       if (entry.release === release && entry.replicas.length > 0) return;
       entry.spec = app;
       const context = await launchContext(app);
+      const adopted = await adoptReplicas(entry, release, context);
+      if (adopted.length > 0) {
+        // Serving as they were: the edge keeps its route (same upstreams), the checks resume.
+        entry.replicas = adopted;
+        entry.release = release;
+        for (const replica of adopted) replica.watch();
+        await route(entry);
+        if (adopted.length === Math.max(1, app.replicas)) {
+          startCompanions(entry, release, context);
+          return;
+        }
+      }
+      // None left (or not as many as the document asks): a rollout beside what serves.
       const fresh = await startReplicas(entry, release, AbortSignal.timeout(options.deploymentTimeoutMs));
       await cutOver(entry, release, fresh, context);
+    },
+
+    async releaseUnclaimed() {
+      for (const [appId, left] of adoptable) await stopRecorded(appId, left);
+      adoptable.clear();
+      for (const appId of await appIds(options.dataDir)) {
+        if (!apps.has(appId)) await fs.rm(appLayout(options.dataDir, appId).processes, { force: true });
+      }
+      // The groups of builds and commands that died with the earlier Berth (empty now), and of
+      // applications that run no more.
+      if (support) {
+        for (const appId of await appIds(options.dataDir)) {
+          if (!apps.has(appId)) await removeTree(support, [cgroupTag, `app-${appId}`]).catch(() => undefined);
+        }
+        await removeEmptyGroups(support, [cgroupTag], startedAt).catch(() => undefined);
+      }
     },
 
     async stop(appId) {
@@ -513,7 +655,18 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
       );
     },
 
-    async close() {
+    async close(closeOptions = {}) {
+      // Closed twice (the lifecycle, then the context): the first said whether things keep running.
+      if (closed) return;
+      closed = true;
+      if (closeOptions.keepRunning) {
+        // What serves stays up, recorded for the next Berth: only what this Berth drives ends.
+        for (const entry of apps.values()) await leaveRunning(entry);
+        apps.clear();
+        await edge?.close({ keepRunning: true });
+        edge = undefined;
+        return;
+      }
       for (const entry of apps.values()) await stopApp(entry);
       apps.clear();
       // Every process is stopped: the groups of this Berth go too (they are made again at start).
@@ -575,6 +728,17 @@ async function runOnce(
   } finally {
     signal.removeEventListener('abort', onAbort);
     await launched.group?.remove().catch(() => undefined);
+  }
+}
+
+/** An application's processes.json, or undefined when it has none (or it cannot be read). */
+async function readProcesses(file: string): Promise<ProcessesFile | undefined> {
+  try {
+    const parsed = JSON.parse(await fs.readFile(file, 'utf8')) as Partial<ProcessesFile>;
+    if (!Array.isArray(parsed.replicas)) return undefined;
+    return { release: typeof parsed.release === 'string' ? parsed.release : null, replicas: parsed.replicas };
+  } catch {
+    return undefined;
   }
 }
 

@@ -5,6 +5,9 @@
 //                         point of its image volume-images/<name>.ext4, root only)
 //   run/<instance>/       per-process files a replica needs (PHP-FPM and nginx configuration)
 //   logs/                 the processes' output, size-capped (root only)
+//   output/<instance>.stdout|.stderr  what a replica or worker writes, appended by it and followed by
+//                         Berth (it outlives Berth; root only)
+//   processes.json        what runs (pids, ports), for the next Berth to adopt (root only)
 // and the Node.js runtimes under <data dir>/runtimes/. Every name below comes from Berth (ids,
 // `d<deployment>` releases, instance names) or was validated by the document's rules (volume names).
 import path from 'node:path';
@@ -31,6 +34,12 @@ export function appLayout(dataDir: string, appId: number) {
     run: (instance: string) => path.join(root, 'run', safe(instance, 'instance')),
     runs: path.join(root, 'run'),
     logs: path.join(root, 'logs'),
+    outputs: path.join(root, 'output'),
+    output: (instance: string) => ({
+      stdout: path.join(root, 'output', `${safe(instance, 'instance')}.stdout`),
+      stderr: path.join(root, 'output', `${safe(instance, 'instance')}.stderr`),
+    }),
+    processes: path.join(root, 'processes.json'),
   };
 }
 

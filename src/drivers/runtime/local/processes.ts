@@ -7,13 +7,14 @@ import type { AppSpec } from '../driver.js';
 import {
   createMemoryGroup,
   limitSubtree,
+  openMemoryGroup,
   type CgroupSupport,
   type MemoryGroup,
   type SubtreeLimits,
 } from '../../os/cgroups.js';
 import { ensureSharedVolume, GIB, unmountImage } from '../../os/disk-images.js';
 import type { AppLayout } from './layout.js';
-import { spawnSandboxed, type SandboxedProcess } from './sandbox.js';
+import { adoptSandboxed, spawnSandboxed, type SandboxedProcess, type SandboxRecord } from './sandbox.js';
 
 /** Where the Node.js runtime's directory is bound inside every sandbox. */
 export const NODE_MOUNT = '/opt/berth/node';
@@ -50,6 +51,8 @@ export interface LaunchOptions {
   runDir?: string;
   /** More read-only binds (a build's CA files). */
   readOnlyBinds?: ReadonlyArray<{ source: string; target: string }>;
+  /** It outlives Berth (replicas, workers): output to the instance's files (layout.output). */
+  outlivesBerth?: boolean;
 }
 
 export interface Launched {
@@ -165,6 +168,13 @@ export async function launch(
       binds.push({ source, target: volume.mountPath, writable: true });
     }
   }
+  let outputFiles;
+  if (options.outlivesBerth) {
+    await fs.mkdir(context.layout.outputs, { recursive: true, mode: 0o700 });
+    outputFiles = context.layout.output(options.instance);
+    // A file of an earlier process of this name would be read again as this one's output.
+    for (const file of Object.values(outputFiles)) await fs.rm(file, { force: true });
+  }
   const process = spawnSandboxed({
     command: options.command,
     cwd: '/app',
@@ -172,8 +182,33 @@ export async function launch(
     binds,
     account: context.account,
     memory: group,
+    ...(outputFiles ? { outputFiles } : {}),
   });
   return { process, group, oomBefore };
+}
+
+/**
+ * A process an earlier Berth launched with `outlivesBerth` and recorded, when it still runs: its memory
+ * group is found again (the cap it was started with stays), its output followed on. Undefined when it
+ * has ended meanwhile.
+ */
+export async function adoptLaunch(
+  app: AppSpec,
+  context: LaunchContext,
+  instance: string,
+  record: SandboxRecord,
+): Promise<Launched | undefined> {
+  const process = adoptSandboxed(record);
+  if (!process) return undefined;
+  const group = context.support
+    ? await openMemoryGroup(context.support, [context.cgroupTag, `app-${app.id}`, instance.toLowerCase()])
+    : undefined;
+  return { process, group, oomBefore: group ? await group.oomKills() : 0 };
+}
+
+/** Removes the output files of a process that has ended and been read to the end. */
+export async function removeOutput(layout: AppLayout, instance: string): Promise<void> {
+  for (const file of Object.values(layout.output(instance))) await fs.rm(file, { force: true });
 }
 
 /** Why a process ended, in the words the status and events show. */

@@ -10,13 +10,16 @@ import type { AppSpec, InstanceState, InstanceStatus, RuntimeEvent } from '../dr
 import { freePort } from '../../net/ports.js';
 import { AppLogs } from './logs.js';
 import {
+  adoptLaunch,
   exitReason,
   launch,
+  removeOutput,
   RestartBackoff,
   RUN_MOUNT,
   type LaunchContext,
   type Launched,
 } from './processes.js';
+import type { SandboxRecord } from './sandbox.js';
 
 /** How often readiness is polled while a replica starts. */
 const READY_POLL_MS = 100;
@@ -64,9 +67,23 @@ function portOpen(port: number): Promise<boolean> {
   });
 }
 
+/** What the next Berth needs to adopt a serving replica (processes.json). */
+export interface ReplicaRecord {
+  name: string;
+  release: string;
+  /** The launch's instance name (its memory group and output files). */
+  instance: string;
+  port: number;
+  runDir: string;
+  restarts: number;
+  startedAt: string | null;
+  sandbox: SandboxRecord;
+}
+
 /** One launched process of a replica, with the port and run directory it was given. */
 interface Launch {
   launched: Launched;
+  instance: string;
   port: number;
   runDir: string;
   /** Resolves once the process has ended and its exit was handled. */
@@ -121,13 +138,13 @@ export class Replica {
     this.stopping = false;
     this.exitReason = undefined;
     // A restart reuses the run directory of the process it replaces, which has ended.
-    this.adopt(await this.spawn(this.current?.runDir ?? this.deps.context.layout.run(this.name)));
+    this.become(await this.spawn(this.current?.runDir ?? this.deps.context.layout.run(this.name)));
     this.state = 'starting';
     this.healthy = null;
   }
 
   /** Makes `launch` the replica's process. */
-  private adopt(launch: Launch): void {
+  private become(launch: Launch): void {
     this.current = launch;
     this.port = launch.port;
     this.failures = 0;
@@ -151,21 +168,28 @@ export class Replica {
       for (const file of Object.keys(files)) await fs.chown(`${runDir}/${file}`, account.uid, account.gid);
     }
     this.launches += 1;
+    const instance = `${this.name}-${this.launches}`;
     const launched = await launch(this.app, this.deps.context, {
-      instance: `${this.name}-${this.launches}`,
+      instance,
       release: this.release,
       command,
       env,
       memoryBytes: this.app.memoryBytes,
       withVolumes: true,
       runDir,
+      outlivesBerth: true,
     });
+    return this.follow(launched, instance, port, runDir);
+  }
+
+  /** Logs the output of `launched` and handles its exit. */
+  private follow(launched: Launched, instance: string, port: number, runDir: string): Launch {
     const { logs } = this.deps;
     const out = AppLogs.splitter((line) => logs.add(this.name, 'stdout', line));
     const err = AppLogs.splitter((line) => logs.add(this.name, 'stderr', line));
     launched.process.stdout.on('data', (chunk: Buffer) => out.write(chunk));
     launched.process.stderr.on('data', (chunk: Buffer) => err.write(chunk));
-    const started: Launch = { launched, port, runDir, exited: Promise.resolve(), dead: false };
+    const started: Launch = { launched, instance, port, runDir, exited: Promise.resolve(), dead: false };
     started.exited = launched.process.exited.then(async (exit) => {
       out.end();
       err.end();
@@ -363,7 +387,7 @@ export class Replica {
     }
     this.restarts += 1;
     this.lastRestartReason = reason;
-    this.adopt(next);
+    this.become(next);
     this.state = 'starting';
     this.healthy = null;
     // Started at the first failed check: usually ready by now, so the first probe passes.
@@ -379,6 +403,54 @@ export class Replica {
     clearTimeout(killed);
     await launch.exited;
     await fs.rm(launch.runDir, { recursive: true, force: true });
+    await removeOutput(this.deps.context.layout, launch.instance);
+  }
+
+  /**
+   * Berth is stopping and leaves the replica running for the next Berth to adopt: no more checks or
+   * restarts from this one, and its exit is no longer handled. A successor being prepared is stopped.
+   */
+  async detach(): Promise<void> {
+    this.stopping = true;
+    this.stopLiveness();
+    if (this.restartTimer) clearTimeout(this.restartTimer);
+    await this.dropSuccessor();
+  }
+
+  /** What the next Berth needs to adopt this replica; undefined unless it serves. */
+  record(): ReplicaRecord | undefined {
+    const current = this.current;
+    const sandbox = current?.launched.process.record();
+    if (!current || !sandbox || current.dead) return undefined;
+    if (this.state !== 'running' && this.state !== 'unhealthy') return undefined;
+    return {
+      name: this.name,
+      release: this.release,
+      instance: current.instance,
+      port: current.port,
+      runDir: current.runDir,
+      restarts: this.restarts,
+      startedAt: this.startedAt?.toISOString() ?? null,
+      sandbox,
+    };
+  }
+
+  /**
+   * The replica an earlier Berth recorded, serving again under this one without a restart: it is
+   * `running` at once (it served until now; the health checks judge it from here on). Undefined when
+   * its process has ended.
+   */
+  static async adopt(record: ReplicaRecord, app: AppSpec, deps: ReplicaDeps): Promise<Replica | undefined> {
+    const launched = await adoptLaunch(app, deps.context, record.instance, record.sandbox);
+    if (!launched) return undefined;
+    const replica = new Replica(record.name, record.release, app, deps);
+    replica.launches = Number(/-(\d+)$/.exec(record.instance)?.[1] ?? 0);
+    replica.become(replica.follow(launched, record.instance, record.port, record.runDir));
+    replica.restarts = record.restarts;
+    if (record.startedAt) replica.startedAt = new Date(record.startedAt);
+    replica.state = 'running';
+    replica.healthy = app.health.enabled ? true : null;
+    return replica;
   }
 
   /** SIGTERM, then SIGKILL after `drainMs`; resolves when the process and its group are gone. */

@@ -12,11 +12,14 @@
 //   to itself (files written to binds belong to it on the host), and forbids nested user namespaces.
 // - bwrap gives new PID, IPC, UTS and cgroup namespaces, a new session (no TIOCSTI into a terminal), no
 //   capabilities, a seccomp filter (src/drivers/os/seccomp.ts: no mount, ptrace, keyctl, bpf, module,
-//   namespace… calls; x86_64), death with its parent, and a file system of: read-only /usr (and the merged-/usr
+//   namespace… calls; x86_64), and a file system of: read-only /usr (and the merged-/usr
 //   symlinks), a few read-only /etc entries, a generated /etc/passwd and /etc/group naming only root and
 //   the app user, fresh /proc and /dev, a private tmpfs /tmp, and the binds the caller hands over. The
 //   rest of the root is read-only, and nothing else of the host (Berth's data dir, other applications,
 //   /home, /root, /etc/shadow) exists inside.
+// - What serves (replicas, workers: `outputFiles`) outlives Berth: no parent-death signal, output
+//   appended to files Berth follows (a pipe would break with Berth), and a Berth started again adopts
+//   it (adoptSandboxed). Everything else (builds, init and one-off commands) dies with Berth.
 // - The environment is exactly the caller's: the chain outside bwrap runs with an empty one, and the
 //   variables reach bwrap through a pipe (`--args`), never a command line, because they hold secrets
 //   and every user on the host can read a command line.
@@ -33,9 +36,16 @@
 //   elsewhere inside this sandbox, never outside it.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import fsPromises from 'node:fs/promises';
 import path from 'node:path';
-import { Writable, type Readable } from 'node:stream';
-import { BWRAP_PATH, ISOLATION_ARGS, PRIVATE_KERNEL_MOUNTS, readOnlySystemArgs } from '../../os/bwrap.js';
+import { Readable, Writable } from 'node:stream';
+import {
+  BWRAP_PATH,
+  DIE_WITH_BERTH,
+  ISOLATION_ARGS,
+  PRIVATE_KERNEL_MOUNTS,
+  readOnlySystemArgs,
+} from '../../os/bwrap.js';
 import {
   dropPrivileges,
   ensureSystemAccount,
@@ -68,6 +78,27 @@ export interface SandboxSpec {
   account: { uid: number; gid: number } | undefined;
   /** Joined before exec (all its `procsFiles`), so the caps hold from the first byte. */
   memory: MemoryGroup | undefined;
+  /**
+   * Host files (root's, outside every bind) the output is appended to, for a sandbox that outlives
+   * Berth (replicas, workers); `stdout` and `stderr` follow them. Without them the sandbox dies with
+   * Berth and its output comes through pipes.
+   */
+  outputFiles?: OutputFiles;
+}
+
+export interface OutputFiles {
+  stdout: string;
+  stderr: string;
+}
+
+/** What identifies a sandbox that outlives Berth, for the next Berth to adopt it. */
+export interface SandboxRecord {
+  pid: number;
+  /** The process's start time in clock ticks since boot (/proc/<pid>/stat): a reused pid differs. */
+  startTime: number;
+  outputFiles: OutputFiles;
+  /** How far Berth had read each output file. */
+  offsets: { stdout: number; stderr: number };
 }
 
 export interface SandboxedProcess {
@@ -84,6 +115,8 @@ export interface SandboxedProcess {
    * process exits, the sandbox ends and takes the rest with it. Nothing happens after the exit.
    */
   kill(signal?: NodeJS.Signals): void;
+  /** What a Berth started later needs to adopt it (sandboxes with `outputFiles` only). */
+  record(): SandboxRecord | undefined;
 }
 
 const BASH_PATH = '/bin/bash';
@@ -139,16 +172,30 @@ const SECCOMP_PROGRAM = seccompProgram();
 export function spawnSandboxed(spec: SandboxSpec): SandboxedProcess {
   const argv = sandboxCommandLine(spec);
   const environment = environmentArgs(spec.env); // checked before anything is spawned
-  const child = spawn(argv[0]!, argv.slice(1), {
-    env: {},
-    // Its own process group: a terminal's Ctrl-C reaches Berth, which decides what to stop.
-    detached: true,
-    stdio: ['ignore', 'pipe', 'pipe', 'pipe', 'pipe', 'pipe', SECCOMP_PROGRAM ? 'pipe' : 'ignore'],
-  });
+  const files = spec.outputFiles;
+  const output = files ? [openOutput(files.stdout), openOutput(files.stderr)] : (['pipe', 'pipe'] as const);
+  let child;
+  try {
+    child = spawn(argv[0]!, argv.slice(1), {
+      env: {},
+      // Its own process group: a terminal's Ctrl-C reaches Berth, which decides what to stop.
+      detached: true,
+      stdio: ['ignore', ...output, 'pipe', 'pipe', 'pipe', SECCOMP_PROGRAM ? 'pipe' : 'ignore'],
+    });
+  } finally {
+    for (const fd of output) if (typeof fd === 'number') fs.closeSync(fd);
+  }
   // Spawn errors are reported by the missing pid below; a later kill error changes nothing.
   child.on('error', () => undefined);
   const pid = child.pid;
-  if (pid === undefined || !child.stdout || !child.stderr) {
+  const streams = files
+    ? { stdout: new OutputFollower(files.stdout, 0), stderr: new OutputFollower(files.stderr, 0) }
+    : child.stdout && child.stderr
+      ? { stdout: child.stdout, stderr: child.stderr }
+      : undefined;
+  if (pid === undefined || !streams) {
+    if (streams && files)
+      for (const stream of Object.values(streams)) void (stream as OutputFollower).finish();
     throw new Error(`could not start the sandbox (${argv[0]})`);
   }
   const uid = spec.account?.uid ?? process.getuid?.() ?? 0;
@@ -159,18 +206,73 @@ export function spawnSandboxed(spec: SandboxSpec): SandboxedProcess {
   feed(descriptors[GROUP_FD], groupFile(gid));
   if (SECCOMP_PROGRAM) feed(descriptors[SECCOMP_FD], SECCOMP_PROGRAM);
 
+  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    child.once('exit', (code, signal) => resolve({ code, signal }));
+  });
+  const startTime = files ? processStartTime(pid) : undefined;
+  return sandboxHandle(pid, streams, exit, () =>
+    files && startTime !== undefined && streams.stdout instanceof OutputFollower
+      ? {
+          pid,
+          startTime,
+          outputFiles: files,
+          offsets: {
+            stdout: streams.stdout.offset,
+            stderr: (streams.stderr as OutputFollower).offset,
+          },
+        }
+      : undefined,
+  );
+}
+
+/**
+ * The sandbox an earlier Berth started and recorded, when it still runs (same pid and start time);
+ * its output is followed from where that Berth had read it. Its exit status is not known (it is not
+ * this process's child): `exited` reports it ended, with neither code nor signal.
+ */
+export function adoptSandboxed(record: SandboxRecord): SandboxedProcess | undefined {
+  if (processStartTime(record.pid) !== record.startTime) return undefined;
+  const streams = {
+    stdout: new OutputFollower(record.outputFiles.stdout, record.offsets.stdout),
+    stderr: new OutputFollower(record.outputFiles.stderr, record.offsets.stderr),
+  };
+  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    const timer = setInterval(() => {
+      if (processStartTime(record.pid) === record.startTime) return;
+      clearInterval(timer);
+      resolve({ code: null, signal: null });
+    }, ADOPTED_POLL_MS);
+    timer.unref();
+  });
+  return sandboxHandle(record.pid, streams, exit, () => ({
+    ...record,
+    offsets: { stdout: streams.stdout.offset, stderr: streams.stderr.offset },
+  }));
+}
+
+/** How often the exit of an adopted sandbox (not Berth's child: no exit event) is looked for. */
+const ADOPTED_POLL_MS = 200;
+
+function sandboxHandle(
+  pid: number,
+  streams: { stdout: Readable; stderr: Readable },
+  exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>,
+  record: () => SandboxRecord | undefined,
+): SandboxedProcess {
   let running = true;
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    child.once('exit', (code, signal) => {
-      running = false;
-      resolve({ code, signal });
-    });
+  const exited = exit.then(async (status) => {
+    running = false;
+    // What it wrote last is read before anyone hears that it ended.
+    for (const stream of [streams.stdout, streams.stderr])
+      if (stream instanceof OutputFollower) await stream.finish();
+    return status;
   });
   return {
     pid,
-    stdout: child.stdout,
-    stderr: child.stderr,
+    stdout: streams.stdout,
+    stderr: streams.stderr,
     exited,
+    record,
     kill(signal: NodeJS.Signals = 'SIGTERM') {
       if (!running) return;
       // Below bwrap: the PID namespace's init (bwrap's reaper), and below it the application.
@@ -212,6 +314,7 @@ export function sandboxCommandLine(spec: SandboxSpec): string[] {
     '/etc/group',
     ...PRIVATE_KERNEL_MOUNTS,
     ...(SECCOMP_PROGRAM ? ['--seccomp', String(SECCOMP_FD)] : []),
+    ...(spec.outputFiles ? [] : DIE_WITH_BERTH),
     ...bindArgs(spec.binds),
     // Last of the mounts: the root tmpfs (the mount points bwrap made) turns read-only.
     '--remount-ro',
@@ -341,5 +444,116 @@ function signalQuietly(pid: number, signal: NodeJS.Signals): void {
     process.kill(pid, signal);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
+  }
+}
+
+/** Opens an output file for appending (root's alone), created when missing. */
+function openOutput(file: string): number {
+  return fs.openSync(file, fs.constants.O_WRONLY | fs.constants.O_APPEND | fs.constants.O_CREAT, 0o600);
+}
+
+/** A process's start time in clock ticks since boot, or undefined when it is gone (or a zombie). */
+export function processStartTime(pid: number): number | undefined {
+  let stat: string;
+  try {
+    stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return undefined;
+  }
+  // After the command name (which may hold spaces): state, ppid, … starttime is the 20th field.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  if (fields[0] === 'Z') return undefined;
+  return Number(fields[19]);
+}
+
+/** Past this size a followed output file is emptied once Berth has read all of it. */
+const OUTPUT_FILE_CAP = 8 * 1024 * 1024;
+const OUTPUT_POLL_MS = 500;
+
+/**
+ * A readable stream of what is appended to a file by a process that is not Berth's pipe: read as it
+ * grows (inotify, and a slow poll in case an event is missed), emptied when it passes OUTPUT_FILE_CAP
+ * and has been read (the writer appends, so it goes on at the start; a line written between the last
+ * read and the truncation is lost), ended by finish() after a last read.
+ */
+export class OutputFollower extends Readable {
+  private position: number;
+  private reading: Promise<void> | undefined;
+  private again = false;
+  private readonly watcher: fs.FSWatcher | undefined;
+  private readonly timer: NodeJS.Timeout;
+  private finished: Promise<void> | undefined;
+
+  constructor(
+    private readonly file: string,
+    start: number,
+  ) {
+    super();
+    this.position = start;
+    try {
+      this.watcher = fs.watch(file, () => void this.pull());
+      this.watcher.on('error', () => undefined);
+    } catch {
+      this.watcher = undefined; // missing: the poll reads it once it is there
+    }
+    this.timer = setInterval(() => void this.pull(), OUTPUT_POLL_MS);
+    this.timer.unref();
+    void this.pull();
+  }
+
+  /** How far the file has been read. */
+  get offset(): number {
+    return this.position;
+  }
+
+  override _read(): void {
+    // Data is pushed as the file grows.
+  }
+
+  /** Reads what is left, then ends the stream. */
+  finish(): Promise<void> {
+    this.finished ??= (async () => {
+      this.watcher?.close();
+      clearInterval(this.timer);
+      await this.pull();
+      this.push(null);
+    })();
+    return this.finished;
+  }
+
+  private pull(): Promise<void> {
+    if (this.reading) {
+      this.again = true;
+      return this.reading;
+    }
+    this.reading = (async () => {
+      do {
+        this.again = false;
+        await this.readAvailable().catch(() => undefined);
+      } while (this.again);
+    })().finally(() => (this.reading = undefined));
+    return this.reading;
+  }
+
+  private async readAvailable(): Promise<void> {
+    const handle = await fsPromises.open(this.file, 'r+');
+    try {
+      const { size } = await handle.stat();
+      // Emptied by someone else (or a Berth that read it before): start over.
+      if (size < this.position) this.position = 0;
+      const buffer = Buffer.alloc(64 * 1024);
+      while (this.position < size) {
+        const { bytesRead } = await handle.read(buffer, 0, buffer.length, this.position);
+        if (bytesRead === 0) break;
+        this.position += bytesRead;
+        this.push(Buffer.from(buffer.subarray(0, bytesRead)));
+      }
+      if (this.position >= OUTPUT_FILE_CAP && this.position === (await handle.stat()).size) {
+        await handle.truncate(0);
+        this.position = 0;
+      }
+    } finally {
+      await handle.close();
+    }
   }
 }
