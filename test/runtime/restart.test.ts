@@ -1,6 +1,7 @@
 // The data plane outlives Berth (issue 25): under a steady load through the edge, a SIGTERM restart of
-// Berth and a kill -9 followed by a start each fail no request; the replica is the same process after
-// both, and its connection to its redis service is the same connection. A real `berth serve` process.
+// Berth and a kill -9 followed by a start each fail no request; the replica and the worker are the same
+// processes after both, and the replica's connection to its redis service is the same connection.
+// A real `berth serve` process.
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
@@ -55,7 +56,10 @@ const DOCUMENT = (url: string) =>
         settings: { health_check_path: '/health', replicas: 1, memory: '128Mi' },
       },
       domains: [{ domain: 'steady.test' }],
-      services: [{ name: 'cache', type: 'redis', memory: '64Mi' }],
+      services: [
+        { name: 'cache', type: 'redis', memory: '64Mi' },
+        { name: 'ticker', type: 'worker', command: 'node ticker.js', memory: '64Mi' },
+      ],
     },
   });
 
@@ -108,11 +112,15 @@ describe('a restart of Berth under load', () => {
     fs.rmSync(gitRoot, { recursive: true, force: true });
   });
 
-  it('fails no request, keeps the replica and its service connection, after SIGTERM and after kill -9', async () => {
+  it('fails no request, keeps the replica, the worker and the service connection, after SIGTERM and after kill -9', async () => {
     berth = await serveBerth(dataDir);
     const edgePort = berth.edgePort;
     const repository = createRepository(gitRoot, 'steady');
-    repository.commit({ 'server.js': SERVER_JS, 'package.json': '{"name":"steady","version":"1.0.0"}' });
+    repository.commit({
+      'server.js': SERVER_JS,
+      'ticker.js': "setInterval(() => console.log('tick'), 200);",
+      'package.json': '{"name":"steady","version":"1.0.0"}',
+    });
     const applied = await berth.call<{ application_id: number; deployment_id: number }>(
       'POST',
       '/api/v1/infrastructure/apply',
@@ -132,6 +140,31 @@ describe('a restart of Berth under load', () => {
       connection: string;
     };
     expect(first.connection).toMatch(/^:\d+$/);
+    const instances = async () =>
+      (
+        await berth!.call<{ data: Array<{ name: string; pid: number | null; state: string }> }>(
+          'GET',
+          `/api/v1/applications/${appId}/instances`,
+        )
+      ).data
+        .map((i) => ({ kind: i.name.split('-')[0], pid: i.pid, state: i.state }))
+        .sort((a, b) => a.kind!.localeCompare(b.kind!));
+    const processes = await eventually(
+      async () => {
+        const now = await instances();
+        return now.every((i) => i.state === 'running') && now.length === 2 ? now : undefined;
+      },
+      30_000,
+      'the replica and the worker to run',
+    );
+    expect(processes.map((i) => i.kind)).toEqual(['web', 'worker']);
+    const ticks = async () =>
+      (
+        await berth!.call<{ data: Array<{ source: string; line: string }> }>(
+          'GET',
+          `/api/v1/applications/${appId}/logs?tail=1000`,
+        )
+      ).data.filter((line) => line.source.startsWith('worker-') && line.line === 'tick').length;
 
     const load = steadyLoad(edgePort, 4);
     try {
@@ -146,6 +179,14 @@ describe('a restart of Berth under load', () => {
         );
         berth = await serveBerth(dataDir, edgePort);
         await eventually(active, 30_000, `the application to be active after ${signal}`);
+        // The same processes, adopted; the worker's output (written while Berth was down too) is read.
+        expect(await instances()).toEqual(processes);
+        const seen = await ticks();
+        await eventually(
+          async () => (await ticks()) > seen || undefined,
+          10_000,
+          'ticks of the adopted worker',
+        );
         const after = load.answers.length;
         await eventually(
           () => Promise.resolve(load.answers.length > after + 20 || undefined),

@@ -43,7 +43,7 @@ import { Replica, type ReplicaCommand, type ReplicaRecord } from './replicas.js'
 import { adoptSandboxed, ensureAppAccount, removeAppAccount } from './sandbox.js';
 import type { SystemAccount } from '../../os/users.js';
 import { Scheduler } from './scheduler.js';
-import { Worker } from './worker.js';
+import { Worker, type WorkerRecord } from './worker.js';
 import { workerInstanceName } from '../../../domain/app-services.js';
 
 export interface LocalRuntimeOptions {
@@ -87,6 +87,7 @@ interface RunningApp {
 interface ProcessesFile {
   release: string | null;
   replicas: ReplicaRecord[];
+  workers: WorkerRecord[];
 }
 
 /** Names this Berth's memory groups and OS accounts: several Berths may share one machine. */
@@ -222,50 +223,70 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
     const set = edge.setRoute(hostnames, upstreams).catch(() => undefined);
     entry.routed = new Set(hostnames);
     // Every change of what serves passes here: the record for the next Berth follows it.
-    const saved = saveProcesses(entry).catch((error: unknown) =>
+    return Promise.all([removed, set, saveQuietly(entry)]).then(() => undefined);
+  }
+
+  function saveQuietly(entry: RunningApp): Promise<void> {
+    return saveProcesses(entry).catch((error: unknown) =>
       options.log.warn(
         { appId: entry.spec.id, error: (error as Error).message },
         'processes.json not written',
       ),
     );
-    return Promise.all([removed, set, saved]).then(() => undefined);
   }
 
   /** Writes the application's processes.json (atomically: a Berth killed meanwhile reads the old one). */
   async function saveProcesses(entry: RunningApp): Promise<void> {
     const layout = appLayout(options.dataDir, entry.spec.id);
     const replicas = entry.replicas.map((r) => r.record()).filter((r): r is ReplicaRecord => r !== undefined);
-    const file: ProcessesFile = { release: entry.release, replicas };
+    const workers = entry.workers.map((w) => w.record()).filter((w): w is WorkerRecord => w !== undefined);
+    const file: ProcessesFile = { release: entry.release, replicas, workers };
     const temporary = `${layout.processes}.${process.pid}.tmp`;
     await fs.writeFile(temporary, JSON.stringify(file), { mode: 0o600 });
     await fs.rename(temporary, layout.processes);
   }
 
-  /** The replicas an earlier Berth left serving `release`, adopted; none unless all of them still run. */
-  async function adoptReplicas(
+  /**
+   * The replicas and workers an earlier Berth left running `release`, adopted as they run; what it
+   * left of another release, or of a worker the document no longer has, is stopped.
+   */
+  async function adoptLeft(
     entry: RunningApp,
     release: string,
     context: LaunchContext,
-  ): Promise<Replica[]> {
-    const left = adoptable.get(entry.spec.id);
-    adoptable.delete(entry.spec.id);
+  ): Promise<{ replicas: Replica[]; workers: Worker[] }> {
+    const appId = entry.spec.id;
+    const left = adoptable.get(appId);
+    adoptable.delete(appId);
     if (!left || left.release !== release) {
-      if (left) await stopRecorded(entry.spec.id, left);
-      return [];
+      if (left) await stopRecorded(appId, left);
+      return { replicas: [], workers: [] };
     }
-    const adopted: Replica[] = [];
+    const replicas: Replica[] = [];
     for (const record of left.replicas) {
       const replica = await Replica.adopt(record, entry.spec, replicaDeps(entry, context));
-      if (replica) adopted.push(replica);
+      if (replica) replicas.push(replica);
     }
-    return adopted;
+    const workers: Worker[] = [];
+    const unclaimed: WorkerRecord[] = [];
+    for (const record of left.workers) {
+      const wanted = entry.spec.workers.find((w) => workerInstanceName(w.name) === record.name);
+      const worker =
+        wanted && record.release === release
+          ? await Worker.adopt(record, entry.spec, wanted.command, workerDeps(entry, context))
+          : undefined;
+      if (worker) workers.push(worker);
+      else unclaimed.push(record);
+    }
+    await stopRecorded(appId, { release, replicas: [], workers: unclaimed });
+    return { replicas, workers };
   }
 
   /** Stops processes an earlier Berth recorded that nothing claims, and removes their files. */
   async function stopRecorded(appId: number, left: ProcessesFile): Promise<void> {
     const layout = appLayout(options.dataDir, appId);
     await Promise.all(
-      left.replicas.map(async (record) => {
+      [...left.replicas, ...left.workers].map(async (record) => {
         const orphan = adoptSandboxed(record.sandbox);
         if (orphan) {
           orphan.kill('SIGTERM');
@@ -273,7 +294,8 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
           await orphan.exited;
           clearTimeout(killed);
         }
-        await fs.rm(record.runDir, { recursive: true, force: true });
+        const runDir = (record as Partial<ReplicaRecord>).runDir;
+        if (runDir) await fs.rm(runDir, { recursive: true, force: true });
         await removeOutput(layout, record.instance);
       }),
     );
@@ -352,33 +374,57 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
     await switched;
   }
 
-  /** The scheduler and workers of `release`, in place of those of the release before. */
-  function startCompanions(entry: RunningApp, release: string, context: LaunchContext): void {
+  /**
+   * The scheduler and workers of `release`, in place of those of the release before; `adopted`
+   * workers (left running by an earlier Berth) serve as they are.
+   */
+  function startCompanions(
+    entry: RunningApp,
+    release: string,
+    context: LaunchContext,
+    adopted: Worker[] = [],
+  ): void {
     entry.scheduler?.stop();
     entry.scheduler =
       entry.spec.type === 'laravel' && entry.spec.schedulerEnabled
         ? new Scheduler(entry.spec, release, context, entry.logs)
         : undefined;
     entry.scheduler?.start();
-    rollWorkers(entry, release, context);
+    rollWorkers(entry, release, context, adopted);
+  }
+
+  function workerDeps(entry: RunningApp, context: LaunchContext) {
+    return {
+      context,
+      logs: entry.logs,
+      onEvent: (event: RuntimeEvent) => options.onEvent(event),
+      onStarted: () => void saveQuietly(entry),
+    };
   }
 
   /** The new release's workers start; the old ones end (SIGTERM, SIGKILL after the drain time). */
-  function rollWorkers(entry: RunningApp, release: string, context: LaunchContext): void {
+  function rollWorkers(
+    entry: RunningApp,
+    release: string,
+    context: LaunchContext,
+    adopted: Worker[] = [],
+  ): void {
     const old = entry.workers;
-    entry.workers = entry.spec.workers.map(
-      (w) =>
-        new Worker(workerInstanceName(w.name), release, entry.spec, w.command, {
-          context,
-          logs: entry.logs,
-          onEvent: (event) => options.onEvent(event),
-        }),
-    );
+    const fresh: Worker[] = [];
+    entry.workers = entry.spec.workers.map((w) => {
+      const name = workerInstanceName(w.name);
+      const running = adopted.find((worker) => worker.name === name);
+      if (running) return running;
+      const worker = new Worker(name, release, entry.spec, w.command, workerDeps(entry, context));
+      fresh.push(worker);
+      return worker;
+    });
     for (const worker of old) {
       entry.drainingWorkers.add(worker);
       void worker.stop(options.drainMs).finally(() => entry.drainingWorkers.delete(worker));
     }
-    for (const worker of entry.workers) worker.run();
+    for (const worker of fresh) worker.run();
+    void saveQuietly(entry);
   }
 
   /** Lets requests the edge already sent finish, then stops the replica (SIGTERM, then SIGKILL). */
@@ -407,22 +453,22 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
   }
 
   /**
-   * Berth stops and leaves the application serving: its replicas run on unwatched (recorded in
-   * processes.json with how far their output was read); its scheduler, workers and the replicas of
-   * an older release still draining end, as they would at a stop.
+   * Berth stops and leaves the application serving: its replicas and workers run on unwatched
+   * (recorded in processes.json with how far their output was read); its scheduler (driven by
+   * Berth's timer) and the replicas and workers of an older release still draining end, as they
+   * would at a stop.
    */
   async function leaveRunning(entry: RunningApp): Promise<void> {
     const scheduler = entry.scheduler;
     entry.scheduler = undefined;
     const drainMs = Math.min(options.drainMs, 5000);
-    const workers = [...entry.workers, ...entry.drainingWorkers];
-    entry.workers = [];
     await Promise.all([
       scheduler?.terminate(drainMs),
       ...[...entry.draining].map((replica) => replica.stop(drainMs)),
-      ...workers.map((worker) => worker.stop(drainMs)),
+      ...[...entry.drainingWorkers].map((worker) => worker.stop(drainMs)),
       ...entry.replicas.map((replica) => replica.detach()),
     ]);
+    for (const worker of entry.workers) worker.detach();
     await saveProcesses(entry);
   }
 
@@ -538,18 +584,20 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
       if (entry.release === release && entry.replicas.length > 0) return;
       entry.spec = app;
       const context = await launchContext(app);
-      const adopted = await adoptReplicas(entry, release, context);
-      if (adopted.length > 0) {
+      const adopted = await adoptLeft(entry, release, context);
+      if (adopted.replicas.length > 0) {
         // Serving as they were: the edge keeps its route (same upstreams), the checks resume.
-        entry.replicas = adopted;
+        entry.replicas = adopted.replicas;
         entry.release = release;
-        for (const replica of adopted) replica.watch();
+        for (const replica of adopted.replicas) replica.watch();
         await route(entry);
-        if (adopted.length === Math.max(1, app.replicas)) {
-          startCompanions(entry, release, context);
+        if (adopted.replicas.length === Math.max(1, app.replicas)) {
+          startCompanions(entry, release, context, adopted.workers);
           return;
         }
       }
+      // The rollout below replaces them (and starts the workers afresh).
+      entry.workers = adopted.workers;
       // None left (or not as many as the document asks): a rollout beside what serves.
       const fresh = await startReplicas(entry, release, AbortSignal.timeout(options.deploymentTimeoutMs));
       await cutOver(entry, release, fresh, context);
@@ -736,7 +784,11 @@ async function readProcesses(file: string): Promise<ProcessesFile | undefined> {
   try {
     const parsed = JSON.parse(await fs.readFile(file, 'utf8')) as Partial<ProcessesFile>;
     if (!Array.isArray(parsed.replicas)) return undefined;
-    return { release: typeof parsed.release === 'string' ? parsed.release : null, replicas: parsed.replicas };
+    return {
+      release: typeof parsed.release === 'string' ? parsed.release : null,
+      replicas: parsed.replicas,
+      workers: Array.isArray(parsed.workers) ? parsed.workers : [],
+    };
   } catch {
     return undefined;
   }

@@ -2,22 +2,38 @@
 // fresh sandbox of it with the application's secrets, services and volumes, like a replica but with
 // no port and no health check. It is restarted whenever it exits (with backoff, as a replica), and
 // rolled with deployments: the new release's workers start when its replicas take the traffic, and
-// the old ones get SIGTERM then (a queue worker finishes its job), SIGKILL after the drain time.
+// the old ones get SIGTERM then (a queue worker finishes its job), SIGKILL after the drain time. Like
+// a replica it outlives Berth, and the next Berth adopts it (WorkerRecord).
 import type { AppSpec, InstanceState, InstanceStatus, RuntimeEvent } from '../driver.js';
 import { AppLogs } from './logs.js';
 import {
+  adoptLaunch,
   baseEnv,
   exitReason,
   launch,
+  removeOutput,
   RestartBackoff,
   type LaunchContext,
   type Launched,
 } from './processes.js';
+import type { SandboxRecord } from './sandbox.js';
 
 export interface WorkerDeps {
   context: LaunchContext;
   logs: AppLogs;
   onEvent(event: RuntimeEvent): void;
+  /** A process of the worker started (the record for the next Berth changes). */
+  onStarted(): void;
+}
+
+/** What the next Berth needs to adopt a running worker (processes.json). */
+export interface WorkerRecord {
+  name: string;
+  release: string;
+  instance: string;
+  restarts: number;
+  startedAt: string | null;
+  sandbox: SandboxRecord;
 }
 
 export class Worker {
@@ -25,7 +41,7 @@ export class Worker {
   restarts = 0;
   lastRestartReason: string | null = null;
   private startedAt: Date | null = null;
-  private current: Launched | undefined;
+  private current: (Launched & { instance: string }) | undefined;
   /** Resolves once the current process has ended and its exit was handled. */
   private ended: Promise<void> = Promise.resolve();
   private launches = 0;
@@ -50,18 +66,26 @@ export class Worker {
   private async start(): Promise<void> {
     if (this.stopping) return;
     this.launches += 1;
+    const instance = `${this.name}-${this.release}-${this.launches}`;
     const launched = await launch(this.app, this.deps.context, {
-      instance: `${this.name}-${this.release}-${this.launches}`,
+      instance,
       release: this.release,
       command: ['/bin/sh', '-c', this.command],
       env: { ...baseEnv(this.app), ...this.app.env },
       memoryBytes: this.app.memoryBytes,
       withVolumes: true,
+      outlivesBerth: true,
     });
     // stop() came while the sandbox was being set up.
     if (this.stopping) launched.process.kill('SIGKILL');
-    this.current = launched;
+    this.follow({ ...launched, instance });
     this.startedAt = new Date();
+    this.deps.onStarted();
+  }
+
+  /** Makes `launched` the worker's process: its output logged, its exit handled. */
+  private follow(launched: Launched & { instance: string }): void {
+    this.current = launched;
     this.state = 'running';
     const out = AppLogs.splitter((line) => this.deps.logs.add(this.name, 'stdout', line));
     const err = AppLogs.splitter((line) => this.deps.logs.add(this.name, 'stderr', line));
@@ -73,6 +97,7 @@ export class Worker {
       // Read before the group goes: its OOM counter says whether the kernel killed it.
       const ended = await exitReason(launched, exit, this.app.memoryBytes).catch(() => undefined);
       await launched.group?.remove().catch(() => undefined);
+      await removeOutput(this.deps.context.layout, launched.instance).catch(() => undefined);
       if (this.current === launched) this.current = undefined;
       if (this.stopping) return;
       this.onExit(ended?.reason ?? `exited with ${exit.code ?? exit.signal}`, ended?.oom ?? false);
@@ -122,6 +147,43 @@ export class Worker {
       clearTimeout(killer);
     }
     await this.ended;
+  }
+
+  /** Berth stops and leaves the worker running for the next Berth: no more restarts from this one. */
+  detach(): void {
+    this.stopping = true;
+    if (this.restartTimer) clearTimeout(this.restartTimer);
+  }
+
+  /** What the next Berth needs to adopt this worker; undefined unless it runs. */
+  record(): WorkerRecord | undefined {
+    const sandbox = this.current?.process.record();
+    if (!this.current || !sandbox || this.state !== 'running') return undefined;
+    return {
+      name: this.name,
+      release: this.release,
+      instance: this.current.instance,
+      restarts: this.restarts,
+      startedAt: this.startedAt?.toISOString() ?? null,
+      sandbox,
+    };
+  }
+
+  /** The worker an earlier Berth recorded, running on under this one; undefined when it has ended. */
+  static async adopt(
+    record: WorkerRecord,
+    app: AppSpec,
+    command: string,
+    deps: WorkerDeps,
+  ): Promise<Worker | undefined> {
+    const launched = await adoptLaunch(app, deps.context, record.instance, record.sandbox);
+    if (!launched) return undefined;
+    const worker = new Worker(record.name, record.release, app, command, deps);
+    worker.launches = Number(/-(\d+)$/.exec(record.instance)?.[1] ?? 0);
+    worker.restarts = record.restarts;
+    worker.startedAt = record.startedAt ? new Date(record.startedAt) : new Date();
+    worker.follow({ ...launched, instance: record.instance });
+    return worker;
   }
 
   status(): InstanceStatus {
