@@ -1,6 +1,6 @@
 // The `berth` command, run as a real process: the built one (dist/), as `npm run build` makes it and a
 // production install runs it; each run through tsx would compile the sources again, seconds apiece.
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -8,6 +8,16 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BIN, ensureBuilt } from '../cli-client/helpers.js';
 import { execFileAsync, freePort, waitFor } from '../helpers/processes.js';
+
+/** `berth admin stop-all` on a data dir whose Berth has stopped (its edge runs on until then). */
+function stopDataPlane(dataDir: string): void {
+  const result = spawnSync(process.execPath, [BIN, 'admin', 'stop-all', '--data-dir', dataDir], {
+    cwd: ROOT,
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
+  if (result.status !== 0) throw new Error(`stop-all failed: ${result.stdout}${result.stderr}`);
+}
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-cli-'));
@@ -212,6 +222,8 @@ describe('berth CLI', { timeout: 120_000 }, () => {
       await expect(fetch(`${base}/healthz`)).rejects.toThrow();
     } finally {
       child.kill('SIGKILL');
+      // A stop leaves the data plane (here the edge) running for the next Berth: stop-all ends it.
+      stopDataPlane(serveDir);
       fs.rmSync(serveDir, { recursive: true, force: true });
     }
   });
@@ -243,6 +255,7 @@ describe('berth CLI', { timeout: 120_000 }, () => {
       return output.split('\n').filter((line) => line !== '');
     } finally {
       child.kill('SIGKILL');
+      stopDataPlane(serveDir);
       fs.rmSync(serveDir, { recursive: true, force: true });
     }
   }
