@@ -308,6 +308,34 @@ describe.each(DIALECTS)('bucket names per object storage (%s)', (dialect) => {
     expect(fromA.headers.get('access-control-allow-origin')).toBeNull();
   });
 
+  it('refuses new bucket names shaped like a uuid, and still serves one made before', async () => {
+    const a = client(views.a.endpoint, 'a');
+    const uuidShaped = '0b6c7c1e-1111-4222-8333-123456789abc';
+    expect(await refusal(a.send(new CreateBucketCommand({ Bucket: uuidShaped })))).toEqual({
+      code: 'InvalidBucketName',
+      status: 400,
+    });
+    const doc = storageDocument(teams.a.id);
+    doc.spec.object_storage[0]!.buckets = [uuidShaped];
+    const refused = await apply(teams.a.headers, stringify(doc));
+    expect(refused.statusCode).toBe(422);
+    expect(Object.keys(refused.json<{ errors: Record<string, string[]> }>().errors)).toEqual([
+      'spec.object_storage.media.buckets.0',
+    ]);
+    // A bucket of that shape from before the rule: no storage has that uuid, so it is a bucket.
+    const storage = await t.ctx.db
+      .selectFrom('object_storages')
+      .select('id')
+      .where('uuid', '=', views.a.uuid)
+      .executeTakeFirstOrThrow();
+    await t.ctx.db
+      .insertInto('s3_buckets')
+      .values({ object_storage_id: storage.id, name: uuidShaped, created_at: new Date().toISOString() })
+      .execute();
+    await a.send(new PutObjectCommand({ Bucket: uuidShaped, Key: 'old.txt', Body: 'still here' }));
+    expect(await text(a, uuidShaped, 'old.txt')).toBe('still here');
+  });
+
   it('recreates a team’s storage and buckets from its export applied by another team', async () => {
     const exported = await t.request({
       method: 'GET',
