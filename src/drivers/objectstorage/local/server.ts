@@ -366,7 +366,10 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
       const params = parseQuery(query);
       // hook: browsers' CORS answers from the bucket's rules (cors.ts), of the storage the endpoint
       // names or, on the shared endpoint, of the storage of the key the request claims.
-      const claimed = storageId === undefined ? claimedAccessKey(req, params) : undefined;
+      const claimed =
+        storageId === undefined && req.headers.origin !== undefined
+          ? claimedAccessKey(req, params)
+          : undefined;
       const corsStorage =
         storageId ?? (claimed === undefined ? undefined : (await loadKey(claimed))?.storageId);
       if (await corsFeature.answer(req, res, corsStorage, bucket)) return;
