@@ -28,7 +28,11 @@ import {
   type ApplicationCleanup,
   type ScheduledDeletion,
 } from './services/scheduled-deletion/index.js';
-import { createObjectStorageService, type ObjectStorageService } from './services/object-storage/index.js';
+import {
+  createObjectStorageService,
+  endpointsView,
+  type ObjectStorageService,
+} from './services/object-storage/index.js';
 import { createNotificationService, type NotificationService } from './services/notifications/index.js';
 import { createOwnershipChecks, type OwnershipChecks } from './services/ownership.js';
 import { createRemovals } from './services/infrastructure/removals.js';
@@ -194,7 +198,12 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
     }
   });
   const resources = once(() =>
-    createInfrastructureQueries({ db: ctx.db, identity: ctx.identity, secretBox: ctx.secretBox }),
+    createInfrastructureQueries({
+      db: ctx.db,
+      identity: ctx.identity,
+      secretBox: ctx.secretBox,
+      storageEndpoints: (uuid) => endpointsView(objectStorage().driver, uuid),
+    }),
   );
   /** What runs the service types that are not database engines (docs/services.md). */
   const serviceRunners = once((): ServiceRunner[] => [

@@ -1,9 +1,9 @@
 // The `minio` service (issue 15): a private bucket on Berth's own S3 endpoint with a key scoped to it.
 // Applied as a document and made sure of as a deployment does, used with the real AWS SDK and only the
 // values the application is given: its key works in its bucket and nowhere else (another application's
-// minio bucket, a team storage's bucket), another key does not open it; the storage is the
-// application's, never the team's (lists, a single look-up, deletion, the YAML export, quotas, a
-// document claiming its bucket); provisioning again changes nothing; deleting the application removes
+// minio bucket, a team storage's bucket, even of the same name), another key does not open it; the
+// storage is the application's, never the team's (lists, a single look-up, deletion, the YAML export,
+// quotas); provisioning again changes nothing; deleting the application removes
 // the bucket, its objects and files, and the key.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -93,7 +93,7 @@ describe.each(DIALECTS)('minio service (%s)', (dialect) => {
     for (const [name, services] of [
       ['shop', [{ name: 'files', type: 'minio', settings: { bucket: 'shop-files' } }]],
       ['blog', [{ name: 'media', type: 'minio' }]],
-      // Asks for a bucket the team's storage holds: it gets one of its own.
+      // Asks for a name the team's storage holds: names are per storage, so it gets its own of that name.
       ['wiki', [{ name: 'assets', type: 'minio', settings: { bucket: TEAM_BUCKET } }]],
     ] as const) {
       const response = await apply(appDocument(name, [...services]));
@@ -137,14 +137,18 @@ describe.each(DIALECTS)('minio service (%s)', (dialect) => {
     ]);
   });
 
-  it('derives a bucket name when the document names none or one already taken', async () => {
+  it('derives a bucket name when the document names none, and keeps one another storage holds', async () => {
     const blog = await environment(apps.blog!, 'media');
     expect(blog.S3_BUCKET).toMatch(new RegExp(`^app-${apps.blog!}-media-[0-9a-f]{8}$`));
     const wiki = await environment(apps.wiki!, 'assets');
-    expect(wiki.S3_BUCKET).toMatch(new RegExp(`^app-${apps.wiki!}-assets-[0-9a-f]{8}$`));
+    expect(wiki.S3_BUCKET).toBe(TEAM_BUCKET);
     const client = clientOf(wiki);
     await client.send(new PutObjectCommand({ Bucket: wiki.S3_BUCKET, Key: 'k', Body: 'wiki' }));
     expect(await body(client, wiki.S3_BUCKET!, 'k')).toBe('wiki');
+    // The team's bucket of the same name is another bucket.
+    await teamClient().send(new PutObjectCommand({ Bucket: TEAM_BUCKET, Key: 'k', Body: 'team' }));
+    expect(await body(client, TEAM_BUCKET, 'k')).toBe('wiki');
+    expect(await body(teamClient(), TEAM_BUCKET, 'k')).toBe('team');
   });
 
   it('refuses the key anywhere but its bucket, and other keys in its bucket', async () => {
@@ -154,29 +158,30 @@ describe.each(DIALECTS)('minio service (%s)', (dialect) => {
     await blog.send(new PutObjectCommand({ Bucket: blogEnv.S3_BUCKET, Key: 'secret.txt', Body: 'blog' }));
     await teamClient().send(new PutObjectCommand({ Bucket: TEAM_BUCKET, Key: 'team.txt', Body: 'team' }));
 
+    // Other storages' buckets are not in the shop's storage: no such bucket there.
     for (const [Bucket, Key] of [
       [blogEnv.S3_BUCKET!, 'secret.txt'],
       [TEAM_BUCKET, 'team.txt'],
     ] as const) {
       expect(await refusal(shop.send(new GetObjectCommand({ Bucket, Key }))), Bucket).toMatchObject({
-        code: 'AccessDenied',
+        code: 'NoSuchBucket',
       });
       expect(
         await refusal(shop.send(new PutObjectCommand({ Bucket, Key: 'x', Body: 'x' }))),
         Bucket,
-      ).toMatchObject({ code: 'AccessDenied' });
+      ).toMatchObject({ code: 'NoSuchBucket' });
       expect(await refusal(shop.send(new ListObjectsV2Command({ Bucket }))), Bucket).toMatchObject({
-        code: 'AccessDenied',
+        code: 'NoSuchBucket',
       });
     }
     // Neither another application's key nor the team's admin key opens the shop's bucket.
     for (const other of [blog, teamClient()]) {
       expect(
         await refusal(other.send(new GetObjectCommand({ Bucket: 'shop-files', Key: 'two.txt' }))),
-      ).toMatchObject({ code: 'AccessDenied' });
+      ).toMatchObject({ code: 'NoSuchBucket' });
       expect(
         await refusal(other.send(new PutObjectCommand({ Bucket: 'shop-files', Key: 'x', Body: 'x' }))),
-      ).toMatchObject({ code: 'AccessDenied' });
+      ).toMatchObject({ code: 'NoSuchBucket' });
     }
     // It makes no other bucket, and cannot give its own up.
     expect(await refusal(shop.send(new CreateBucketCommand({ Bucket: 'shop-more' })))).toMatchObject({
@@ -228,13 +233,12 @@ describe.each(DIALECTS)('minio service (%s)', (dialect) => {
       '?dry_run=true',
     );
     expect(second.statusCode, second.body).toBe(200);
-    // A document cannot claim the application's bucket.
-    const claim = await apply(
+    // A team storage may name a bucket like the application's: it is another bucket.
+    const same = await apply(
       teamDocument([{ name: 'more', zone: 'europe-1', buckets: ['shop-files'] }]),
       '?dry_run=true',
     );
-    expect(claim.statusCode).toBe(422);
-    expect(claim.body).toContain('shop-files');
+    expect(same.statusCode, same.body).toBe(200);
   });
 
   it('provisions again to the same bucket and key', async () => {

@@ -13,6 +13,8 @@ test('shows the storage, reveals a secret key and carries out the pending zone c
   await expect(page.getByRole('heading', { name: 'files', level: 1 })).toBeVisible();
   await expect(page.getByText('uploads')).toBeVisible();
   await expect(page.getByText(/^http:\/\/127\.0\.0\.1:\d+$/)).toBeVisible();
+  // The storage's own endpoint: the shared one with the storage's uuid as a path prefix.
+  await expect(page.getByText(/^http:\/\/127\.0\.0\.1:\d+\/[0-9a-f-]{36}$/)).toBeVisible();
 
   const key = page.getByLabel('secret key of uploader', { exact: true });
   await expect(key).toHaveValue('••••••••••••');

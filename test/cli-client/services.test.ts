@@ -241,5 +241,9 @@ spec:
     };
     expect(view.endpoint).toMatch(/^http/);
     for (const user of view.users) expect(user.secret_key === null || user.secret_key === '****').toBe(true);
+    // The storage's own endpoint, which names it: the shared one with its uuid as a prefix.
+    const shown = await shell.run(['storage', 'credentials', 'files']);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toMatch(/storage endpoint http:\/\/\S+:\d+\/[0-9a-f-]{36}/);
   });
 });

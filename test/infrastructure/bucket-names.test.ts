@@ -1,5 +1,5 @@
-// Bucket names are global on the S3 endpoint: a name another storage holds is refused at apply
-// (dry run included), at the bucket's path, instead of leaving the storage in `error` for good.
+// Bucket names belong to their object storage (migration 024, docs/decisions/0008): a name another
+// storage (of this team or another) holds is accepted at apply, dry run included, and provisioned.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { authHeaders, createTestApp, type TestApp } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
@@ -26,7 +26,7 @@ describe.each(DIALECTS)('bucket names at apply (%s)', (dialect) => {
       payload: yaml(doc),
     });
 
-  it('refuses a bucket another storage holds, names it, and keeps the storage’s own buckets', async () => {
+  it('accepts a bucket name another storage holds, and provisions it in this storage', async () => {
     const first = await apply(
       t.auth.platform,
       storageDoc(t.user.team_id, 'files', ['shared-assets', 'mine']),
@@ -45,32 +45,33 @@ describe.each(DIALECTS)('bucket names at apply (%s)', (dialect) => {
         storageDoc(other.team_id, 'media', ['fresh', 'shared-assets']),
         query,
       );
-      expect(res.statusCode).toBe(422);
-      expect(res.json<{ errors: Record<string, string[]> }>().errors).toEqual({
-        'spec.object_storage.media.buckets.1': [
-          "Object storage 'media': bucket name 'shared-assets' is taken (bucket names are shared by every storage on this endpoint); choose another.",
-        ],
-      });
+      expect(res.statusCode, res.body).toBe(200);
     }
-    const none = await t.ctx.db
-      .selectFrom('object_storages')
-      .select('name')
-      .where('team_id', '=', other.team_id)
+    // The same team's second storage may hold the name too.
+    expect(
+      (await apply(t.auth.platform, storageDoc(t.user.team_id, 'more', ['shared-assets']))).statusCode,
+    ).toBe(200);
+    await t.ctx.services.jobs.runner().runDue();
+    const holders = await t.ctx.db
+      .selectFrom('s3_buckets')
+      .innerJoin('object_storages', 'object_storages.id', 's3_buckets.object_storage_id')
+      .select(['object_storages.name as storage', 'object_storages.state'])
+      .where('s3_buckets.name', '=', 'shared-assets')
+      .orderBy('s3_buckets.id')
       .execute();
-    expect(none).toEqual([]);
+    expect(holders).toEqual([
+      { storage: 'files', state: 'running' },
+      { storage: 'media', state: 'running' },
+      { storage: 'more', state: 'running' },
+    ]);
   });
 
   it('drops a bucket that was never created once the document stops naming it, and the storage recovers', async () => {
     const other = await t.ctx.identity.createUser({ email: 'c@example.com', team: 'gamma', role: 'owner' });
     const gamma = authHeaders(other).platform;
-    // Both documents name `race-bucket` before either storage exists; the first provisioning takes it.
-    expect(
-      (await apply(t.auth.platform, storageDoc(t.user.team_id, 'racer', ['race-bucket']))).statusCode,
-    ).toBe(200);
     expect(
       (await apply(gamma, storageDoc(other.team_id, 'late', ['race-bucket', 'late-own']))).statusCode,
     ).toBe(200);
-    await t.ctx.services.jobs.runner().runDue();
     const storage = () =>
       t.ctx.db
         .selectFrom('object_storages')
@@ -78,6 +79,13 @@ describe.each(DIALECTS)('bucket names at apply (%s)', (dialect) => {
         .where('team_id', '=', other.team_id)
         .where('name', '=', 'late')
         .executeTakeFirstOrThrow();
+    // A provisioning that failed for good (a driver's provider refused it): nothing was created.
+    await t.ctx.db
+      .updateTable('object_storages')
+      .set({ state: 'error', state_reason: 'refused by the provider' })
+      .where('team_id', '=', other.team_id)
+      .execute();
+    await t.ctx.db.deleteFrom('jobs').where('type', '=', 'object_storage.provision').execute();
     expect((await storage()).state).toBe('error');
 
     // The fixed document names another bucket: the one never created goes, the storage runs again.

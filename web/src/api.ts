@@ -266,7 +266,10 @@ export interface StorageSummary {
   pending_changes: { zone: string } | null;
 }
 export interface StorageDetail extends StorageSummary {
+  /** Shared: the access key picks the storage. */
   endpoint: string;
+  /** The storage's own endpoint, which names it (docs/decisions/0008-bucket-namespaces.md). */
+  endpoints: { path: string; virtual_host: string | null };
   region: string;
   users: Array<{ username: string; access_key_id: string; secret_key: string | null }>;
 }

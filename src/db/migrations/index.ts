@@ -18,6 +18,7 @@ import * as m020 from './020_accounts.js';
 import * as m021 from './021_app_services.js';
 import * as m022 from './022_service_instances.js';
 import * as m023 from './023_app_object_storage.js';
+import * as m024 from './024_bucket_namespaces.js';
 
 type DialectMigration = { up(db: Kysely<unknown>, dialect: Dialect): Promise<void> };
 
@@ -39,9 +40,10 @@ const MIGRATIONS: Record<string, DialectMigration> = {
   '021_app_services': m021,
   '022_service_instances': m022,
   '023_app_object_storage': m023,
+  '024_bucket_namespaces': m024,
 };
 
-export async function migrateToLatest(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
+export function migrator(db: Kysely<unknown>, dialect: Dialect): Migrator {
   const provider: MigrationProvider = {
     getMigrations: () =>
       Promise.resolve(
@@ -53,7 +55,11 @@ export async function migrateToLatest(db: Kysely<unknown>, dialect: Dialect): Pr
         ),
       ),
   };
-  const { error, results } = await new Migrator({ db, provider }).migrateToLatest();
+  return new Migrator({ db, provider });
+}
+
+export async function migrateToLatest(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
+  const { error, results } = await migrator(db, dialect).migrateToLatest();
   const failed = results?.find((r) => r.status === 'Error');
   if (error !== undefined || failed) {
     throw new Error(`Migration ${failed?.migrationName ?? ''} failed`, { cause: error });

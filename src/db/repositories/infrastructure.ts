@@ -466,16 +466,6 @@ export function createInfrastructureRepository(db: Db) {
       return found;
     },
 
-    bucketHolders(names: string[]): Promise<Array<{ name: string; team_id: number; storage: string }>> {
-      if (names.length === 0) return Promise.resolve([]);
-      return db
-        .selectFrom('s3_buckets')
-        .innerJoin('object_storages', 'object_storages.id', 's3_buckets.object_storage_id')
-        .select(['s3_buckets.name', 'object_storages.team_id', 'object_storages.name as storage'])
-        .where('s3_buckets.name', 'in', names)
-        .execute();
-    },
-
     async domainsHeldElsewhere(domains: string[], applicationId: number | undefined): Promise<Set<string>> {
       if (domains.length === 0) return new Set();
       let query = db.selectFrom('domains').select('domain').where('domain', 'in', domains);

@@ -1,11 +1,12 @@
 // Tables of the local object-storage driver: buckets, access keys, objects and multipart uploads.
-// Bucket names are unique on the whole endpoint (as on S3); everything else hangs off a bucket or a storage.
+// Bucket names are unique within their object storage (migration 024); everything else hangs off a
+// bucket or a storage.
 import type { ColumnType, Generated } from 'kysely';
 
 export interface S3BucketsTable {
   id: Generated<number>;
   object_storage_id: number;
-  /** Globally unique on the endpoint. */
+  /** Unique within the storage (024_bucket_namespaces); other storages may hold the same name. */
   name: string;
   created_at: string;
   /** JSON object of the bucket's tags; null when it has no tag set (see 018_s3_checksums). */

@@ -1,7 +1,7 @@
 // Stored state → an Infrastructure document that apply accepts (export rules 1-4). Credentials
 // never appear: each is replaced by its placeholder, which apply reads as "keep / regenerate". A
 // secret made only of service references (docs/services.md) is shown as written: it holds none.
-import { stringify } from 'yaml';
+import { Document, isNode, stringify } from 'yaml';
 import { effectiveHealthCheckPath } from '../health-checks.js';
 import { isOnlyReferences } from '../service-references.js';
 import {
@@ -178,6 +178,31 @@ export function teamDocument(input: {
   };
 }
 
-export function toYaml(doc: Obj): string {
-  return stringify(doc, { lineWidth: 0 });
+/** A comment written before the node at `path`: shown to the reader, never read by apply. */
+export interface YamlNote {
+  path: Array<string | number>;
+  comment: string;
+}
+
+export function toYaml(doc: Obj, notes: readonly YamlNote[] = []): string {
+  if (notes.length === 0) return stringify(doc, { lineWidth: 0 });
+  const document = new Document(doc);
+  for (const note of notes) {
+    const node = document.getIn(note.path, true);
+    if (isNode(node)) node.commentBefore = ` ${note.comment}`;
+  }
+  return document.toString({ lineWidth: 0 });
+}
+
+/**
+ * Each exported storage's own endpoint, as a comment before its entry. It is not a setting: the
+ * platform gives every storage its own, so the document applied by another team (or on another
+ * host) makes a storage with another endpoint, holding the same bucket names (docs/decisions/0008).
+ */
+export function storageEndpointNotes(endpoints: ReadonlyArray<string | undefined>): YamlNote[] {
+  return endpoints.flatMap((endpoint, index) =>
+    endpoint === undefined
+      ? []
+      : [{ path: ['spec', 'object_storage', index], comment: `endpoint: ${endpoint}` }],
+  );
 }

@@ -23,7 +23,7 @@ export interface ObjectStorageCredential {
   policies: unknown[];
 }
 
-/** A problem a retry cannot fix (a bucket name taken by another storage, a policy not understood). */
+/** A problem a retry cannot fix (an invalid bucket name, a policy not understood). */
 export class ProvisionError extends Error {
   constructor(message: string) {
     super(message);
@@ -44,10 +44,20 @@ export interface ServedEndpoint {
   close(): Promise<void>;
 }
 
+/** A storage's endpoint of its own: it names the storage without a credential (docs/decisions/0008). */
+export interface StorageEndpoints {
+  /** Path style under a prefix: `<endpoint>/<uuid>` (no DNS needed). */
+  path: string;
+  /** `<uuid>.<host>` (buckets as `<bucket>.<uuid>.<host>`); null when the public host is an IP address. */
+  virtualHost: string | null;
+}
+
 export interface ObjectStorageDriver {
   readonly name: string;
-  /** The URL S3 clients use. */
+  /** The shared URL S3 clients use: the access key that signs a request picks its storage. */
   endpoint(): string;
+  /** The storage's own endpoint; its buckets, and only its, are named there. */
+  storageEndpoints(uuid: string): StorageEndpoints;
   /**
    * Starts what this machine must serve for the storage (the local driver's S3 endpoint on `listen`);
    * undefined for a driver whose provider serves it.
@@ -56,8 +66,7 @@ export interface ObjectStorageDriver {
   /**
    * What provisioning would refuse (bucket names, policies in a form the driver does not accept), for
    * apply to report as 422 field errors before anything is created. Paths are relative to the entry
-   * (`buckets[0]`, `users[1].policies`). A bucket name taken by another storage is found only at
-   * provisioning.
+   * (`buckets[0]`, `users[1].policies`).
    */
   problems(entry: ObjectStorageEntry): Array<{ path: string; message: string }>;
   /**

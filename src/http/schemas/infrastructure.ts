@@ -209,6 +209,15 @@ export const TeamManagedDatabasesResponse = Data(
 );
 
 const StorageUser = Type.Object({ username: Type.String(), policies: Type.Array(Type.Unknown()) });
+const StorageEndpoints = Type.Object(
+  {
+    path: Type.String({ description: 'Path style under a prefix: `<shared endpoint>/<uuid>`' }),
+    virtual_host: Nullable(
+      Type.String({ description: '`<uuid>.<host>`; null when the public host is an IP address' }),
+    ),
+  },
+  { description: "The storage's own endpoint: it names the storage, and its bucket names are its own" },
+);
 const PendingZone = Nullable(
   Type.Object({ zone: Type.String() }, { description: 'A zone change from apply waiting for the panel' }),
 );
@@ -224,6 +233,7 @@ export const TeamObjectStoragesResponse = Data(
       plan: Nullable(Type.String()),
       state: Type.String(),
       state_reason: Nullable(Type.String()),
+      endpoints: StorageEndpoints,
       buckets: Strings,
       users: Type.Array(StorageUser),
       pending_changes: PendingZone,
@@ -242,7 +252,10 @@ const ObjectStorage = Type.Object({
   plan: Nullable(Type.String()),
   state: Type.String(),
   state_reason: Nullable(Type.String()),
-  endpoint: Type.String({ description: 'The S3 endpoint' }),
+  endpoint: Type.String({
+    description: 'The shared S3 endpoint: the access key that signs a request picks the storage',
+  }),
+  endpoints: StorageEndpoints,
   region: Type.String(),
   path_style: Type.Boolean(),
   buckets: Strings,

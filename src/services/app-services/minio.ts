@@ -2,18 +2,14 @@
 // private bucket on Berth's own S3-compatible endpoint (the object-storage driver's) with one access key
 // whose policy reaches that bucket only. Its storage is a row of `object_storages` with
 // `application_id` set (migration 023): never one of the team's storages (lists, exports, apply and
-// quotas leave it out), and the bucket name is taken on the endpoint like any other. The endpoint is
-// shared by every storage and served by Berth's process, so there is nothing of the instance's own to
-// stop; deleting it removes the bucket, its objects and the key.
+// quotas leave it out), and its bucket names are its own (migration 024). The endpoint is shared by
+// every storage and served by Berth's process, so there is nothing of the instance's own to stop;
+// deleting it removes the bucket, its objects and the key.
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { Database } from '../../db/schema/index.js';
 import { iso, type Clock } from '../../domain/clock.js';
-import {
-  ProvisionError,
-  type ObjectStorageDriver,
-  type ServedEndpoint,
-} from '../../drivers/objectstorage/driver.js';
+import type { ObjectStorageDriver, ServedEndpoint } from '../../drivers/objectstorage/driver.js';
 import type { ServiceRef, ServiceRunner, ServiceRuntime, ServiceSpec } from '../../drivers/services/types.js';
 
 /** What `version` says of an instance: no MinIO runs, Berth's endpoint serves it. */
@@ -24,7 +20,7 @@ export const MINIO_SERVICE_REGION = 'us-east-1';
 const USERNAME = 'app';
 const ARN = 'arn:aws:s3:::';
 
-/** Everything on the bucket and its objects; never its deletion (its name would be free for others). */
+/** Everything on the bucket and its objects; never its deletion (the application's data would go). */
 export function bucketPolicy(bucket: string): unknown[] {
   return [
     { Effect: 'Allow', Action: 's3:*', Resource: [`${ARN}${bucket}`, `${ARN}${bucket}/*`] },
@@ -88,18 +84,11 @@ export function createMinioRunner(deps: MinioRunnerDeps): ServiceRunner {
 
   const bucketOf = (row: StorageRow): string => (JSON.parse(row.buckets) as string[])[0] ?? '';
 
-  /** Whether any storage (a team's or an application's) has or wants this bucket name. */
-  async function wanted(bucket: string): Promise<boolean> {
-    const rows = await deps.db
-      .selectFrom('object_storages')
-      .select('buckets')
-      .where('buckets', 'like', `%"${bucket}"%`)
-      .execute();
-    return rows.some((r) => (JSON.parse(r.buckets) as string[]).includes(bucket));
-  }
-
-  /** `settings.bucket` when it is a valid name no storage has or wants, else the derived name. */
-  async function chooseBucket(spec: ServiceSpec): Promise<string> {
+  /**
+   * `settings.bucket` when it is a valid name, else the derived name. The storage is the instance's
+   * own, and bucket names are per storage: no other storage's bucket can take the name.
+   */
+  function chooseBucket(spec: ServiceSpec): string {
     const asked = spec.settings.bucket;
     const derived = derivedBucket(spec);
     if (typeof asked !== 'string' || asked === '') return derived;
@@ -108,13 +97,6 @@ export function createMinioRunner(deps: MinioRunnerDeps): ServiceRunner {
       log.warn(
         { app: spec.applicationId, service: spec.name, bucket: asked },
         'invalid bucket name: derived one',
-      );
-      return derived;
-    }
-    if (await wanted(asked)) {
-      log.warn(
-        { app: spec.applicationId, service: spec.name, bucket: asked },
-        'bucket name taken: derived one',
       );
       return derived;
     }
@@ -131,7 +113,7 @@ export function createMinioRunner(deps: MinioRunnerDeps): ServiceRunner {
       .where('id', '=', spec.applicationId)
       .executeTakeFirst();
     if (!app) throw new Error(`application ${spec.applicationId} does not exist`);
-    const bucket = await chooseBucket(spec);
+    const bucket = chooseBucket(spec);
     const at = now();
     await deps.db
       .insertInto('object_storages')
@@ -210,27 +192,8 @@ export function createMinioRunner(deps: MinioRunnerDeps): ServiceRunner {
 
   async function provision(spec: ServiceSpec): Promise<ServiceRuntime> {
     const row = await rowFor(spec);
-    let bucket = bucketOf(row);
-    try {
-      await provisionBucket(row, bucket);
-    } catch (error) {
-      // The name was free when chosen and taken before this storage made it: the derived name then,
-      // as long as the storage holds no bucket yet (a bucket it holds is never renamed).
-      const derived = derivedBucket(spec);
-      if (
-        !(error instanceof ProvisionError) ||
-        bucket === derived ||
-        (await deps.objectStorage().driver.buckets(row.id)).length > 0
-      )
-        throw error;
-      log.warn({ app: spec.applicationId, service: spec.name, bucket }, 'bucket name taken: derived one');
-      bucket = derived;
-      await setRow(row, {
-        buckets: JSON.stringify([bucket]),
-        users: JSON.stringify([{ username: USERNAME, policies: bucketPolicy(bucket) }]),
-      });
-      await provisionBucket(row, bucket);
-    }
+    const bucket = bucketOf(row);
+    await provisionBucket(row, bucket);
     if (row.state !== 'running') await setRow(row, { state: 'running' });
     return runtimeOf(row, bucket);
   }

@@ -393,32 +393,6 @@ function checkMemoryCeiling(doc: DesiredDocument, max: number): void {
 }
 
 /**
- * Bucket names are global on the endpoint: one that another object storage (of any team) already
- * holds would put this storage in `error` for good, so it is a 422 now, dry run included.
- */
-async function checkBucketNames(
-  repo: InfrastructureRepository,
-  teamId: number,
-  doc: DesiredDocument,
-): Promise<void> {
-  const wanted = doc.objectStorages.flatMap((storage) =>
-    (storage.buckets ?? []).map((bucket, index) => ({ storage: storage.name, bucket, index })),
-  );
-  const taken = await repo.bucketHolders(wanted.map((w) => w.bucket));
-  const errors: Record<string, string[]> = {};
-  for (const w of wanted) {
-    const holder = taken.find(
-      (t) => t.name === w.bucket && !(t.team_id === teamId && t.storage === w.storage),
-    );
-    if (!holder) continue;
-    errors[`spec.object_storage.${w.storage}.buckets.${w.index}`] = [
-      `Object storage '${w.storage}': bucket name '${w.bucket}' is taken (bucket names are shared by every storage on this endpoint); choose another.`,
-    ];
-  }
-  if (Object.keys(errors).length > 0) throw validationError(errors, VALIDATION_MESSAGE);
-}
-
-/**
  * Character sets and collations of logical databases, against what the engine on this host offers
  * (drivers/databases/charsets.ts): 422 at the field now, instead of a database in `error` later.
  */
@@ -679,7 +653,6 @@ export function createApplyService(deps: InfrastructureDeps) {
                 const state = await loadState(repo, dialect, team.id, doc);
                 const made = { appId: state.application?.id, result: plan(doc, state, clock.now()) };
                 await checkQuotas(repo, team.id, doc, state, deps.quotas);
-                await checkBucketNames(repo, team.id, doc);
                 if (revision !== undefined && dependsOnTeamOnly(doc, state))
                   planned.set(doc, deepFreeze({ teamId: team.id, revision, ...made }));
                 return made;
@@ -699,7 +672,6 @@ export function createApplyService(deps: InfrastructureDeps) {
               const existingId = state.application?.id;
               const result = plan(doc, state, now);
               await checkQuotas(repo, team.id, doc, state, deps.quotas);
-              await checkBucketNames(repo, team.id, doc);
               const appId = await write(trx, team.id, result, existingId, now);
               let deploymentId: number | null = null;
               if (result.needsDeployment && options.autoDeploy && appId !== undefined) {

@@ -15,7 +15,12 @@ import {
 import type { Database } from '../../db/schema/index.js';
 import { AppError } from '../../domain/errors.js';
 import { effectiveHealthCheckPath, healthCheckStatus } from '../../domain/health-checks.js';
-import { applicationDocument, teamDocument, toYaml } from '../../domain/infrastructure/export.js';
+import {
+  applicationDocument,
+  storageEndpointNotes,
+  teamDocument,
+  toYaml,
+} from '../../domain/infrastructure/export.js';
 import type { IdentityService } from '../identity.js';
 import { deploymentView } from '../applications/views.js';
 
@@ -24,6 +29,8 @@ export interface QueryDeps {
   identity: Pick<IdentityService, 'requireTeam' | 'teamsOfUser'>;
   /** Opens secrets for export, which shows a secret made of service references as written. */
   secretBox: SecretBox;
+  /** A storage's own endpoint (the object-storage driver's), shown in its view and its export. */
+  storageEndpoints: (uuid: string) => { path: string; virtual_host: string | null };
 }
 
 function healthCheck(row: ApplicationRow) {
@@ -76,7 +83,10 @@ export function managedDatabaseView(row: ManagedDatabaseRow) {
   };
 }
 
-export function objectStorageView(row: ObjectStorageRow) {
+export function objectStorageView(
+  row: ObjectStorageRow,
+  endpoints: { path: string; virtual_host: string | null },
+) {
   const storage = objectStorageState(row);
   return {
     id: row.id,
@@ -87,6 +97,7 @@ export function objectStorageView(row: ObjectStorageRow) {
     plan: storage.plan,
     state: row.state,
     state_reason: row.state_reason,
+    endpoints,
     buckets: storage.buckets,
     users: storage.users,
     pending_changes: storage.pending_zone === null ? null : { zone: storage.pending_zone },
@@ -200,6 +211,7 @@ export function createInfrastructureQueries(deps: QueryDeps) {
           managedDatabases: databases.map(managedDatabaseState),
           objectStorages: storages.map(objectStorageState),
         }),
+        storageEndpointNotes(storages.map((row) => deps.storageEndpoints(row.uuid).path)),
       );
     },
 
@@ -210,7 +222,9 @@ export function createInfrastructureQueries(deps: QueryDeps) {
 
     async listObjectStorages(userId: number, teamRef: string) {
       const team = await deps.identity.requireTeam(userId, teamRef);
-      return (await repo.objectStorages(team.id)).map(objectStorageView);
+      return (await repo.objectStorages(team.id)).map((row) =>
+        objectStorageView(row, deps.storageEndpoints(row.uuid)),
+      );
     },
   };
 }

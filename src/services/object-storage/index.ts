@@ -77,7 +77,10 @@ export interface ObjectStorageView {
   plan: string | null;
   state: string;
   state_reason: string | null;
+  /** The shared endpoint: the access key picks the storage (every existing client uses it). */
   endpoint: string;
+  /** The storage's own endpoint, which names it without a credential (docs/decisions/0008). */
+  endpoints: { path: string; virtual_host: string | null };
   region: string;
   path_style: boolean;
   buckets: string[];
@@ -165,6 +168,15 @@ async function remove(
   return { uuid: row.uuid, name: row.name };
 }
 
+/** A storage's own endpoint as the API shows it. */
+export function endpointsView(
+  driver: Pick<ObjectStorageDriver, 'storageEndpoints'>,
+  uuid: string,
+): { path: string; virtual_host: string | null } {
+  const own = driver.storageEndpoints(uuid);
+  return { path: own.path, virtual_host: own.virtualHost };
+}
+
 /** The team's object storages as its members see them; secret keys only for owners. */
 async function view(
   deps: ObjectStorageDeps,
@@ -192,6 +204,7 @@ async function view(
       state: row.state,
       state_reason: row.state_reason,
       endpoint: driver.endpoint(),
+      endpoints: endpointsView(driver, row.uuid),
       region: 'us-east-1',
       path_style: true,
       buckets: await driver.buckets(row.id),

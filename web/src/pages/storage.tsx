@@ -62,7 +62,18 @@ export function StorageDetailPage({ name }: { name: string }) {
         <dd>{d.zone}</dd>
         <dt>Endpoint</dt>
         <dd>
-          <code>{d.endpoint}</code> (region {d.region})
+          <code>{d.endpoint}</code> (region {d.region}; the access key picks this storage)
+        </dd>
+        <dt>Storage endpoint</dt>
+        <dd>
+          <code>{d.endpoints.path}</code>
+          {d.endpoints.virtual_host && (
+            <>
+              {' '}
+              or <code>{d.endpoints.virtual_host}</code>
+            </>
+          )}{' '}
+          (names this storage; its bucket names are its own)
         </dd>
         <dt>Buckets</dt>
         <dd>{d.buckets.join(', ') || '—'}</dd>

@@ -14,6 +14,7 @@ interface StorageSummary {
 
 interface StorageDetail extends StorageSummary {
   endpoint: string;
+  endpoints: { path: string; virtual_host: string | null };
   region: string;
   path_style: boolean;
   users: Array<{ username: string; access_key_id: string; secret_key: string | null; policies: unknown[] }>;
@@ -85,6 +86,10 @@ const credentials: Command = {
     if (format === 'json') return printJson({ ...s, users });
     print(
       `${out('bold', clean(s.name))}  endpoint ${clean(s.endpoint)}  region ${clean(s.region)}${s.path_style ? '  (path-style)' : ''}`,
+    );
+    // The endpoint that names this storage (its bucket names are its own): docs/drivers-objectstorage.md.
+    print(
+      `storage endpoint ${clean(s.endpoints.path)}${s.endpoints.virtual_host ? ` or ${clean(s.endpoints.virtual_host)}` : ''}`,
     );
     print(
       table(

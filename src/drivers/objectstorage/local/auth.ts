@@ -8,24 +8,73 @@ import type { ObjectMetadata } from './metadata.js';
 import { compilePolicies, type Statement } from './policy.js';
 import { parseSignature, uriDecode, verifySignature } from './sigv4.js';
 
-/** The bucket and key of a request: `<bucket>.<suffix>/<key>` or `/<bucket>/<key>`. */
-export function addressOf(
-  suffixes: readonly string[],
-  host: string | undefined,
-  path: string,
-): { bucket?: string; key?: string } {
-  const hostname = (host ?? '').toLowerCase().replace(/:\d+$/, '');
-  const suffix = suffixes.find((s) => hostname.endsWith(`.${s}`));
-  if (suffix && !hostname.startsWith('[')) {
-    const bucket = hostname.slice(0, -(suffix.length + 1));
-    const key = path.length > 1 ? uriDecode(path.slice(1)) : undefined;
-    return { bucket, ...(key !== undefined ? { key } : {}) };
-  }
+/**
+ * How an endpoint of its own names a storage: the storage's uuid, as a host label (`<uuid>.<host>`)
+ * or as the first path segment (`/<uuid>/…`). Bucket names of this shape are refused (buckets.ts), so
+ * a name never reads as both.
+ */
+export const STORAGE_LABEL = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+export interface Address {
+  /** The uuid a storage's own endpoint names; absent on the shared endpoint. */
+  storage?: string;
+  bucket?: string;
+  key?: string;
+}
+
+/** `/<bucket>/<key>`. */
+function pathStyle(path: string): Address {
   const slash = path.indexOf('/', 1);
   const bucketPart = slash < 0 ? path.slice(1) : path.slice(1, slash);
   if (bucketPart === '') return {};
   const keyPart = slash < 0 ? '' : path.slice(slash + 1);
   return { bucket: uriDecode(bucketPart), ...(keyPart !== '' ? { key: uriDecode(keyPart) } : {}) };
+}
+
+/**
+ * The storage, bucket and key of a request. The shared endpoint: `<bucket>.<suffix>/<key>` or
+ * `/<bucket>/<key>`. A storage's own endpoint (`storages` true): `<bucket>.<uuid>.<suffix>/<key>`,
+ * `<uuid>.<suffix>/<bucket>/<key>` or `/<uuid>/<bucket>/<key>`. With `storages` false a uuid-shaped
+ * label is read as a bucket (one named so before such names were refused, when no storage has that uuid).
+ */
+export function addressOf(
+  suffixes: readonly string[],
+  host: string | undefined,
+  path: string,
+  storages = true,
+): Address {
+  const hostname = (host ?? '').toLowerCase().replace(/:\d+$/, '');
+  const suffix = suffixes.find((s) => hostname.endsWith(`.${s}`));
+  if (suffix && !hostname.startsWith('[')) {
+    const labels = hostname.slice(0, -(suffix.length + 1));
+    const dot = labels.lastIndexOf('.');
+    const last = labels.slice(dot + 1);
+    if (storages && STORAGE_LABEL.test(last)) {
+      if (dot < 0) return { storage: last, ...pathStyle(path) };
+      const key = path.length > 1 ? uriDecode(path.slice(1)) : undefined;
+      return { storage: last, bucket: labels.slice(0, dot), ...(key !== undefined ? { key } : {}) };
+    }
+    const key = path.length > 1 ? uriDecode(path.slice(1)) : undefined;
+    return { bucket: labels, ...(key !== undefined ? { key } : {}) };
+  }
+  const first = path.slice(1, 37);
+  if (storages && STORAGE_LABEL.test(first) && (path.length === 37 || path[37] === '/')) {
+    return { storage: first, ...pathStyle(path.slice(37) || '/') };
+  }
+  return pathStyle(path);
+}
+
+/**
+ * The access key a request says signed it (Authorization header or X-Amz-Credential), unverified:
+ * only to pick the storage whose CORS rules answer a browser before the signature is checked.
+ */
+export function claimedAccessKey(req: IncomingMessage, params: Map<string, string>): string | undefined {
+  const header = req.headers.authorization;
+  const credential =
+    (typeof header === 'string' ? /Credential=([^,\s]+)/.exec(header)?.[1] : undefined) ??
+    params.get('X-Amz-Credential');
+  const id = credential?.split('/')[0];
+  return id !== undefined && /^[A-Za-z0-9]{1,128}$/.test(id) ? id : undefined;
 }
 
 export function createAuthenticator(

@@ -1,7 +1,8 @@
 // Bucket operations: ListBuckets, CreateBucket, HeadBucket, DeleteBucket, GetBucketLocation and the
 // three listings (ListObjects V1/V2, ListObjectVersions, ListMultipartUploads).
+import { STORAGE_LABEL } from './auth.js';
 import { errors } from './errors.js';
-import { SKIP_UNDER, type Exchange, type Kit } from './kit.js';
+import { bucketCacheKey, SKIP_UNDER, type Exchange, type Kit } from './kit.js';
 import type { BucketRow } from './metadata.js';
 import { uriEncode } from './sigv4.js';
 
@@ -12,7 +13,9 @@ export function isValidBucketName(name: string): boolean {
     !name.includes('.-') &&
     !name.includes('-.') &&
     !/^\d+\.\d+\.\d+\.\d+$/.test(name) &&
-    !name.startsWith('xn--')
+    !name.startsWith('xn--') &&
+    // A storage's own endpoint is named by its uuid (auth.ts): no bucket may read as one.
+    !STORAGE_LABEL.test(name)
   );
 }
 
@@ -66,12 +69,9 @@ export function bucketHandlers(kit: Kit) {
     allow(x, { action: 's3:CreateBucket', bucket: name });
     if (!isValidBucketName(name)) throw errors.invalidBucketName(name);
     x.req.resume();
-    const id = await meta.createBucket(x.caller.storageId, name, kit.now());
-    if (id === undefined) {
-      const holder = await meta.findBucket(name);
-      // us-east-1, the region Berth advertises, answers a caller re-creating its own bucket with 200.
-      if (holder?.object_storage_id !== x.caller.storageId) throw errors.bucketAlreadyExists(name);
-    }
+    // Names are the storage's own (migration 024): a name another storage holds is free here, and
+    // us-east-1, the region Berth advertises, answers a caller re-creating its own bucket with 200.
+    await meta.createBucket(x.caller.storageId, name, kit.now());
     send(x, 200, { location: `/${name}` });
   }
 
@@ -91,7 +91,7 @@ export function bucketHandlers(kit: Kit) {
     allow(x, { action: 's3:DeleteBucket', bucket: bucket.name });
     const { deleted, uploads } = await meta.deleteBucket(bucket.id);
     if (!deleted) throw errors.bucketNotEmpty(bucket.name);
-    kit.bucketCache.forget(bucket.name);
+    kit.bucketCache.forget(bucketCacheKey(bucket.object_storage_id, bucket.name));
     await files.removeTree('data', bucket.id);
     for (const upload of uploads) await files.removeTree('parts', upload);
     send(x, 204);

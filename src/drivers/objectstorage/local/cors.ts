@@ -108,20 +108,27 @@ export function createCors(meta: ObjectMetadata, ttlMs: number) {
   // A bucket's rules are read on every browser request; like buckets and keys, they are reused briefly.
   const cache = lookupCache<{ bucket: BucketRow; rules: CorsRule[] | undefined }>(ttlMs);
 
-  const load = (name: string) =>
-    cache.get(name, async () => {
-      const bucket = await meta.findBucket(name);
+  /** A storage's bucket, or (storage unknown: a preflight on the shared endpoint) the first of that name. */
+  const load = (storageId: number | undefined, name: string) =>
+    cache.get(`${storageId ?? '*'}/${name}`, async () => {
+      const bucket =
+        storageId === undefined ? await meta.firstBucketNamed(name) : await meta.findBucket(storageId, name);
       if (!bucket) return undefined;
       const stored = await meta.getCors(bucket.id);
       return { bucket, rules: stored === undefined ? undefined : (JSON.parse(stored) as CorsRule[]) };
     });
+
+  const forget = (bucket: BucketRow) => {
+    cache.forget(`${bucket.object_storage_id}/${bucket.name}`);
+    cache.forget(`*/${bucket.name}`);
+  };
 
   return {
     async put(x: FeatureExchange, bucket: BucketRow): Promise<void> {
       x.allow({ action: 's3:PutBucketCORS', bucket: bucket.name });
       const rules = parseCors(await x.readXml());
       await meta.putCors(bucket.id, JSON.stringify(rules));
-      cache.forget(bucket.name);
+      forget(bucket);
       x.reply(200);
     },
 
@@ -146,7 +153,7 @@ export function createCors(meta: ObjectMetadata, ttlMs: number) {
       // S3 has no separate permission for deleting the configuration.
       x.allow({ action: 's3:PutBucketCORS', bucket: bucket.name });
       await meta.deleteCors(bucket.id);
-      cache.forget(bucket.name);
+      forget(bucket);
       x.reply(204);
     },
 
@@ -156,18 +163,20 @@ export function createCors(meta: ObjectMetadata, ttlMs: number) {
      * request nothing matches gets no Access-Control-* headers, so the browser withholds the response.
      * Without rules (or without a bucket) any origin is allowed: every request carries its own
      * signature and no ambient credential, so that exposes nothing a holder of the URL could not read.
-     * Returns true when it answered the request (a preflight).
+     * Returns true when it answered the request (a preflight). `storageId` is the storage the request
+     * names (its own endpoint, or the access key it claims); undefined: the first bucket of that name.
      */
     async answer(
       req: IncomingMessage,
       res: ServerResponse,
+      storageId: number | undefined,
       bucketName: string | undefined,
     ): Promise<boolean> {
       const origin = headerValue(req.headers, 'origin');
       if (origin === undefined) return false;
       const requestMethod = headerValue(req.headers, 'access-control-request-method');
       const preflight = req.method === 'OPTIONS' && requestMethod !== undefined;
-      const found = bucketName === undefined ? undefined : await load(bucketName);
+      const found = bucketName === undefined ? undefined : await load(storageId, bucketName);
       res.setHeader('vary', 'Origin, Access-Control-Request-Headers, Access-Control-Request-Method');
       const requested = (headerValue(req.headers, 'access-control-request-headers') ?? '')
         .split(',')

@@ -47,13 +47,6 @@ export const errors = {
       'Your previous request to create the named bucket succeeded and you already own it.',
       { BucketName: bucket },
     ),
-  bucketAlreadyExists: (bucket: string) =>
-    new S3Error(
-      'BucketAlreadyExists',
-      409,
-      'The requested bucket name is not available. The bucket namespace is shared by all users of the system.',
-      { BucketName: bucket },
-    ),
   invalidBucketName: (bucket: string) =>
     new S3Error('InvalidBucketName', 400, 'The specified bucket is not valid.', { BucketName: bucket }),
   invalidArgument: (message: string) => new S3Error('InvalidArgument', 400, message),

@@ -13,6 +13,7 @@ import {
   type ObjectStorageDriver,
   type ObjectStorageEntry,
   type ObjectStorageSpec,
+  type StorageEndpoints,
 } from '../driver.js';
 import { createObjectFiles } from './files.js';
 import { compilePolicies, PolicyError } from './policy.js';
@@ -34,6 +35,19 @@ export function s3EndpointUrl(config: Pick<Config, 'publicUrl' | 's3Port'>, port
   url.protocol = 'http:';
   url.port = String(port);
   return url.origin;
+}
+
+/** A storage's own endpoint: `<shared>/<uuid>`, and `<uuid>.<host>` when the public host is a name. */
+export function storageEndpointsOf(
+  config: Pick<Config, 'publicUrl' | 's3Port'>,
+  uuid: string,
+  port = config.s3Port,
+): StorageEndpoints {
+  const shared = s3EndpointUrl(config, port);
+  const url = new URL(shared);
+  const isIp = /^[\d.]+$/.test(url.hostname) || url.hostname.startsWith('[');
+  url.hostname = `${uuid}.${url.hostname}`;
+  return { path: `${shared}/${uuid}`, virtualHost: isIp ? null : url.origin };
 }
 
 /** Host names under which `<bucket>.<host>` addresses a bucket (virtual-host style). */
@@ -99,25 +113,12 @@ export function createLocalObjectStorageDriver(deps: {
     });
 
     for (const name of spec.buckets) {
-      // ON CONFLICT waits for a concurrent insert of the same name to commit, so two storages
-      // provisioned at once cannot both believe they own a bucket.
-      const inserted = await trx
+      // Names are the storage's own (migration 024): only its own bucket of that name can be there.
+      await trx
         .insertInto('s3_buckets')
         .values({ object_storage_id: spec.id, name, created_at: now })
-        .onConflict((oc) => oc.column('name').doNothing())
-        .returning('id')
-        .executeTakeFirst();
-      if (inserted) continue;
-      const holder = await trx
-        .selectFrom('s3_buckets')
-        .select('object_storage_id')
-        .where('name', '=', name)
-        .executeTakeFirst();
-      if (holder && holder.object_storage_id !== spec.id) {
-        throw new ProvisionError(
-          `BucketAlreadyExists: bucket name '${name}' is taken by another object storage`,
-        );
-      }
+        .onConflict((oc) => oc.columns(['object_storage_id', 'name']).doNothing())
+        .execute();
     }
 
     const existing = await trx
@@ -159,6 +160,7 @@ export function createLocalObjectStorageDriver(deps: {
   return {
     name: 'local',
     endpoint: () => s3EndpointUrl(deps.config, listeningPort),
+    storageEndpoints: (uuid) => storageEndpointsOf(deps.config, uuid, listeningPort),
 
     async serve(listen) {
       const server = await startS3Server(

@@ -48,6 +48,9 @@ export const STORED_HEADERS = [
 /** Sorts after every key that starts with the text before it (see metadata.listObjects). */
 export const SKIP_UNDER = '\u{10FFFF}';
 
+/** Where a storage's bucket is remembered in the look-up caches: names are unique per storage only. */
+export const bucketCacheKey = (storageId: number, name: string): string => `${storageId}/${name}`;
+
 export const quoteEtag = (hex: string) => `"${hex}"`;
 export const bareEtag = (etag: string) => etag.replace(/^"|"$/g, '');
 
@@ -109,11 +112,15 @@ export function createKit(
     if (!isAllowed(x.caller.statements, request)) throw errors.accessDenied();
   }
 
-  /** The caller's bucket: 404 if it does not exist, 403 if it belongs to another object storage. */
+  /**
+   * The caller's bucket of that name: 404 if its storage has none. Each storage has its own names
+   * (migration 024), so another storage's bucket of the same name is never reached.
+   */
   async function ownBucket(x: Exchange, name: string): Promise<BucketRow> {
-    const bucket = await bucketCache.get(name, () => meta.findBucket(name));
+    const bucket = await bucketCache.get(bucketCacheKey(x.caller.storageId, name), () =>
+      meta.findBucket(x.caller.storageId, name),
+    );
     if (!bucket) throw errors.noSuchBucket(name);
-    if (bucket.object_storage_id !== x.caller.storageId) throw errors.accessDenied();
     return bucket;
   }
 

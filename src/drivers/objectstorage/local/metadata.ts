@@ -67,8 +67,32 @@ export function createObjectMetadata(db: Kysely<Database>, dialect: Dialect) {
         .where('s3_access_keys.access_key_id', '=', accessKeyId)
         .executeTakeFirst(),
 
-    findBucket: (name: string): Promise<BucketRow | undefined> =>
-      db.selectFrom('s3_buckets').selectAll().where('name', '=', name).executeTakeFirst(),
+    /** The storage's bucket of that name (names are unique within a storage only, migration 024). */
+    findBucket: (storageId: number, name: string): Promise<BucketRow | undefined> =>
+      db
+        .selectFrom('s3_buckets')
+        .selectAll()
+        .where('object_storage_id', '=', storageId)
+        .where('name', '=', name)
+        .executeTakeFirst(),
+
+    /**
+     * The first bucket ever made with that name, whichever storage holds it: what the shared endpoint
+     * means by a name when nothing names the storage (a browser preflight). Before names were scoped to
+     * storages every name had one holder, so an existing bucket keeps answering there.
+     */
+    firstBucketNamed: (name: string): Promise<BucketRow | undefined> =>
+      db
+        .selectFrom('s3_buckets')
+        .selectAll()
+        .where('name', '=', name)
+        .orderBy('id')
+        .limit(1)
+        .executeTakeFirst(),
+
+    /** The id of the storage an endpoint of its own names (`<uuid>.<host>`, `/<uuid>/…`). */
+    findStorage: async (uuid: string): Promise<number | undefined> =>
+      (await db.selectFrom('object_storages').select('id').where('uuid', '=', uuid).executeTakeFirst())?.id,
 
     listBuckets: (storageId: number): Promise<BucketRow[]> =>
       db
@@ -78,12 +102,12 @@ export function createObjectMetadata(db: Kysely<Database>, dialect: Dialect) {
         .orderBy('name')
         .execute(),
 
-    /** Inserts the bucket; undefined when the name is taken (by anyone). */
+    /** Inserts the bucket; undefined when the storage already has one of that name. */
     async createBucket(storageId: number, name: string, now: string): Promise<number | undefined> {
       const row = await db
         .insertInto('s3_buckets')
         .values({ object_storage_id: storageId, name, created_at: now })
-        .onConflict((oc) => oc.column('name').doNothing())
+        .onConflict((oc) => oc.columns(['object_storage_id', 'name']).doNothing())
         .returning('id')
         .executeTakeFirst();
       return row?.id;

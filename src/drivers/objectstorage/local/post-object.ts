@@ -18,7 +18,8 @@ export interface PostObjectDeps {
   accessKey(
     id: string,
   ): Promise<{ storageId: number; secret: string; allows(request: AccessRequest): boolean } | undefined>;
-  bucket(name: string): Promise<BucketRow | undefined>;
+  /** The storage's bucket of that name. */
+  bucket(storageId: number, name: string): Promise<BucketRow | undefined>;
   /** A fresh temp file, a durable writer into it, and its removal. */
   temp(): Promise<string>;
   sink(temp: string): Writable;
@@ -184,6 +185,8 @@ export function createPostObject(deps: PostObjectDeps) {
     res: ServerResponse,
     bucketName: string,
     requestId: string,
+    /** The storage the request's endpoint names; undefined on the shared endpoint (the key's storage). */
+    storageId: number | undefined,
   ): Promise<void> {
     const done = await readForm(req, async (fields, file, filename) => {
       const field = (name: string) => {
@@ -213,12 +216,10 @@ export function createPostObject(deps: PostObjectDeps) {
       if (objectKey === '' || Buffer.byteLength(objectKey) > 1024) throw errors.keyTooLong();
       fields.set('bucket', bucketName);
       checkConditions(conditions, fields);
-      const bucket = await deps.bucket(bucketName);
+      if (storageId !== undefined && storageId !== key.storageId) throw errors.accessDenied();
+      const bucket = await deps.bucket(key.storageId, bucketName);
       if (!bucket) throw errors.noSuchBucket(bucketName);
-      if (
-        bucket.object_storage_id !== key.storageId ||
-        !key.allows({ action: 's3:PutObject', bucket: bucket.name, key: objectKey })
-      )
+      if (!key.allows({ action: 's3:PutObject', bucket: bucket.name, key: objectKey }))
         throw errors.accessDenied();
       const range = conditions.find((c) => c.op === 'content-length-range');
       const max = Math.min(deps.maxObject, range?.op === 'content-length-range' ? range.max : deps.maxObject);

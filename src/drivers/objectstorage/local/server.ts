@@ -9,7 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { addressOf, createAuthenticator } from './auth.js';
+import { addressOf, claimedAccessKey, createAuthenticator } from './auth.js';
 import { bucketHandlers } from './buckets.js';
 import { createCors } from './cors.js';
 import { FileSink } from './file-sink.js';
@@ -17,7 +17,15 @@ import { createPostObject } from './post-object.js';
 import { createTagging } from './tagging.js';
 import { errors, S3Error } from './errors.js';
 import { createObjectFiles, type ObjectFiles } from './files.js';
-import { createKit, MAX_OBJECT, quoteEtag, type AccessKey, type Exchange, type S3ServerDeps } from './kit.js';
+import {
+  bucketCacheKey,
+  createKit,
+  MAX_OBJECT,
+  quoteEtag,
+  type AccessKey,
+  type Exchange,
+  type S3ServerDeps,
+} from './kit.js';
 import { lookupCache } from './lookup-cache.js';
 import { refuseUnhonoured, routeTable } from './routes.js';
 import { createObjectMetadata, type BucketRow } from './metadata.js';
@@ -48,6 +56,8 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
   const ttl = deps.lookupTtlMs ?? LOOKUP_TTL_MS;
   const keyCache = lookupCache<AccessKey>(ttl);
   const bucketCache = lookupCache<BucketRow>(ttl);
+  /** Storage ids by uuid, for the endpoints of their own; a storage keeps its uuid for life. */
+  const storageCache = lookupCache<number>(ttl);
   const kit = createKit(deps, meta, files, bucketCache);
   const { loadKey, authenticate } = createAuthenticator(deps, meta, keyCache);
   const corsFeature = createCors(meta, ttl);
@@ -55,7 +65,18 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
   const buckets = bucketHandlers(kit);
   const objects = objectHandlers(kit);
   const multipart = multipartHandlers(kit, objects);
-  const address = (host: string | undefined, path: string) => addressOf(suffixes, host, path);
+  /**
+   * What the request addresses, and the id of the storage its endpoint names (undefined: the shared
+   * endpoint). A uuid-shaped label no storage has is a bucket named so before such names were refused.
+   */
+  async function address(host: string | undefined, path: string) {
+    const named = addressOf(suffixes, host, path);
+    if (named.storage === undefined) return { ...named, storageId: undefined };
+    const storageId = await storageCache.get(named.storage, () => meta.findStorage(named.storage!));
+    return storageId === undefined
+      ? { ...addressOf(suffixes, host, path, false), storageId: undefined }
+      : { ...named, storageId };
+  }
 
   // Browser form uploads: authenticated by their signed policy, not by a signed request.
   const postObject = createPostObject({
@@ -64,7 +85,8 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
       const key = await loadKey(id);
       return key && { ...key, allows: (request: AccessRequest) => isAllowed(key.statements, request) };
     },
-    bucket: (name) => bucketCache.get(name, () => meta.findBucket(name)),
+    bucket: (storageId, name) =>
+      bucketCache.get(bucketCacheKey(storageId, name), () => meta.findBucket(storageId, name)),
     temp: () => files.temp(),
     sink: (temp) => new FileSink(temp),
     discard: (temp) => files.removeTemp(temp),
@@ -340,16 +362,26 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
     const requestId = randomBytes(8).toString('hex').toUpperCase();
     const { path, query } = splitTarget(req.url ?? '/');
     try {
-      const { bucket, key } = address(req.headers.host, path);
-      // hook: browsers' CORS answers from the bucket's rules (cors.ts)
-      if (await corsFeature.answer(req, res, bucket)) return;
+      const { bucket, key, storageId } = await address(req.headers.host, path);
       const params = parseQuery(query);
+      // hook: browsers' CORS answers from the bucket's rules (cors.ts), of the storage the endpoint
+      // names or, on the shared endpoint, of the storage of the key the request claims.
+      const claimed =
+        storageId === undefined && req.headers.origin !== undefined
+          ? claimedAccessKey(req, params)
+          : undefined;
+      const corsStorage =
+        storageId ?? (claimed === undefined ? undefined : (await loadKey(claimed))?.storageId);
+      if (await corsFeature.answer(req, res, corsStorage, bucket)) return;
       // C1 control characters are not text; S3 refuses keys that hold them.
       if (key !== undefined && /[\u0080-\u009f]/.test(key)) throw errors.invalidUri();
       // hook: browser form uploads (post-object.ts)
       if (bucket !== undefined && postObject.matches(req, key))
-        return await postObject.handle(req, res, bucket, requestId);
+        return await postObject.handle(req, res, bucket, requestId, storageId);
       const caller = await authenticate(req);
+      // A storage's own endpoint serves that storage's keys only; the shared one, any key's storage.
+      if (storageId !== undefined && caller.storageId !== storageId)
+        throw errors.accessDenied('The access key belongs to another object storage');
       let continued = !expectContinue;
       const x: Exchange = {
         req,
