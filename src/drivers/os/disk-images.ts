@@ -159,6 +159,7 @@ export async function ensureSharedVolume(
   image: string,
   dir: string,
   sizeBytes: number,
+  releaseWaitMs = RELEASE_WAIT_MS,
 ): Promise<string | undefined> {
   const current = imageSize(image);
   if (current !== undefined && current < sizeBytes && isMounted(dir)) {
@@ -166,7 +167,7 @@ export async function ensureSharedVolume(
       await growOnline(image, dir, sizeBytes);
       return undefined;
     }
-    if (await stillMountedElsewhere(dir)) {
+    if (await stillMountedElsewhere(dir, releaseWaitMs)) {
       return `volume stays at ${sizeName(current)} until no process uses it (this host refuses to grow a mounted file system: no CAP_SYS_RESOURCE); it grows to ${sizeName(sizeBytes)} when the application next starts from stopped`;
     }
   }
@@ -178,12 +179,13 @@ export async function ensureSharedVolume(
  * How long a growth waits for other mount namespaces to let go of the volume: sandboxes stopped just
  * before (a suspend, the replicas a rollout drained) leave their namespace a moment after their parent
  * is gone, longer on a busy host. A growth that would wait for a sandbox still running waits this long
- * and is then left for the next start from stopped.
+ * and is then left for the next start from stopped; callers that know sandboxes hold the volume (an
+ * application's serving replicas, during a rollout) pass 0.
  */
 const RELEASE_WAIT_MS = 5000;
 
-async function stillMountedElsewhere(dir: string): Promise<boolean> {
-  const until = Date.now() + RELEASE_WAIT_MS;
+async function stillMountedElsewhere(dir: string, waitMs: number): Promise<boolean> {
+  const until = Date.now() + waitMs;
   while (mountedElsewhere(dir)) {
     if (Date.now() >= until) return true;
     await sleep(100);

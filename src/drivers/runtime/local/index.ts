@@ -154,7 +154,9 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
 
   async function launchContext(app: AppSpec): Promise<LaunchContext> {
     const { layout, account } = await appFiles(app.id);
-    return { support, cgroupTag, limits, account, layout, nodeDir: await nodeDir(app) };
+    // Serving replicas hold the volumes until a start from stopped: a growth would wait in vain.
+    const volumesInUse = (apps.get(app.id)?.replicas.length ?? 0) > 0;
+    return { support, cgroupTag, limits, account, layout, nodeDir: await nodeDir(app), volumesInUse };
   }
 
   /** The Node.js runtime of a nodejs application (laravel builds may use it too when named). */

@@ -36,6 +36,11 @@ export interface LaunchContext {
   layout: AppLayout;
   /** The Node.js runtime's directory on the host, bound at NODE_MOUNT; undefined: none. */
   nodeDir: string | undefined;
+  /**
+   * Whether a volume's growth waits for sandboxes that just stopped to let go of it (ensureVolume):
+   * not while the application's replicas serve, since they hold its volumes for as long as they run.
+   */
+  volumesInUse?: boolean;
 }
 
 export interface LaunchOptions {
@@ -83,7 +88,7 @@ const preparing = new Map<string, Promise<unknown>>();
  * why a growth waits (ensureSharedVolume).
  */
 export async function ensureVolume(
-  context: Pick<LaunchContext, 'layout' | 'account'>,
+  context: Pick<LaunchContext, 'layout' | 'account' | 'volumesInUse'>,
   volume: { name: string; volumeSize: number },
 ): Promise<{ source: string; note?: string }> {
   // Searchable, not listable, by the application's account (a bind source must be reachable).
@@ -101,6 +106,7 @@ export async function ensureVolume(
         context.layout.volumeImage(volume.name),
         source,
         volume.volumeSize * GIB,
+        ...(context.volumesInUse ? [0] : []),
       );
       return note ? { source, note: `Volume '${volume.name}': ${note}` } : { source };
     });
