@@ -77,10 +77,8 @@ export async function stopDataPlane(ctx: AppContext): Promise<{ stopped: true }>
     throw new Error(
       `a Berth (pid ${serving}) serves on ${ctx.config.dataDir}: stop it first (SIGTERM; the applications keep running), then run this again`,
     );
-  const { runtime } = ctx.services;
-  // Finds the edge and what an earlier Berth recorded; nothing claims the processes, so they stop.
-  await runtime.start();
-  await runtime.releaseUnclaimed?.();
+  // Nothing is started (the edge's port may be another Berth's now): what was recorded is stopped.
+  await ctx.services.runtime.stopLeftovers?.();
   // Made, so that closing the context stops every instance of this data dir.
   void ctx.services.appServices;
   void ctx.services.managedDatabases;

@@ -1,7 +1,8 @@
 // A real `berth serve` process for the tests that kill and restart Berth (crash.test.ts,
 // restart.test.ts), and what they look at from outside: processes, memory groups, the API.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { inject } from 'vitest';
 import { runtimeTag } from '../../src/drivers/runtime/local/index.js';
@@ -100,15 +101,35 @@ export async function stopBerth(berth: BerthProcess | undefined, signal: NodeJS.
   await berth.exited;
 }
 
-/** `berth admin stop-all` on the data dir (Berth down): what serves stops. Returns its exit status. */
-export function stopAll(dataDir: string): { status: number | null; output: string } {
-  const result = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/index.ts', 'admin', 'stop-all'], {
-    cwd: ROOT,
-    env: environment(dataDir),
-    encoding: 'utf8',
-    timeout: 60_000,
-  });
-  return { status: result.status, output: `${result.stdout}${result.stderr}` };
+/**
+ * `berth admin stop-all` on the data dir (Berth down): what serves stops. Returns its exit status.
+ * Every port it is configured with is held by another process meanwhile (as a second Berth on the
+ * machine would hold them): stop-all must bind none.
+ */
+export async function stopAll(dataDir: string): Promise<{ status: number | null; output: string }> {
+  const taken = net.createServer();
+  await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+  const port = String((taken.address() as net.AddressInfo).port);
+  try {
+    return await new Promise((resolve) => {
+      execFile(
+        process.execPath,
+        ['--import', 'tsx', 'src/cli/index.ts', 'admin', 'stop-all'],
+        {
+          cwd: ROOT,
+          env: { ...environment(dataDir), BERTH_PORT: port, BERTH_S3_PORT: port, BERTH_EDGE_PORT: port },
+          timeout: 60_000,
+        },
+        (error, stdout, stderr) =>
+          resolve({
+            status: error ? ((error.code as number | undefined) ?? 1) : 0,
+            output: `${stdout}${stderr}`,
+          }),
+      );
+    });
+  } finally {
+    taken.close();
+  }
 }
 
 /** Pids of live processes whose command line contains `text`. */

@@ -105,7 +105,7 @@ describe('a restart of Berth under load', () => {
   }, 180_000);
   afterAll(async () => {
     await stopBerth(berth, 'SIGTERM');
-    stopAll(dataDir);
+    await stopAll(dataDir);
     await git.close();
     removeRuntimeAccounts(dataDir);
     fs.rmSync(dataDir, { recursive: true, force: true });

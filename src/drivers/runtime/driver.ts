@@ -156,6 +156,11 @@ export interface AppRuntimeDriver {
    * claimed (an application deleted or stopped meanwhile, an older release), and its leftovers.
    */
   releaseUnclaimed?(): Promise<void>;
+  /**
+   * `berth admin stop-all`, Berth being down: stops what an earlier Berth left serving (replicas,
+   * workers, the edge) without starting anything.
+   */
+  stopLeftovers?(): Promise<void>;
   /** Stops every process of the application and unroutes it (suspend); releases and volumes stay. */
   stop(appId: number): Promise<void>;
   /** Everything the application had on the driver: processes, routes, releases, volumes, logs, limits. */

@@ -802,6 +802,14 @@ async function runningLeftover(
   };
 }
 
+/** Stops the HAProxy an earlier Berth left serving from `dir` (berth admin stop-all), if any. */
+export async function stopLeftoverEdge(dir: string): Promise<void> {
+  const root = checkPath(path.resolve(dir));
+  await stopLeftover(path.join(root, 'haproxy.pid'), path.join(root, 'haproxy.cfg'));
+  for (const file of ['haproxy.pid', 'admin.sock', 'edge-state.json'])
+    fs.rmSync(path.join(root, file), { force: true });
+}
+
 /** A master left by a Berth that was killed: stopped, if the pid file names HAProxy on our config. */
 async function stopLeftover(pidFile: string, config: string): Promise<void> {
   let pid: number;

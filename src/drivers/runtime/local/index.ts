@@ -605,6 +605,19 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
       await cutOver(entry, release, fresh, context);
     },
 
+    async stopLeftovers() {
+      for (const appId of await appIds(options.dataDir)) {
+        const layout = appLayout(options.dataDir, appId);
+        const left = await readProcesses(layout.processes);
+        if (left) await stopRecorded(appId, left);
+        await fs.rm(layout.processes, { force: true });
+        await unmountVolumes(layout).catch(() => undefined);
+      }
+      if (support) await removeTree(support, [cgroupTag]).catch(() => undefined);
+      const { stopLeftoverEdge } = await import('./edge-haproxy.js');
+      await stopLeftoverEdge(`${options.dataDir}/edge-haproxy`);
+    },
+
     async releaseUnclaimed() {
       for (const [appId, left] of adoptable) await stopRecorded(appId, left);
       adoptable.clear();
