@@ -25,9 +25,10 @@ export const PRIVATE_KERNEL_MOUNTS: readonly string[] = [
 ];
 
 /**
- * bubblewrap's namespaces and limits for untrusted code (the network stays the host's: applications
- * listen on loopback): its own user (no nested ones), PID, IPC and UTS namespaces, a new session, no
- * capabilities, and it dies with Berth.
+ * bubblewrap's namespaces and limits for untrusted code: its own user (no nested ones), PID, IPC and
+ * UTS namespaces, a new session, no capabilities, and it dies with Berth. No --unshare-net: an
+ * application's sandboxes are started inside its network namespace (joined before bwrap, as root:
+ * src/drivers/os/netns.ts), which they share; without root they stay on the host's network.
  */
 export const ISOLATION_ARGS: readonly string[] = [
   '--unshare-user',

@@ -35,6 +35,11 @@ export interface LaunchContext {
   layout: AppLayout;
   /** The Node.js runtime's directory on the host, bound at NODE_MOUNT; undefined: none. */
   nodeDir: string | undefined;
+  /**
+   * The application's network namespace, which every sandbox joins, and the address its replicas are
+   * reached at in it; undefined: the host's network (Berth is not root), replicas on 127.0.0.1.
+   */
+  network?: { namespacePath: string; address: string };
 }
 
 export interface LaunchOptions {
@@ -172,6 +177,7 @@ export async function launch(
     binds,
     account: context.account,
     memory: group,
+    ...(context.network ? { network: { namespacePath: context.network.namespacePath } } : {}),
   });
   return { process, group, oomBefore };
 }
