@@ -177,6 +177,7 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
           drainMs: runtime.drainSeconds * 1000,
           appLimits: { pidsMax: runtime.appPidsMax, cpuCores: runtime.appCpuCores },
           build: { registry: runtime.buildRegistry, env: runtime.buildEnv },
+          network: runtime.appNetwork,
           // What applications may reach on the host besides their services and the edge.
           publicPorts: [config.port, config.s3Port],
           onEvent: (event) => {

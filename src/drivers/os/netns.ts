@@ -21,6 +21,7 @@
 import { execFile, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
+import os from 'node:os';
 import { isRoot } from './users.js';
 
 export const NETNS_DIR = '/run/netns';
@@ -31,6 +32,7 @@ export const NSENTER = '/usr/bin/nsenter';
 /** The pool of application networks: 10.200.0.0/14 in /30s (65,536 applications per host). */
 const POOL_BASE = (10 * 256 + 200) * 65_536;
 const POOL_SIZE = 1 << 18;
+const POOL = '10.200.0.0/14';
 const SUBNET = 4;
 const TAG = /^[a-z0-9]{1,12}$/;
 const IPV4 = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/;
@@ -90,9 +92,10 @@ export function ensureNetworkTable(tag: string, publicPorts: readonly number[]):
     `add chain ${t} postrouting { type nat hook postrouting priority srcnat; policy accept; }`,
     `add chain ${t} input { type filter hook input priority filter; policy accept; }`,
     `add chain ${t} nat_input { type nat hook input priority 100; policy accept; }`,
+    `add chain ${t} nat_output { type nat hook output priority -100; policy accept; }`,
     `add chain ${t} forward { type filter hook forward priority filter; policy accept; }`,
     `add chain ${t} from_app`,
-    ...['prerouting', 'postrouting', 'input', 'nat_input', 'forward', 'from_app'].map(
+    ...['prerouting', 'postrouting', 'input', 'nat_input', 'nat_output', 'forward', 'from_app'].map(
       (c) => `flush chain ${t} ${c}`,
     ),
     // Each application's own chain: DNAT of its services' ports (admitServices).
@@ -108,7 +111,11 @@ export function ensureNetworkTable(tag: string, publicPorts: readonly number[]):
     `add rule ${t} from_app reject with icmpx type admin-prohibited`,
     // A service sees its application's connections come from 127.0.0.1, as before the namespaces:
     // its own access rules (pg_hba.conf, MariaDB's accounts) stay as they are.
-    `add rule ${t} nat_input iifname @veths ct status dnat snat ip to 127.0.0.1`,
+    `add rule ${t} nat_input ct status dnat ip daddr 127.0.0.1 ip saddr ${POOL} snat ip to 127.0.0.1`,
+    // The host reaches them at the same address (the injected URL works from the host too), seen
+    // as 127.0.0.1 as well (a local connection's NAT is settled at postrouting, not at input).
+    `add rule ${t} postrouting oifname "lo" ct status dnat ip daddr 127.0.0.1 ip saddr ${POOL} snat ip to 127.0.0.1`,
+    `add rule ${t} nat_output ip daddr ${POOL} fib daddr type local meta l4proto tcp dnat ip to 127.0.0.1`,
     // Into an application: only replies (the host's own connections, the edge's, leave by output).
     `add rule ${t} forward oifname @veths ct state established,related accept`,
     `add rule ${t} forward oifname @veths meta l4proto tcp reject with tcp reset`,
@@ -146,7 +153,7 @@ export async function ensureAppNetwork(tag: string, appId: number): Promise<AppN
   if (!network) {
     await removeLinks(name, veth);
     network = await withLock(async () => {
-      const subnet = await freeSubnet();
+      const subnet = freeSubnet();
       return createNetwork(name, veth, subnet);
     });
   }
@@ -282,18 +289,16 @@ async function addressesOf(
 }
 
 /** The first /30 of the pool no address on the host is in (called under the lock). */
-async function freeSubnet(): Promise<number> {
-  const links = JSON.parse((await run(IP, ['-j', '-4', 'addr', 'show'])) || '[]') as Array<{
-    addr_info?: Array<{ local: string }>;
-  }>;
+function freeSubnet(): number {
   const used = new Set<number>();
-  for (const link of links) {
-    for (const info of link.addr_info ?? []) {
-      if (inPool(info.local)) used.add(Math.floor((ipNumber(info.local) - POOL_BASE) / SUBNET));
+  for (const addresses of Object.values(os.networkInterfaces())) {
+    for (const info of addresses ?? []) {
+      if (info.family === 'IPv4' && inPool(info.address))
+        used.add(Math.floor((ipNumber(info.address) - POOL_BASE) / SUBNET));
     }
   }
   for (let index = 0; index < POOL_SIZE / SUBNET; index++) if (!used.has(index)) return index;
-  throw new Error('no free application network left in 10.200.0.0/14');
+  throw new Error(`no free application network left in ${POOL}`);
 }
 
 async function createNetwork(name: string, veth: string, index: number): Promise<AppNetwork> {
@@ -301,11 +306,12 @@ async function createNetwork(name: string, veth: string, index: number): Promise
   const hostAddress = ipString(base + 1);
   const address = ipString(base + 2);
   const namespacePath = `${NETNS_DIR}/${name}`;
-  await run(IP, ['netns', 'add', name]);
+  // As few processes as possible: each costs milliseconds, and a deployment waits for its network.
   await run(
     IP,
     ['-batch', '-'],
     [
+      `netns add ${name}`,
       `link add ${veth} type veth peer name eth0 netns ${name}`,
       `link set ${veth} alias ${name}`,
       `addr add ${hostAddress}/30 dev ${veth}`,
@@ -317,6 +323,11 @@ async function createNetwork(name: string, veth: string, index: number): Promise
   fs.writeFileSync(`/proc/sys/net/ipv6/conf/${veth}/disable_ipv6`, '1');
   fs.writeFileSync(`/proc/sys/net/ipv4/conf/${veth}/route_localnet`, '1');
   // Inside: replicas that listen on 127.0.0.1 (as they did on the host) are reached on eth0 too.
+  const inside = [
+    'add table ip berth',
+    'add chain ip berth prerouting { type nat hook prerouting priority dstnat; policy accept; }',
+    `add rule ip berth prerouting iifname "eth0" ip daddr ${address} meta l4proto tcp dnat to 127.0.0.1`,
+  ].join('; ');
   await run(
     NSENTER,
     [
@@ -326,22 +337,19 @@ async function createNetwork(name: string, veth: string, index: number): Promise
       '-c',
       [
         'set -e',
-        `${IP} link set lo up`,
-        `${IP} addr add ${address}/30 dev eth0`,
-        `${IP} link set eth0 up`,
-        `${IP} route add default via ${hostAddress}`,
         'echo 1 > /proc/sys/net/ipv4/conf/eth0/route_localnet',
         'echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6',
-        `${NFT} -f -`,
+        `${IP} -batch -`,
+        `exec ${NFT} "$1"`,
       ].join('\n'),
+      'berth-network',
+      inside,
     ],
     [
-      'table ip berth {',
-      '  chain prerouting {',
-      '    type nat hook prerouting priority dstnat; policy accept;',
-      `    iifname "eth0" ip daddr ${address} meta l4proto tcp dnat to 127.0.0.1`,
-      '  }',
-      '}',
+      'link set lo up',
+      `addr add ${address}/30 dev eth0`,
+      'link set eth0 up',
+      `route add default via ${hostAddress}`,
     ].join('\n'),
   );
   return { name, namespacePath, veth, hostAddress, address };

@@ -566,13 +566,17 @@ export function createAppServicesService(deps: AppServicesDeps) {
       const { app, service, instance } = await serviceFor(userId, appId, ref);
       const { connection } = requireConnection(service, instance);
       const all = (await connections(app.id)).map((c) => c.connection);
-      const env = serviceEnvironment(app.type, connection, all);
+      // As the application reaches it (its network's address).
+      const reached = all.find((c) => c.name === connection.name) ?? connection;
+      const env = serviceEnvironment(app.type, reached, all);
       return Object.entries(env).map(([key, value]) => ({ key, value }));
     },
 
     async connectionFormats(userId: number, appId: number, ref: string) {
-      const { service, instance } = await serviceFor(userId, appId, ref);
-      return connectionFormats(requireConnection(service, instance).connection);
+      const { app, service, instance } = await serviceFor(userId, appId, ref);
+      const { connection } = requireConnection(service, instance);
+      const reached = (await connections(app.id)).find((c) => c.connection.name === connection.name);
+      return connectionFormats(reached?.connection ?? connection);
     },
 
     /** Stops and starts the service (its data stays); resolves once it runs again. */

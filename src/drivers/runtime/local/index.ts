@@ -49,7 +49,7 @@ import {
 } from './processes.js';
 import { Replica, type ReplicaCommand } from './replicas.js';
 import { ensureAppAccount, removeAppAccount } from './sandbox.js';
-import type { SystemAccount } from '../../os/users.js';
+import { isRoot, type SystemAccount } from '../../os/users.js';
 import { Scheduler } from './scheduler.js';
 import { Worker } from './worker.js';
 import { workerInstanceName } from '../../../domain/app-services.js';
@@ -67,6 +67,8 @@ export interface LocalRuntimeOptions {
   drainMs: number;
   /** What all of one application's processes share (config.runtime.appPidsMax, appCpuCores). */
   appLimits: { pidsMax: number; cpuCores: number | undefined };
+  /** `namespace` (default): a network namespace per application when Berth is root; `host`: none. */
+  network?: 'namespace' | 'host';
   /**
    * Host ports every application may reach on the host's addresses besides the edge's (Berth's API,
    * the S3 endpoint); everything else of the host is closed to applications that have a network.
@@ -118,8 +120,9 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
   const secured = new Set<number>();
   let edge: EdgeProxy | undefined;
   /** As root: each application's network namespace, made or found once by this process. */
-  const withNetworks = networksAvailable();
+  const withNetworks = options.network !== 'host' && networksAvailable();
   const networks = new Map<number, Promise<AppNetwork>>();
+  let edgeStartedOnce = false;
   const publicPorts = () =>
     [
       edge?.port ?? options.edge.port,
@@ -407,6 +410,13 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
           ? { tls: await edgeCertificates(options.dataDir, options.edge.tlsPort) }
           : {}),
       });
+      if (!withNetworks && options.network !== 'host' && isRoot() && !edgeStartedOnce) {
+        options.log.warn(
+          {},
+          'applications share the host network: nftables, iproute2 or nsenter is missing (scripts/install-system.sh)',
+        );
+      }
+      edgeStartedOnce = true;
       if (withNetworks) {
         // The edge's ports are known now. Networks of applications this Berth no longer has (a kill
         // -9 during a delete, a data dir restored) go; the others are kept as they are.
