@@ -21,6 +21,7 @@ import {
 } from '../../src/drivers/os/netns.js';
 import { runtimeTag } from '../../src/drivers/runtime/local/index.js';
 import { SERVICE_SERVER_JS, serviceAppFiles } from '../app-services/service-app.js';
+import { startOutsideNetwork } from '../helpers/outside-network.js';
 import { edgeRequest, eventually, startRuntime, waitForDeployment, type RuntimeHarness } from './helpers.js';
 
 /** `node probe.js host:port…`: one TCP connection to each, held until all settled; prints the outcomes. */
@@ -90,22 +91,11 @@ interface Outside {
 }
 
 async function startOutside(): Promise<Outside> {
-  const name = `berthtest-out-${process.pid}`;
-  const veth = `bto${process.pid}`.slice(0, 15);
-  const octet = process.pid % 250;
-  const [host, address] = [`10.199.${octet}.1`, `10.199.${octet}.2`];
-  const ip = (...args: string[]) => execFileSync('ip', args, { stdio: 'pipe' });
-  ip('netns', 'add', name);
-  ip('link', 'add', veth, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', name);
-  ip('addr', 'add', `${host}/30`, 'dev', veth);
-  ip('link', 'set', veth, 'up');
-  ip('-n', name, 'addr', 'add', `${address}/30`, 'dev', 'eth0');
-  ip('-n', name, 'link', 'set', 'eth0', 'up');
-  ip('-n', name, 'route', 'add', 'default', 'via', host);
+  const network = startOutsideNetwork();
   const server: ChildProcess = spawn(
     'nsenter',
     [
-      `--net=/run/netns/${name}`,
+      `--net=${network.namespacePath}`,
       '--',
       process.execPath,
       '-e',
@@ -117,12 +107,11 @@ async function startOutside(): Promise<Outside> {
     server.stdout!.once('data', (d: Buffer) => resolve(Number(d))),
   );
   return {
-    address,
+    address: network.address,
     port,
     close() {
       server.kill('SIGKILL');
-      execFileSync('ip', ['netns', 'delete', name], { stdio: 'ignore' });
-      execFileSync('ip', ['link', 'delete', veth], { stdio: 'ignore' });
+      network.close();
     },
   };
 }
