@@ -122,6 +122,8 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
   /** As root: each application's network namespace, made or found once by this process. */
   const withNetworks = options.network !== 'host' && networksAvailable();
   const networks = new Map<number, Promise<AppNetwork>>();
+  /** The service ports each application's chain admits, as this process last wrote them. */
+  const admitted = new Map<number, string>();
   let edgeStartedOnce = false;
   const publicPorts = () =>
     [
@@ -432,7 +434,12 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
       const made = appNetwork(appId);
       if (!made) return undefined;
       const network = await made;
-      await admitServices(cgroupTag, appId, network, ports);
+      // The chain is this Berth's alone: rewritten only when the ports change (and once per start).
+      const key = [...new Set(ports)].sort((a, b) => a - b).join(',');
+      if (admitted.get(appId) !== key) {
+        await admitServices(cgroupTag, appId, network, ports);
+        admitted.set(appId, key);
+      }
       return network.hostAddress;
     },
 
@@ -521,6 +528,7 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
       removeAppAccount(appId, cgroupTag);
       // Its namespace, veth, addresses and rules (nothing of it runs any more).
       networks.delete(appId);
+      admitted.delete(appId);
       if (withNetworks) await removeAppNetwork(cgroupTag, appId);
     },
 
