@@ -8,6 +8,8 @@
 # with a default theme (a wordpress application
 # without a repository).
 # Edge: haproxy (BERTH_EDGE_PROXY=haproxy; Berth starts its own process, never the system service).
+# Network: nftables and iproute2 (as root each application gets a network namespace, a veth pair and
+# rules in one nftables table per Berth; docs/runtime.md).
 # Application services: rabbitmq-server (a `rabbitmq` service: Berth starts one node per service with
 # its own epmd on free loopback ports, never the system service); e2fsprogs and mount (a service's
 # volume_size: an ext4 image, loop-mounted).
@@ -25,6 +27,7 @@ PACKAGES=(
   wordpress wordpress-theme-twentytwentythree
   haproxy
   rabbitmq-server
+  nftables iproute2
 )
 
 missing=()

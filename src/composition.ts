@@ -181,6 +181,9 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
           drainMs: runtime.drainSeconds * 1000,
           appLimits: { pidsMax: runtime.appPidsMax, cpuCores: runtime.appCpuCores },
           build: { registry: runtime.buildRegistry, env: runtime.buildEnv },
+          network: runtime.appNetwork,
+          // What applications may reach on the host besides their services and the edge.
+          publicPorts: [config.port, config.s3Port],
           onEvent: (event) => {
             ctx.logger.info(
               { app: event.appId, instance: event.instance },
@@ -243,6 +246,8 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
         const driver = runtimeDriver();
         return driver.hostFiles ? driver.hostFiles(appId, volumes) : Promise.resolve({ volumes: [] });
       },
+      serviceAddress: (appId, ports) =>
+        runtimeDriver().serviceAddress?.(appId, ports) ?? Promise.resolve(undefined),
       runtimeInstances: (appId) => runtimeDriver().status(appId).instances,
       queries: resources(),
     });

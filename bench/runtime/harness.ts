@@ -63,7 +63,8 @@ export interface Berth {
 /** Health settings of the hang measurement: every second, 1 s to answer, 3 failures in a row. */
 export const HEALTH = { intervalSeconds: 1, timeoutSeconds: 1, failureThreshold: 3 };
 
-export async function startBerth(): Promise<Berth> {
+/** `env`: more settings (the network benchmark runs one Berth with BERTH_APP_NETWORK=host beside one without). */
+export async function startBerth(env: Record<string, string> = {}): Promise<Berth> {
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-bench-runtime-'));
   const dataDir = path.join(work, 'data');
   const gitRoot = path.join(work, 'git');
@@ -84,6 +85,7 @@ export async function startBerth(): Promise<Berth> {
     BERTH_HEALTH_TIMEOUT: String(HEALTH.timeoutSeconds),
     BERTH_HEALTH_FAILURE_THRESHOLD: String(HEALTH.failureThreshold),
     BERTH_DRAIN_SECONDS: '5',
+    ...env,
   });
   const ctx = await createContext(config, { logger: pino({ level: 'silent' }) });
   const app = await buildApp(ctx);

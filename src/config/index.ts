@@ -43,6 +43,11 @@ export interface RuntimeSettings {
   edgeTlsPort: number | undefined;
   /** The edge's data plane: Node's http in Berth's process, or HAProxy started by Berth (decision 0005). */
   edgeProxy: 'node' | 'haproxy';
+  /**
+   * `namespace`: as root each application gets a network namespace of its own (docs/runtime.md,
+   * "Networks"); `host`: every sandbox shares the host's network (without root it always does).
+   */
+  appNetwork: 'namespace' | 'host';
   /** Every application is also served at `<name>-<id>.<appsDomain>`. */
   appsDomain: string;
   /** A deployment that has not finished after this long is failed (the spec leaves it open). */
@@ -119,6 +124,7 @@ export interface ConfigOverrides {
   edgePort?: string;
   edgeTlsPort?: string;
   edgeProxy?: string;
+  appNetwork?: string;
   appsDomain?: string;
   deploymentTimeout?: string;
   gitBaseUrl?: string;
@@ -263,6 +269,11 @@ export const CONFIG_VARIABLES: Record<keyof ConfigOverrides, { env: string; flag
     env: 'BERTH_EDGE_PROXY',
     flag: 'edge-proxy',
     doc: "data plane of the edge proxy: node (in Berth's process; default) or haproxy (HAProxy 2.6 started and fed by Berth)",
+  },
+  appNetwork: {
+    env: 'BERTH_APP_NETWORK',
+    flag: 'app-network',
+    doc: "applications' network: namespace (as root, one network namespace per application; default) or host (the host's network, as without root)",
   },
   appsDomain: {
     env: 'BERTH_APPS_DOMAIN',
@@ -490,6 +501,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     return 'haproxy';
   };
 
+  const appNetworkChoice = (): 'namespace' | 'host' => {
+    const value = raw('appNetwork') ?? 'namespace';
+    if (value === 'namespace' || value === 'host') return value;
+    problems.push(`BERTH_APP_NETWORK must be one of namespace, host, got '${value}'`);
+    return 'namespace';
+  };
+
   const config: Config = {
     port,
     host,
@@ -523,6 +541,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
       edgePort: integer('edgePort', 8000, 0, 65535),
       edgeTlsPort: raw('edgeTlsPort') === undefined ? undefined : integer('edgeTlsPort', 0, 0, 65535),
       edgeProxy: edgeProxyChoice(),
+      appNetwork: appNetworkChoice(),
       appsDomain: hostName('appsDomain', 'localhost'),
       deploymentTimeoutSeconds: integer('deploymentTimeout', 600, 10, 24 * 3600),
       gitBaseUrl: (raw('gitBaseUrl') ?? 'https://github.com').replace(/\/+$/, ''),

@@ -92,6 +92,27 @@ export interface ServiceConnection {
 }
 
 /**
+ * The connection as the application reaches it at `host` instead of the host's loopback (its own
+ * network's address for its services, src/drivers/os/netns.ts): the host, and an endpoint URL on
+ * loopback (minio's).
+ */
+export function reachedAt(connection: ServiceConnection, host: string): ServiceConnection {
+  if (connection.host !== '127.0.0.1' || host === connection.host) return connection;
+  const endpoint = connection.extra.endpoint;
+  return {
+    ...connection,
+    host,
+    extra:
+      endpoint === undefined
+        ? connection.extra
+        : {
+            ...connection.extra,
+            endpoint: endpoint.replace(/^(https?:\/\/)(127\.0\.0\.1|localhost)(?=[:/]|$)/, `$1${host}`),
+          },
+  };
+}
+
+/**
  * Services of one kind share names, so two of a kind are told apart by a suffix: databases
  * (postgresql, mysql), key-value (redis, valkey), and each other type on its own.
  */

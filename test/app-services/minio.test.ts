@@ -5,6 +5,7 @@
 // storage is the application's, never the team's (lists, a single look-up, deletion, the YAML export,
 // quotas); provisioning again changes nothing; deleting the application removes
 // the bucket, its objects and files, and the key.
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import {
@@ -19,6 +20,8 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { LOOKUP_TTL_MS } from '../../src/drivers/objectstorage/local/server.js';
+import { networksAvailable, vethName } from '../../src/drivers/os/netns.js';
+import { runtimeTag } from '../../src/drivers/runtime/local/index.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
 import { provisionStorage, refusal } from '../object-storage/helpers.js';
@@ -65,9 +68,22 @@ describe.each(DIALECTS)('minio service (%s)', (dialect) => {
       data<Array<{ key: string; value: string }>>(response).map((e) => [e.key, e.value]),
     );
   };
+  /**
+   * The endpoint URL as application `appId` is given it: at the host end of its network as root
+   * (docs/runtime.md, "Networks"), else on loopback.
+   */
+  const atApp = (appId: number, url: string) => {
+    if (!networksAvailable()) return url;
+    const veth = vethName(runtimeTag(t.ctx.config.dataDir), appId);
+    const [link] = JSON.parse(
+      execFileSync('ip', ['-j', '-4', 'addr', 'show', 'dev', veth], { encoding: 'utf8' }),
+    ) as Array<{ addr_info: Array<{ local: string }> }>;
+    return url.replace('127.0.0.1', link!.addr_info[0]!.local);
+  };
+  /** A client with the application's key, from the host: Berth's endpoint on loopback. */
   const clientOf = (env: Record<string, string>) =>
     new S3Client({
-      endpoint: env.S3_ENDPOINT,
+      endpoint: `http://127.0.0.1:${new URL(env.S3_ENDPOINT!).port}`,
       region: env.S3_REGION,
       forcePathStyle: true,
       credentials: { accessKeyId: env.S3_ACCESS_KEY_ID!, secretAccessKey: env.S3_SECRET_ACCESS_KEY! },
@@ -110,7 +126,7 @@ describe.each(DIALECTS)('minio service (%s)', (dialect) => {
     expect(env).toMatchObject({
       S3_BUCKET: 'shop-files',
       S3_REGION: 'us-east-1',
-      S3_ENDPOINT: t.ctx.services.objectStorage.driver.endpoint(),
+      S3_ENDPOINT: atApp(apps.shop!, t.ctx.services.objectStorage.driver.endpoint()),
     });
     expect(env.S3_ACCESS_KEY_ID).toMatch(/^[A-Z0-9]{20}$/);
     expect(env.S3_SECRET_ACCESS_KEY).toHaveLength(40);
@@ -273,7 +289,7 @@ describe.each(DIALECTS)('minio service (%s)', (dialect) => {
     expect(await runner.status(ref)).toEqual({ running: true, pid: null });
     // No Berth start served it here: the service did, and it stops with it.
     const served = t.ctx.services.objectStorage.served()!;
-    expect(before.S3_ENDPOINT).toBe(`http://127.0.0.1:${served.port}`);
+    expect(before.S3_ENDPOINT).toBe(atApp(apps.shop!, `http://127.0.0.1:${served.port}`));
     await served.close();
     expect(await runner.status(ref)).toEqual({ running: false, pid: null });
 
@@ -282,7 +298,9 @@ describe.each(DIALECTS)('minio service (%s)', (dialect) => {
     await supervisor.stop();
     expect(await runner.status(ref)).toEqual({ running: true, pid: null });
     const after = await environment(apps.shop!, 'files');
-    expect(after.S3_ENDPOINT).toBe(`http://127.0.0.1:${t.ctx.services.objectStorage.served()!.port}`);
+    expect(after.S3_ENDPOINT).toBe(
+      atApp(apps.shop!, `http://127.0.0.1:${t.ctx.services.objectStorage.served()!.port}`),
+    );
     expect(after.S3_ACCESS_KEY_ID).toBe(before.S3_ACCESS_KEY_ID);
     expect(await body(clientOf(after), 'shop-files', 'two.txt')).toBe('two');
     const view = data<Array<{ restarts: number; status: string }>>(

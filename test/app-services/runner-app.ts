@@ -74,7 +74,12 @@ http.createServer((req, res) => {
   if (url.pathname === '/health') return res.end('ok');
   if (url.pathname === '/page') return res.end('<html><head><title>Rendered for ' + process.env.BERTH_APP_NAME + '</title></head><body>hi</body></html>');
   if (url.pathname === '/chrome') {
-    return renderTitle(process.env.BROWSER_WS_ENDPOINT, 'http://127.0.0.1:' + process.env.PORT + '/page').then((title) => reply({ title }), fail);
+    // The service runs outside the application's network: it reaches the replica at the application's
+    // own address (eth0's; 127.0.0.1 where there is no network of its own), never at loopback.
+    const self = Object.values(require('node:os').networkInterfaces()).flat()
+      .find((a) => a.family === 'IPv4' && !a.internal);
+    const at = self ? self.address : '127.0.0.1';
+    return renderTitle(process.env.BROWSER_WS_ENDPOINT, 'http://' + at + ':' + process.env.PORT + '/page').then((title) => reply({ title }), fail);
   }
   if (url.pathname === '/gotenberg') return convert().then(reply, fail);
   if (url.pathname === '/pg') return citext(url.searchParams.get('value') || 'x').then(reply, fail);

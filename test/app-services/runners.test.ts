@@ -165,7 +165,10 @@ describe.each(DIALECTS.slice(0, 1))('application services on runners (%s)', (dia
     expect(answer.status, answer.body).toBe(200);
     expect(JSON.parse(answer.body)).toEqual({ title: 'Rendered for tools' });
     const chrome = await environment(appId, 'browser');
-    expect(chrome.CHROME_URL).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/[A-Za-z0-9_-]{20,}$/);
+    // At the host end of the application's network as root (10.200.0.0/14), else on loopback.
+    expect(chrome.CHROME_URL).toMatch(
+      /^http:\/\/(127\.0\.0\.1|10\.20[0-3]\.\d+\.\d+):\d+\/[A-Za-z0-9_-]{20,}$/,
+    );
     expect(chrome.BROWSER_WS_ENDPOINT?.startsWith(chrome.CHROME_URL!.replace('http:', 'ws:'))).toBe(true);
     // The token is a credential: sealed at rest like the passwords.
     const token = new URL(chrome.CHROME_URL!).pathname.slice(1);

@@ -4,6 +4,7 @@
 // provide; the services API with its 403s and 404s; another application cannot connect with its own
 // credentials and its own secrets win over injected names; a killed server comes back with its data;
 // deleting the application removes the services' processes and data.
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -13,6 +14,8 @@ import { stringify } from 'yaml';
 import { isAlive } from '../../src/drivers/databases/local/process.js';
 import { detectCgroups, groupDir } from '../../src/drivers/os/cgroups.js';
 import { isMounted } from '../../src/drivers/os/disk-images.js';
+import { networksAvailable, vethName } from '../../src/drivers/os/netns.js';
+import { runtimeTag } from '../../src/drivers/runtime/local/index.js';
 import { findAccount, isRoot } from '../../src/drivers/os/users.js';
 import { DIALECTS } from '../helpers/store.js';
 import {
@@ -104,6 +107,15 @@ function resp(port: number, commands: string[][]): Promise<string[]> {
     });
     socket.write(commands.map(encode).join(''));
   });
+}
+
+/** The address of the host end of an application's veth (its services are reached there). */
+function networkHostOf(h: RuntimeHarness, appId: number): string {
+  const veth = vethName(runtimeTag(h.t.ctx.config.dataDir), appId);
+  const [link] = JSON.parse(
+    execFileSync('ip', ['-j', '-4', 'addr', 'show', 'dev', veth], { encoding: 'utf8' }),
+  ) as Array<{ addr_info: Array<{ local: string }> }>;
+  return link!.addr_info[0]!.local;
 }
 
 describe.each(DIALECTS)('application services (%s)', (dialect) => {
@@ -226,7 +238,9 @@ describe.each(DIALECTS)('application services (%s)', (dialect) => {
       }),
     );
     expect(exec.exit_code).toBe(0);
-    expect(exec.output.trim()).toBe(`127.0.0.1:${dbUrl.port}/shop`);
+    // The host end of the application's own network as root (docs/runtime.md, "Networks"), else loopback.
+    expect(dbUrl.hostname).toBe(networksAvailable() ? networkHostOf(h, shopId) : '127.0.0.1');
+    expect(exec.output.trim()).toBe(`${dbUrl.hostname}:${dbUrl.port}/shop`);
     // The secrets' service references reached the process resolved; the store keeps only their text.
     const resolved = data<{ exit_code: number; output: string }>(
       await api('POST', `/api/v1/applications/${shopId}/exec`, {
@@ -234,9 +248,9 @@ describe.each(DIALECTS)('application services (%s)', (dialect) => {
       }),
     );
     expect(resolved.output.trim().split('\n')).toEqual([
-      '127.0.0.1',
+      dbUrl.hostname,
       decodeURIComponent(dbUrl.password),
-      `app@127.0.0.1:${dbUrl.port}/shop`,
+      `app@${dbUrl.hostname}:${dbUrl.port}/shop`,
     ]);
     const secretRows = await h.t.ctx.db
       .selectFrom('secrets')
@@ -322,7 +336,9 @@ describe.each(DIALECTS)('application services (%s)', (dialect) => {
 
     const env = await environment(shopId, 'db');
     expect(Object.keys(env)).toEqual(['DATABASE_URL']);
-    expect(env.DATABASE_URL).toMatch(new RegExp(`^postgresql://app:[^@]+@127\\.0\\.0\\.1:${db.port}/shop$`));
+    // Where the application reaches it: its network's host end as root, else loopback.
+    const host = (networksAvailable() ? networkHostOf(h, shopId) : '127.0.0.1').replaceAll('.', '\\.');
+    expect(env.DATABASE_URL).toMatch(new RegExp(`^postgresql://app:[^@]+@${host}:${db.port}/shop$`));
     // By id as Ploi names it, or by name.
     expect(await environment(shopId, String(db.id))).toEqual(env);
 
@@ -332,7 +348,7 @@ describe.each(DIALECTS)('application services (%s)', (dialect) => {
     expect(formats.map((f) => f.name)).toEqual(['url', 'jdbc', 'cli']);
     expect(formats[0]?.value).toBe(env.DATABASE_URL);
     expect(formats[1]?.value).toMatch(
-      new RegExp(`^jdbc:postgresql://127\\.0\\.0\\.1:${db.port}/shop\\?user=app&password=`),
+      new RegExp(`^jdbc:postgresql://${host}:${db.port}/shop\\?user=app&password=`),
     );
 
     const injected = data<Array<{ key: string; value: string; service: string; overridden: boolean }>>(
@@ -430,7 +446,13 @@ describe.each(DIALECTS)('application services (%s)', (dialect) => {
         }
       ).result;
     expect(await probe(own.port!)).toBe('connected');
-    expect(await probe(shopDb.port!)).toMatch(/^refused: password authentication failed for user "app"/);
+    // As root the other application's network does not even reach the shop's server
+    // (test/runtime/network.test.ts); without root its credentials are all that keep it out.
+    expect(await probe(shopDb.port!)).toMatch(
+      networksAvailable()
+        ? /^refused: connect ECONNREFUSED /
+        : /^refused: password authentication failed for user "app"/,
+    );
 
     // Its key-value credentials do not open the shop's Redis either.
     const otherCache = new URL((await environment(otherId, 'cache')).REDIS_URL as string);

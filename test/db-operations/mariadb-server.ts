@@ -14,7 +14,13 @@ export interface MariaDbServer {
   stop(): Promise<void>;
 }
 
-export async function startMariaDb(options: { password?: string } = {}): Promise<MariaDbServer> {
+export async function startMariaDb(
+  options: {
+    password?: string;
+    /** Runs it in this network namespace (test/helpers/outside-network.ts), listening on `address`. */
+    network?: { namespacePath: string; address: string };
+  } = {},
+): Promise<MariaDbServer> {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-mariadb-'));
   fs.chmodSync(root, 0o755);
   const dataDir = path.join(root, 'data');
@@ -38,14 +44,19 @@ export async function startMariaDb(options: { password?: string } = {}): Promise
     throw new Error(`${error.message}\n${error.stdout ?? ''}\n${error.stderr ?? ''}`.slice(0, 4000));
   });
   const port = await freePort();
+  const address = options.network?.address ?? '127.0.0.1';
+  const command = options.network
+    ? ['nsenter', `--net=${options.network.namespacePath}`, '--', 'mariadbd']
+    : ['mariadbd'];
   const child = spawn(
-    'mariadbd',
+    command[0]!,
     [
+      ...command.slice(1),
       '--no-defaults',
       `--datadir=${dataDir}`,
       ...(isRoot() ? ['--user=mysql'] : []),
       `--port=${port}`,
-      '--bind-address=127.0.0.1',
+      `--bind-address=${address}`,
       `--tmpdir=${tmpDir}`,
       `--socket=${socket}`,
       `--pid-file=${path.join(root, 'mariadb.pid')}`,
@@ -75,7 +86,7 @@ export async function startMariaDb(options: { password?: string } = {}): Promise
     `CREATE USER 'admin'@'%' IDENTIFIED BY '${password}'; GRANT ALL PRIVILEGES ON *.* TO 'admin'@'%' WITH GRANT OPTION;`,
   );
   return {
-    url: `mysql://admin:${encodeURIComponent(password)}@127.0.0.1:${port}/`,
+    url: `mysql://admin:${encodeURIComponent(password)}@${address}:${port}/`,
     port,
     sql,
     async stop() {

@@ -7,6 +7,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { removeTagNetworks } from '../../src/drivers/os/netns.js';
+import { runtimeTag } from '../../src/drivers/runtime/local/index.js';
 import { createRepository, serveRepositories, type GitServer } from '../helpers/git-server.js';
 import {
   alive,
@@ -38,6 +40,8 @@ describe('a deployment whose Berth is killed', () => {
     await stopAll(dataDir);
     await git.close();
     removeRuntimeAccounts(dataDir);
+    // The applications' networks outlive a Berth on purpose: this one is gone for good.
+    await removeTagNetworks(runtimeTag(dataDir));
     fs.rmSync(dataDir, { recursive: true, force: true });
     fs.rmSync(gitRoot, { recursive: true, force: true });
   });

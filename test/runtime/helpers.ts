@@ -10,6 +10,7 @@ import { inject } from 'vitest';
 export { nodeDocument } from './node-app.js';
 import type { Dialect } from '../../src/db/connect.js';
 import { runtimeTag } from '../../src/drivers/runtime/local/index.js';
+import { removeTagNetworks } from '../../src/drivers/os/netns.js';
 import { DEFAULT_NODE_MAJOR, ensureNodeRuntime } from '../../src/drivers/runtime/local/node-runtime.js';
 import { startBackground, type Background } from '../../src/lifecycle.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
@@ -77,6 +78,7 @@ export async function startRuntime(
       const dataDir = t.ctx.config.dataDir;
       await t.close();
       removeRuntimeAccounts(dataDir);
+      await removeTagNetworks(runtimeTag(dataDir));
       fs.rmSync(root, { recursive: true, force: true });
     },
   };

@@ -18,6 +18,8 @@ import { unmountVolumes, type LaunchContext } from '../../src/drivers/runtime/lo
 import { ensureAppAccount, removeAppAccount } from '../../src/drivers/runtime/local/sandbox.js';
 import { Scheduler } from '../../src/drivers/runtime/local/scheduler.js';
 import { startMariaDb, type MariaDbServer } from '../db-operations/mariadb-server.js';
+import { networksAvailable } from '../../src/drivers/os/netns.js';
+import { startOutsideNetwork, type OutsideNetwork } from '../helpers/outside-network.js';
 import {
   applyYaml,
   edgeRequest,
@@ -73,6 +75,7 @@ interface FrontController {
 describe('PHP applications', () => {
   let h: RuntimeHarness;
   let mariadb: MariaDbServer;
+  let outside: OutsideNetwork | undefined;
   const deployed = new Map<string, { id: number; deployment: DeploymentView }>();
 
   async function deploy(name: string, yaml: string): Promise<void> {
@@ -100,7 +103,9 @@ describe('PHP applications', () => {
         BERTH_HEALTH_TIMEOUT: '5',
         BERTH_HEALTH_FAILURE_THRESHOLD: '3',
       }),
-      startMariaDb(),
+      // Elsewhere on the network, as a database of the blog's own would be: from its namespace the
+      // application reaches no server on the host's loopback (docs/runtime.md, "Networks").
+      startMariaDb(networksAvailable() ? { network: (outside = startOutsideNetwork()) } : {}),
     ]);
     await mariadb.sql(
       "CREATE DATABASE blog; CREATE USER 'blog'@'%' IDENTIFIED BY 'blog-pw'; GRANT ALL ON blog.* TO 'blog'@'%';",
@@ -136,7 +141,7 @@ describe('PHP applications', () => {
           { type: 'wordpress' },
           {
             secrets: [
-              { key: 'DB_HOST', value: '127.0.0.1' },
+              { key: 'DB_HOST', value: outside?.address ?? '127.0.0.1' },
               { key: 'DB_PORT', value: String(mariadb.port) },
               { key: 'DB_DATABASE', value: 'blog' },
               { key: 'DB_USERNAME', value: 'blog' },
@@ -151,6 +156,7 @@ describe('PHP applications', () => {
     const dataDir = h?.t.ctx.config.dataDir;
     await h?.close();
     await mariadb?.stop();
+    outside?.close();
     // The driver keeps its applications' OS users when it closes (they run again at the next start):
     // this Berth does not start again. Named as createLocalRuntimeDriver names them.
     const tag = `b${createHash('sha256').update(dataDir).digest('hex').slice(0, 10)}`;

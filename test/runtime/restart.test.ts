@@ -8,6 +8,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { removeTagNetworks } from '../../src/drivers/os/netns.js';
+import { runtimeTag } from '../../src/drivers/runtime/local/index.js';
 import { createRepository, serveRepositories, type GitServer } from '../helpers/git-server.js';
 import { alive, serveBerth, stopAll, stopBerth, type BerthProcess } from './berth-process.js';
 import { edgeRequest, eventually, removeRuntimeAccounts, warmNodeRuntime } from './helpers.js';
@@ -108,6 +110,8 @@ describe('a restart of Berth under load', () => {
     await stopAll(dataDir);
     await git.close();
     removeRuntimeAccounts(dataDir);
+    // The applications' networks outlive a Berth on purpose: this one is gone for good.
+    await removeTagNetworks(runtimeTag(dataDir));
     fs.rmSync(dataDir, { recursive: true, force: true });
     fs.rmSync(gitRoot, { recursive: true, force: true });
   });

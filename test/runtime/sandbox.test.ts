@@ -261,7 +261,32 @@ describe('spawnSandboxed: what the application sees', () => {
     expect(argv.slice(5, 8)).toEqual(['/usr/bin/setpriv', '--reuid=1234', '--regid=1235']);
     expect(argv.slice(-4)).toEqual(['--', '--bind', '/', '/host']);
     expect(argv).not.toContain('--share-net');
-    expect(argv).not.toContain('--unshare-net'); // the host network: a documented limit
+    expect(argv).not.toContain('--unshare-net'); // no network given: the host's (Berth without root)
+
+    // The application's network namespace is joined as root, after the groups, before the drop.
+    const joined = sandboxCommandLine(
+      spec(['/bin/true'], {
+        account: { uid: 1234, gid: 1235 },
+        memory,
+        network: { namespacePath: '/run/netns/berth-b0123456789-7' },
+      }),
+    );
+    expect(joined.slice(5, 9)).toEqual([
+      '/usr/bin/nsenter',
+      '--net=/run/netns/berth-b0123456789-7',
+      '--',
+      '/usr/bin/setpriv',
+    ]);
+    for (const namespacePath of [
+      '/proc/1/ns/net',
+      '/run/netns/../../proc/1/ns/net',
+      '/run/netns/other',
+      'berth-x',
+    ])
+      expect(
+        () => sandboxCommandLine(spec(['/bin/true'], { network: { namespacePath } })),
+        namespacePath,
+      ).toThrow(/network namespace/);
   });
   it('runs nothing when the memory group cannot be joined', async () => {
     // The memory group is joined, the second (pids) group is gone: nothing runs either.

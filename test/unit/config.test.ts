@@ -83,6 +83,22 @@ describe('config', () => {
     );
   });
 
+  it("chooses the applications' network with BERTH_APP_NETWORK: namespace (default) or host", () => {
+    expect(loadConfig({}).runtime.appNetwork).toBe('namespace');
+    expect(loadConfig({ BERTH_APP_NETWORK: 'host' }).runtime.appNetwork).toBe('host');
+    expect(loadConfig({}, { appNetwork: 'host' }).runtime.appNetwork).toBe('host');
+    let error: unknown;
+    try {
+      loadConfig({ BERTH_APP_NETWORK: 'bridge', BERTH_EDGE_PROXY: 'nginx' });
+    } catch (e) {
+      error = e;
+    }
+    expect((error as ConfigError).problems).toEqual([
+      "BERTH_EDGE_PROXY must be one of haproxy, node, got 'nginx'",
+      "BERTH_APP_NETWORK must be one of namespace, host, got 'bridge'",
+    ]);
+  });
+
   it("takes the builds' registry and variables from BERTH_BUILD_REGISTRY and BERTH_BUILD_ENV", () => {
     const defaults = loadConfig({}).runtime;
     expect(defaults.buildRegistry).toBeUndefined();

@@ -25,10 +25,12 @@ export const PRIVATE_KERNEL_MOUNTS: readonly string[] = [
 ];
 
 /**
- * bubblewrap's namespaces and limits for untrusted code (the network stays the host's: applications
- * listen on loopback): its own user (no nested ones), PID, IPC and UTS namespaces, a new session and no
- * capabilities. Whether it dies with Berth is the caller's choice (DIE_WITH_BERTH): what serves
- * (replicas, workers) outlives a restart of Berth, what Berth waits for (builds, commands) does not.
+ * bubblewrap's namespaces and limits for untrusted code: its own user (no nested ones), PID, IPC and
+ * UTS namespaces, a new session and no capabilities. No --unshare-net: an application's sandboxes are
+ * started inside its network namespace (joined before bwrap, as root: src/drivers/os/netns.ts), which
+ * they share; without root they stay on the host's network. Whether it dies with Berth is the caller's
+ * choice (DIE_WITH_BERTH): what serves (replicas, workers) outlives a restart of Berth, what Berth
+ * waits for (builds, commands) does not.
  */
 export const ISOLATION_ARGS: readonly string[] = [
   '--unshare-user',

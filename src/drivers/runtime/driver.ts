@@ -193,6 +193,11 @@ export interface AppRuntimeDriver {
     volumes: Array<{ name: string; hostPath: string; mountPath: string }>;
     appUser?: { uid: number; gid: number };
   }>;
+  /**
+   * Lets the application's processes reach these host ports (its services' loopback ports) and no
+   * others, and says at which address; undefined when they share the host's network (127.0.0.1).
+   */
+  serviceAddress?(appId: number, ports: number[]): Promise<string | undefined>;
   /** Where the edge listens, for the ready line and tests. */
   readonly endpoints: { http: number | undefined; https: number | undefined };
   /** Starts what the driver serves from (the edge). */

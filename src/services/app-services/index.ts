@@ -18,6 +18,7 @@ import {
   engineOfService,
   MASKED_VALUE,
   parseSizing,
+  reachedAt,
   SERVICE_USER,
   serviceEnvironment,
   sizingName,
@@ -67,6 +68,11 @@ export interface AppServicesDeps {
     appId: number,
     volumes: Array<{ name: string; mountPath: string; volumeSize: number }>,
   ) => Promise<Pick<ServiceSpec, 'volumes' | 'appUser'>>;
+  /**
+   * Lets the application's processes reach these ports of its services and says at which address
+   * (the runtime's serviceAddress: the host end of its network); undefined or absent: 127.0.0.1.
+   */
+  serviceAddress?: (appId: number, ports: number[]) => Promise<string | undefined>;
   /** The runtime's instances of an application: a `worker` service is its `worker-<name>` process. */
   runtimeInstances?: (appId: number) => RuntimeInstanceStatus[];
   queries: Pick<InfrastructureQueries, 'requireApplication'>;
@@ -343,11 +349,17 @@ export function createAppServicesService(deps: AppServicesDeps) {
   ): Promise<Array<{ service: ServiceRow; connection: ServiceConnection }>> {
     const [services, instances] = await Promise.all([repo.servicesOf(appId), repo.instancesOf(appId)]);
     const found = byKey(instances);
-    return services.flatMap((service) => {
+    const all = services.flatMap((service) => {
       const instance = found.get(lockKey(unitKey(service)));
       const connection = instance && connectionOf(service, instance);
       return connection ? [{ service, connection }] : [];
     });
+    // Admitted every time (also none: a removed service's port closes), where the application is.
+    const host = await deps.serviceAddress?.(
+      appId,
+      all.map((c) => c.connection.port),
+    );
+    return host ? all.map((c) => ({ ...c, connection: reachedAt(c.connection, host) })) : all;
   }
 
   function workerView(service: ServiceRow): Partial<ServiceView> {
@@ -369,7 +381,11 @@ export function createAppServicesService(deps: AppServicesDeps) {
     };
   }
 
-  function view(service: ServiceRow, instance: ServiceInstanceRow | undefined): ServiceView {
+  function view(
+    service: ServiceRow,
+    instance: ServiceInstanceRow | undefined,
+    host = '127.0.0.1',
+  ): ServiceView {
     const why = unavailable(service.type);
     const base: ServiceView = {
       id: service.id,
@@ -384,7 +400,7 @@ export function createAppServicesService(deps: AppServicesDeps) {
       status: why ? 'unavailable' : instance ? (instance.state as ServiceState) : 'provisioning',
       status_reason: why ?? instance?.state_reason ?? null,
       engine_version: instance?.version ?? null,
-      host: instance?.port ? '127.0.0.1' : null,
+      host: instance?.port ? host : null,
       port: instance?.port ?? null,
       restarts: instance?.restarts ?? 0,
       last_restart_at: instance?.last_restart_at ?? null,
@@ -535,9 +551,14 @@ export function createAppServicesService(deps: AppServicesDeps) {
 
     async list(userId: number, appId: number): Promise<ServiceView[]> {
       const { row } = await deps.queries.requireApplication(userId, appId);
-      const [services, instances] = await Promise.all([repo.servicesOf(row.id), repo.instancesOf(row.id)]);
+      const [services, instances, reached] = await Promise.all([
+        repo.servicesOf(row.id),
+        repo.instancesOf(row.id),
+        connections(row.id),
+      ]);
       const found = byKey(instances);
-      return services.map((service) => view(service, found.get(lockKey(unitKey(service)))));
+      const host = reached[0]?.connection.host;
+      return services.map((service) => view(service, found.get(lockKey(unitKey(service))), host));
     },
 
     /** What this one service injects into the application, values included (they are meant to be seen). */
@@ -545,13 +566,17 @@ export function createAppServicesService(deps: AppServicesDeps) {
       const { app, service, instance } = await serviceFor(userId, appId, ref);
       const { connection } = requireConnection(service, instance);
       const all = (await connections(app.id)).map((c) => c.connection);
-      const env = serviceEnvironment(app.type, connection, all);
+      // As the application reaches it (its network's address).
+      const reached = all.find((c) => c.name === connection.name) ?? connection;
+      const env = serviceEnvironment(app.type, reached, all);
       return Object.entries(env).map(([key, value]) => ({ key, value }));
     },
 
     async connectionFormats(userId: number, appId: number, ref: string) {
-      const { service, instance } = await serviceFor(userId, appId, ref);
-      return connectionFormats(requireConnection(service, instance).connection);
+      const { app, service, instance } = await serviceFor(userId, appId, ref);
+      const { connection } = requireConnection(service, instance);
+      const reached = (await connections(app.id)).find((c) => c.connection.name === connection.name);
+      return connectionFormats(reached?.connection ?? connection);
     },
 
     /** Stops and starts the service (its data stays); resolves once it runs again. */

@@ -3,7 +3,9 @@
 // State of what runs is in memory: Berth supervises its processes itself (no systemd here). What
 // serves outlives Berth (docs/runtime.md, "Restarts of Berth"): replicas and the HAProxy edge keep
 // running while Berth is down, each application's `processes.json` records them, and at the next
-// start ensureRunning adopts them as they run; builds and commands die with Berth.
+// start ensureRunning adopts them as they run; builds and commands die with Berth. As root each
+// application has a network namespace of its own (src/drivers/os/netns.ts), which outlives Berth and
+// is found again.
 import { createHash } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
@@ -23,6 +25,15 @@ import { ArchiveError, checkArchive } from './archive.js';
 import { ARCHIVE_MAX_BYTES, ARCHIVE_MAX_ENTRIES, buildRelease } from './build.js';
 import { prepareBuildNetwork, readHostPackageConfig, type BuildNetwork } from './build-env.js';
 import { detectCgroups, removeEmptyGroups, removeTree } from '../../os/cgroups.js';
+import {
+  admitServices,
+  ensureAppNetwork,
+  ensureNetworkTable,
+  networksAvailable,
+  pruneAppNetworks,
+  removeAppNetwork,
+  type AppNetwork,
+} from '../../os/netns.js';
 import { startEdgeProxy, type EdgeProxy, type Upstream } from './edge.js';
 import { appLayout, type AppLayout } from './layout.js';
 import { AppLogs } from './logs.js';
@@ -41,7 +52,7 @@ import {
 } from './processes.js';
 import { Replica, type ReplicaCommand, type ReplicaRecord } from './replicas.js';
 import { adoptSandboxed, ensureAppAccount, removeAppAccount } from './sandbox.js';
-import type { SystemAccount } from '../../os/users.js';
+import { isRoot, type SystemAccount } from '../../os/users.js';
 import { Scheduler } from './scheduler.js';
 import { Worker, type WorkerRecord } from './worker.js';
 import { workerInstanceName } from '../../../domain/app-services.js';
@@ -59,6 +70,13 @@ export interface LocalRuntimeOptions {
   drainMs: number;
   /** What all of one application's processes share (config.runtime.appPidsMax, appCpuCores). */
   appLimits: { pidsMax: number; cpuCores: number | undefined };
+  /** `namespace` (default): a network namespace per application when Berth is root; `host`: none. */
+  network?: 'namespace' | 'host';
+  /**
+   * Host ports every application may reach on the host's addresses besides the edge's (Berth's API,
+   * the S3 endpoint); everything else of the host is closed to applications that have a network.
+   */
+  publicPorts?: number[];
   /** BERTH_BUILD_REGISTRY (undefined: the host npm's) and BERTH_BUILD_ENV. */
   build?: { registry: string | undefined; env: Readonly<Record<string, string>> };
   onEvent(event: RuntimeEvent): void;
@@ -114,6 +132,29 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
   /** Applications whose directories this process has checked (secureAppDirs), once each. */
   const secured = new Set<number>();
   let edge: EdgeProxy | undefined;
+  /** As root: each application's network namespace, made or found once by this process. */
+  const withNetworks = options.network !== 'host' && networksAvailable();
+  const networks = new Map<number, Promise<AppNetwork>>();
+  /** The service ports each application's chain admits, as this process last wrote them. */
+  const admitted = new Map<number, string>();
+  let edgeStartedOnce = false;
+  const publicPorts = () =>
+    [
+      edge?.port ?? options.edge.port,
+      edge?.tlsPort ?? options.edge.tlsPort,
+      ...(options.publicPorts ?? []),
+    ].filter((port): port is number => port !== undefined && port > 0);
+  function appNetwork(appId: number): Promise<AppNetwork> | undefined {
+    if (!withNetworks) return undefined;
+    let made = networks.get(appId);
+    if (!made) {
+      made = ensureNetworkTable(cgroupTag, publicPorts()).then(() => ensureAppNetwork(cgroupTag, appId));
+      // A failure is tried again at the next use.
+      made.catch(() => networks.delete(appId));
+      networks.set(appId, made);
+    }
+    return made;
+  }
   let capabilities: RuntimeCapabilities | undefined;
   /** What an earlier Berth left serving, by application, until ensureRunning claims it. */
   const adoptable = new Map<number, ProcessesFile>();
@@ -154,9 +195,19 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
 
   async function launchContext(app: AppSpec): Promise<LaunchContext> {
     const { layout, account } = await appFiles(app.id);
+    const network = await appNetwork(app.id);
     // Serving replicas hold the volumes until a start from stopped: a growth would wait in vain.
     const volumesInUse = (apps.get(app.id)?.replicas.length ?? 0) > 0;
-    return { support, cgroupTag, limits, account, layout, nodeDir: await nodeDir(app), volumesInUse };
+    return {
+      support,
+      cgroupTag,
+      limits,
+      account,
+      layout,
+      nodeDir: await nodeDir(app),
+      volumesInUse,
+      ...(network ? { network: { namespacePath: network.namespacePath, address: network.address } } : {}),
+    };
   }
 
   /** The Node.js runtime of a nodejs application (laravel builds may use it too when named). */
@@ -217,7 +268,7 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
     if (!edge) return Promise.resolve();
     const upstreams: Upstream[] = entry.replicas
       .filter((r) => r.serving)
-      .map((r) => ({ host: '127.0.0.1', port: r.port as number }));
+      .map((r) => ({ host: r.address, port: r.port as number }));
     const hostnames = entry.spec.hostnames.map((h) => h.toLowerCase());
     const gone = [...entry.routed].filter((h) => !hostnames.includes(h));
     // Applied in this order by either edge; `drained` waits for changes made before it (edge.ts).
@@ -432,7 +483,7 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
   /** Lets requests the edge already sent finish, then stops the replica (SIGTERM, then SIGKILL). */
   async function drain(replica: Replica): Promise<void> {
     const port = replica.port;
-    if (port !== null && edge) await edge.drained({ host: '127.0.0.1', port }, options.drainMs);
+    if (port !== null && edge) await edge.drained({ host: replica.address, port }, options.drainMs);
     await replica.stop(options.drainMs);
   }
 
@@ -524,6 +575,35 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
           ? { tls: await edgeCertificates(options.dataDir, options.edge.tlsPort) }
           : {}),
       });
+      if (!withNetworks && options.network !== 'host' && isRoot() && !edgeStartedOnce) {
+        options.log.warn(
+          {},
+          'applications share the host network: nftables, iproute2 or nsenter is missing (scripts/install-system.sh)',
+        );
+      }
+      edgeStartedOnce = true;
+      if (withNetworks) {
+        // The edge's ports are known now. Networks of applications this Berth no longer has (a kill
+        // -9 during a delete, a data dir restored) go; the others are kept as they are.
+        await ensureNetworkTable(cgroupTag, publicPorts());
+        const kept = new Set(await appIds(options.dataDir));
+        const pruned = await pruneAppNetworks(cgroupTag, kept);
+        if (pruned.length > 0)
+          options.log.warn({ apps: pruned }, 'removed the networks of applications Berth no longer has');
+      }
+    },
+
+    async serviceAddress(appId, ports) {
+      const made = appNetwork(appId);
+      if (!made) return undefined;
+      const network = await made;
+      // The chain is this Berth's alone: rewritten only when the ports change (and once per start).
+      const key = [...new Set(ports)].sort((a, b) => a - b).join(',');
+      if (admitted.get(appId) !== key) {
+        await admitServices(cgroupTag, appId, network, ports);
+        admitted.set(appId, key);
+      }
+      return network.hostAddress;
     },
 
     async build(app, release, source: SourceSpec, step: StepContext) {
@@ -653,6 +733,10 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
       await fs.rm(layout.root, { recursive: true, force: true });
       accounts.delete(appId);
       removeAppAccount(appId, cgroupTag);
+      // Its namespace, veth, addresses and rules (nothing of it runs any more).
+      networks.delete(appId);
+      admitted.delete(appId);
+      if (withNetworks) await removeAppNetwork(cgroupTag, appId);
     },
 
     async pruneReleases(appId, keep) {

@@ -41,6 +41,11 @@ export interface LaunchContext {
    * not while the application's replicas serve, since they hold its volumes for as long as they run.
    */
   volumesInUse?: boolean;
+  /**
+   * The application's network namespace, which every sandbox joins, and the address its replicas are
+   * reached at in it; undefined: the host's network (Berth is not root), replicas on 127.0.0.1.
+   */
+  network?: { namespacePath: string; address: string };
 }
 
 export interface LaunchOptions {
@@ -189,6 +194,7 @@ export async function launch(
     account: context.account,
     memory: group,
     ...(outputFiles ? { outputFiles } : {}),
+    ...(context.network ? { network: { namespacePath: context.network.namespacePath } } : {}),
   });
   return { process, group, oomBefore };
 }

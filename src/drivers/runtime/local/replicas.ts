@@ -1,4 +1,5 @@
-// One replica of an application: a sandboxed process serving HTTP on its own loopback port, checked
+// One replica of an application: a sandboxed process serving HTTP on its own port (in the
+// application's network namespace when it has one, else on the host's loopback), checked
 // for health, restarted when it crashes (with backoff), when the kernel kills it for memory, or when
 // its health check fails `failureThreshold` times in a row. With health checks disabled it is only
 // restarted when it exits. Every restart is reported with its reason.
@@ -42,10 +43,16 @@ export interface ReplicaDeps {
 }
 
 /** One health check: 200 on the path within the timeout (Ploi: anything else is a failure). */
-export function checkHealth(port: number, path: string, host: string, timeoutMs: number): Promise<boolean> {
+export function checkHealth(
+  address: string,
+  port: number,
+  path: string,
+  host: string,
+  timeoutMs: number,
+): Promise<boolean> {
   return new Promise((resolve) => {
     const request = http.get(
-      { host: '127.0.0.1', port, path, headers: { host, 'user-agent': 'Berth-HealthCheck' }, agent: false },
+      { host: address, port, path, headers: { host, 'user-agent': 'Berth-HealthCheck' }, agent: false },
       (response) => {
         response.resume();
         resolve(response.statusCode === 200);
@@ -57,9 +64,9 @@ export function checkHealth(port: number, path: string, host: string, timeoutMs:
 }
 
 /** Whether something accepts connections on the port (readiness with health checks disabled). */
-function portOpen(port: number): Promise<boolean> {
+function portOpen(address: string, port: number): Promise<boolean> {
   return new Promise((resolve) => {
-    const socket = net.connect({ host: '127.0.0.1', port }, () => {
+    const socket = net.connect({ host: address, port }, () => {
       socket.destroy();
       resolve(true);
     });
@@ -121,6 +128,11 @@ export class Replica {
     private readonly deps: ReplicaDeps,
   ) {}
 
+  /** Where the replica's port is: its application's address in its namespace, or the host's loopback. */
+  get address(): string {
+    return this.deps.context.network?.address ?? '127.0.0.1';
+  }
+
   get pid(): number | null {
     return this.current?.launched.process.pid ?? null;
   }
@@ -153,6 +165,8 @@ export class Replica {
 
   /** Starts a process of the replica on a free port, its files in `runDir`. */
   private async spawn(runDir: string): Promise<Launch> {
+    // In a namespace the host's free port is merely a likely free one: a replica that finds it taken
+    // exits, and its restart draws another.
     const port = await freePort();
     const { command, env, files } = this.deps.command(this.app, port);
     await fs.rm(runDir, { recursive: true, force: true });
@@ -257,7 +271,9 @@ export class Replica {
   private probe(port: number): Promise<boolean> {
     const { health } = this.app;
     const host = this.app.hostnames[0] ?? 'localhost';
-    return health.enabled ? checkHealth(port, health.path, host, health.timeoutMs) : portOpen(port);
+    return health.enabled
+      ? checkHealth(this.address, port, health.path, host, health.timeoutMs)
+      : portOpen(this.address, port);
   }
 
   /** Resolves when the replica passes its readiness check; rejects when it exits or `signal` aborts. */
@@ -306,7 +322,7 @@ export class Replica {
       if (this.state !== 'running' && this.state !== 'unhealthy') return;
       const port = this.port;
       if (port === null) return;
-      void checkHealth(port, health.path, host, health.timeoutMs).then((ok) => {
+      void checkHealth(this.address, port, health.path, host, health.timeoutMs).then((ok) => {
         if (this.stopping || this.port !== port || this.liveness === undefined) return;
         if (ok) {
           this.failures = 0;

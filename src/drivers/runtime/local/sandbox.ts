@@ -1,7 +1,8 @@
 // The sandbox every application process runs in (builds, init commands, replicas, workers): tenants'
 // code, so it is treated as hostile. One process tree per sandbox:
 //
-//   bash (as root: joins the groups) → setpriv (drops to the app's account) → bwrap → command
+//   bash (as root: joins the groups) → nsenter (as root: joins the application's network namespace)
+//     → setpriv (drops to the app's account) → bwrap → command
 //
 // - The groups (memory; and the application's shared pids and cpu limits) are joined before anything
 //   of the tenant runs, so the caps hold from the first byte and the first fork; when a join fails
@@ -24,10 +25,13 @@
 //   variables reach bwrap through a pipe (`--args`), never a command line, because they hold secrets
 //   and every user on the host can read a command line.
 //
+// - The network (as root) is the application's own namespace (src/drivers/os/netns.ts), shared by all
+//   its sandboxes: its own loopback, a veth to the host where only its services' ports and the public
+//   ports answer, no path to other applications, egress NATed. The namespace belongs to the init user
+//   namespace, so nothing inside (bwrap's user namespace holds no capability over it) can change it.
+//
 // Known limits:
-// - The network is the host's: replicas listen on a loopback port that Berth's edge proxy connects to,
-//   so a sandbox can reach every port on the host and the internet (a network namespace with a veth
-//   costs about 70 ms per start and stop; it is the next step, not done here).
+// - Without root there is no namespace: sandboxes share the host's network (every loopback port).
 // - /etc/php and /etc/nginx are visible read-only as the host has them: per-app configuration (pools
 //   with `env[]`) must live in the app's own directories, never there.
 // - Bind sources must be reachable (search permission on every ancestor) by the app's account.
@@ -55,6 +59,7 @@ import {
   type SystemAccount,
 } from '../../os/users.js';
 import type { MemoryGroup } from '../../os/cgroups.js';
+import { NSENTER } from '../../os/netns.js';
 import { seccompProgram } from '../../os/seccomp.js';
 
 export interface SandboxBind {
@@ -84,6 +89,8 @@ export interface SandboxSpec {
    * Berth and its output comes through pipes.
    */
   outputFiles?: OutputFiles;
+  /** The application's network namespace (/run/netns/…), joined as root before the drop; none: the host's. */
+  network?: { namespacePath: string };
 }
 
 export interface OutputFiles {
@@ -160,6 +167,7 @@ const ETC_ENTRIES = [
 /** Targets that would hide the sandbox's own system. */
 const RESERVED_TARGETS = ['/usr', '/bin', '/lib', '/lib64', '/sbin', '/etc', '/proc', '/dev'];
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const NAMESPACE_PATH = /^\/run\/netns\/berth-[a-z0-9-]{1,40}$/;
 /** The extra descriptors of the spawned chain: bwrap's options, the passwd and group files, the filter. */
 const ARGS_FD = 3;
 const PASSWD_FD = 4;
@@ -325,10 +333,14 @@ export function sandboxCommandLine(spec: SandboxSpec): string[] {
     ...spec.command,
   ];
   const dropped = spec.account ? [...dropPrivileges(spec.account), ...bwrap] : bwrap;
+  const namespace = spec.network?.namespacePath;
+  if (namespace !== undefined && !NAMESPACE_PATH.test(namespace))
+    throw new Error('invalid network namespace');
+  const joined = namespace ? [NSENTER, `--net=${namespace}`, '--', ...dropped] : dropped;
   const groups = spec.memory?.procsFiles ?? [];
   if (groups.some((file) => !path.isAbsolute(file) || file.includes(':')))
     throw new Error('invalid cgroup procs file');
-  return [BASH_PATH, '-c', PREPARE_SCRIPT, 'berth-sandbox', groups.join(':'), ...dropped];
+  return [BASH_PATH, '-c', PREPARE_SCRIPT, 'berth-sandbox', groups.join(':'), ...joined];
 }
 
 /**
