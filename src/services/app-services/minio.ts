@@ -8,6 +8,11 @@
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { Database } from '../../db/schema/index.js';
+import {
+  createInfrastructureRepository,
+  type ObjectStorageRow,
+} from '../../db/repositories/infrastructure.js';
+import { createObjectStorageRepository } from '../../db/repositories/object-storage.js';
 import { iso, type Clock } from '../../domain/clock.js';
 import {
   ProvisionError,
@@ -70,7 +75,7 @@ export interface MinioRunnerDeps {
   };
 }
 
-type StorageRow = { id: number; uuid: string; name: string; buckets: string; state: string };
+type StorageRow = ObjectStorageRow;
 
 export function createMinioRunner(deps: MinioRunnerDeps): ServiceRunner {
   const log = deps.logger.child({ component: 'minio-service' });
@@ -78,25 +83,10 @@ export function createMinioRunner(deps: MinioRunnerDeps): ServiceRunner {
   /** The endpoint port each instance was last handed (a restarted endpoint may listen elsewhere). */
   const handed = new Map<string, number>();
 
-  const findRow = (uuid: string): Promise<StorageRow | undefined> =>
-    deps.db
-      .selectFrom('object_storages')
-      .select(['id', 'uuid', 'name', 'buckets', 'state'])
-      .where('uuid', '=', uuid)
-      .where('application_id', 'is not', null)
-      .executeTakeFirst();
+  const storages = createObjectStorageRepository(deps.db);
+  const findRow = (uuid: string): Promise<StorageRow | undefined> => storages.findApplicationStorage(uuid);
 
   const bucketOf = (row: StorageRow): string => (JSON.parse(row.buckets) as string[])[0] ?? '';
-
-  /** Whether any storage (a team's or an application's) has or wants this bucket name. */
-  async function wanted(bucket: string): Promise<boolean> {
-    const rows = await deps.db
-      .selectFrom('object_storages')
-      .select('buckets')
-      .where('buckets', 'like', `%"${bucket}"%`)
-      .execute();
-    return rows.some((r) => (JSON.parse(r.buckets) as string[]).includes(bucket));
-  }
 
   /** `settings.bucket` when it is a valid name no storage has or wants, else the derived name. */
   async function chooseBucket(spec: ServiceSpec): Promise<string> {
@@ -111,7 +101,7 @@ export function createMinioRunner(deps: MinioRunnerDeps): ServiceRunner {
       );
       return derived;
     }
-    if (await wanted(asked)) {
+    if (await storages.bucketWanted(asked)) {
       log.warn(
         { app: spec.applicationId, service: spec.name, bucket: asked },
         'bucket name taken: derived one',
@@ -125,33 +115,25 @@ export function createMinioRunner(deps: MinioRunnerDeps): ServiceRunner {
   async function rowFor(spec: ServiceSpec): Promise<StorageRow> {
     const existing = await findRow(spec.id);
     if (existing) return existing;
-    const app = await deps.db
-      .selectFrom('applications')
-      .select(['id', 'team_id'])
-      .where('id', '=', spec.applicationId)
-      .executeTakeFirst();
+    const app = await createInfrastructureRepository(deps.db).findApplication(spec.applicationId);
     if (!app) throw new Error(`application ${spec.applicationId} does not exist`);
     const bucket = await chooseBucket(spec);
     const at = now();
-    await deps.db
-      .insertInto('object_storages')
-      .values({
-        uuid: spec.id,
-        team_id: app.team_id,
-        application_id: app.id,
-        name: storageName(spec),
-        zone: 'local',
-        plan: null,
-        buckets: JSON.stringify([bucket]),
-        users: JSON.stringify([{ username: USERNAME, policies: bucketPolicy(bucket) }]),
-        state: 'provisioning',
-        state_reason: null,
-        pending_zone: null,
-        created_at: at,
-        updated_at: at,
-      })
-      .onConflict((oc) => oc.column('uuid').doNothing())
-      .execute();
+    await storages.insertIfAbsent({
+      uuid: spec.id,
+      team_id: app.team_id,
+      application_id: app.id,
+      name: storageName(spec),
+      zone: 'local',
+      plan: null,
+      buckets: JSON.stringify([bucket]),
+      users: JSON.stringify([{ username: USERNAME, policies: bucketPolicy(bucket) }]),
+      state: 'provisioning',
+      state_reason: null,
+      pending_zone: null,
+      created_at: at,
+      updated_at: at,
+    });
     const made = await findRow(spec.id);
     if (!made)
       throw new Error(`object storage ${spec.id} exists but is not application ${spec.applicationId}'s`);
@@ -169,11 +151,7 @@ export function createMinioRunner(deps: MinioRunnerDeps): ServiceRunner {
   }
 
   async function setRow(row: StorageRow, values: { buckets?: string; users?: string; state?: string }) {
-    await deps.db
-      .updateTable('object_storages')
-      .set({ ...values, updated_at: now() })
-      .where('id', '=', row.id)
-      .execute();
+    await storages.update(row.id, { ...values, updated_at: now() });
   }
 
   /** Where the endpoint is: started in this process when it is not served yet. */
@@ -260,7 +238,7 @@ export function createMinioRunner(deps: MinioRunnerDeps): ServiceRunner {
       const row = await findRow(ref.id);
       if (!row) return;
       await deps.objectStorage().driver.remove(row.id);
-      await deps.db.deleteFrom('object_storages').where('id', '=', row.id).execute();
+      await storages.delete(row.id);
     },
 
     /**

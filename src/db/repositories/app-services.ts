@@ -2,8 +2,8 @@
 // application (read only), seen as one list of units, and the `app_service_instances` rows this
 // service keeps beside them.
 import type { Kysely, Selectable, Transaction } from 'kysely';
-import type { Database } from '../../db/schema/index.js';
-import type { AppServiceInstancesTable } from '../../db/schema/app-services.js';
+import type { Database } from '../schema/index.js';
+import type { AppServiceInstancesTable } from '../schema/app-services.js';
 
 /** Which table a unit comes from: `services` or `container_services`. */
 export type ServiceSource = 'service' | 'container';
