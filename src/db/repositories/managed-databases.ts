@@ -1,6 +1,6 @@
 // The SQL of the managed-database service: managed_databases rows (written by apply) and the
 // managed_instances rows this service keeps beside them.
-import type { Kysely, Selectable, Transaction, Updateable } from 'kysely';
+import type { Insertable, Kysely, Selectable, Transaction, Updateable } from 'kysely';
 import type { Database } from '../schema/index.js';
 import type { ManagedDatabasesTable } from '../schema/infrastructure.js';
 import type { ManagedInstancesTable } from '../schema/managed-instances.js';
@@ -67,10 +67,10 @@ export function createManagedDatabaseRepository(db: Db) {
       await db.deleteFrom('managed_databases').where('id', '=', id).execute();
     },
 
-    insertInstance: (row: Omit<ManagedInstanceRow, 'id'>) =>
+    insertInstance: (row: Insertable<ManagedInstancesTable>) =>
       db.insertInto('managed_instances').values(row).execute(),
 
-    updateInstance: (databaseId: number, patch: Partial<Omit<ManagedInstanceRow, 'id'>>) =>
+    updateInstance: (databaseId: number, patch: Updateable<ManagedInstancesTable>) =>
       db.updateTable('managed_instances').set(patch).where('managed_database_id', '=', databaseId).execute(),
   };
 }
