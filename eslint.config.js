@@ -39,6 +39,94 @@ const DRIVER_LAYERS = layer('Drivers know nothing of services, HTTP, jobs or the
   '**/composition.js',
 ]);
 
+/** Kysely's query-building entry points: a call of one of these builds SQL. */
+const QUERY_BUILDER_METHODS = new Set([
+  'selectFrom',
+  'selectNoFrom',
+  'insertInto',
+  'replaceInto',
+  'updateTable',
+  'deleteFrom',
+  'mergeInto',
+  'executeQuery',
+]);
+
+/**
+ * Berth's own layer rules that are not about imports: a plugin of their own, so that they do not share
+ * options with (and are not overridden by) the import rules above.
+ */
+const berth = {
+  rules: {
+    // SQL lives in src/db (repositories) and src/jobs (the queue): services call repository functions,
+    // handing them a transaction when the work must commit together.
+    'no-query-builder': {
+      meta: {
+        type: 'problem',
+        schema: [],
+        messages: {
+          call: "Services call repositories: move this '{{name}}' query into src/db/repositories.",
+          sql: 'Services call repositories: move this sql`…` query into src/db/repositories.',
+          importSql: "Services call repositories: Kysely's sql belongs in src/db/repositories.",
+        },
+      },
+      create(context) {
+        return {
+          CallExpression(node) {
+            const callee = node.callee;
+            if (callee.type !== 'MemberExpression') return;
+            const name = callee.property.type === 'Identifier' ? callee.property.name : undefined;
+            if (name !== undefined && QUERY_BUILDER_METHODS.has(name))
+              context.report({ node, messageId: 'call', data: { name } });
+          },
+          TaggedTemplateExpression(node) {
+            const tag = node.tag.type === 'MemberExpression' ? node.tag.object : node.tag;
+            if (tag.type === 'Identifier' && tag.name === 'sql') context.report({ node, messageId: 'sql' });
+          },
+          ImportDeclaration(node) {
+            if (node.source.value !== 'kysely' || node.importKind === 'type') return;
+            for (const specifier of node.specifiers) {
+              if (
+                specifier.type === 'ImportSpecifier' &&
+                specifier.importKind !== 'type' &&
+                specifier.imported.type === 'Identifier' &&
+                specifier.imported.name === 'sql'
+              )
+                context.report({ node: specifier, messageId: 'importSql' });
+            }
+          },
+        };
+      },
+    },
+    // The CLI's admin commands act through the services (the context's), never on the tables.
+    'no-repositories': {
+      meta: {
+        type: 'problem',
+        schema: [],
+        messages: {
+          repositories:
+            'The CLI goes through services (ctx.services, ctx.identity…), not src/db/repositories.',
+        },
+      },
+      create(context) {
+        const check = (node, source) => {
+          if (
+            source?.type === 'Literal' &&
+            typeof source.value === 'string' &&
+            /(^|\/)db\/repositories\//.test(source.value)
+          )
+            context.report({ node, messageId: 'repositories' });
+        };
+        return {
+          ImportDeclaration: (node) => check(node, node.source),
+          ImportExpression: (node) => check(node, node.source),
+          ExportNamedDeclaration: (node) => check(node, node.source),
+          ExportAllDeclaration: (node) => check(node, node.source),
+        };
+      },
+    },
+  },
+};
+
 export const LAYER_RULES = [
   {
     files: ['src/domain/**/*.ts'],
@@ -155,6 +243,16 @@ export const LAYER_RULES = [
         },
       ],
     },
+  },
+  {
+    files: ['src/services/**/*.ts'],
+    plugins: { berth },
+    rules: { 'berth/no-query-builder': 'error' },
+  },
+  {
+    files: ['src/cli/**/*.ts'],
+    plugins: { berth },
+    rules: { 'berth/no-repositories': 'error' },
   },
 ];
 

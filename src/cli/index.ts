@@ -135,8 +135,7 @@ async function main(argv: string[]): Promise<void> {
     const print = (value: unknown) => process.stdout.write(JSON.stringify(value, null, 2) + '\n');
     const userByEmail = async () => {
       if (!values.email) fail('--email is required');
-      const { createIdentityRepository } = await import('../db/repositories/identity.js');
-      const user = await createIdentityRepository(ctx.db).findUserByEmail(values.email.toLowerCase());
+      const user = await ctx.identity.findUserByEmail(values.email);
       if (!user) fail(`no user with e-mail ${values.email}`);
       return user;
     };
@@ -194,12 +193,8 @@ async function main(argv: string[]): Promise<void> {
         const credits = text === 'default' ? null : /^\d{1,9}$/.test(text) ? Number(text) : undefined;
         if (credits === undefined) fail('--credits must be a whole number of at least 0, or default');
         const user = await userByEmail();
-        const { createCreditLedger } = await import('../services/tools/credits.js');
-        const ledger = createCreditLedger({
-          db: ctx.db,
-          clock: ctx.clock,
-          allowance: () => config.toolsMonthlyCredits,
-        });
+        // The tools service's own ledger (its engines start only when a conversion needs them).
+        const ledger = ctx.services.tools.credits;
         await ledger.setAllowance(user.id, credits);
         print({ email: user.email, ...(await ledger.balance(user.id)) });
         break;

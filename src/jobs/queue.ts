@@ -61,3 +61,25 @@ export async function enqueueJob(
 export async function cancelJob(db: Kysely<Database> | Transaction<Database>, key: string): Promise<void> {
   await db.deleteFrom('jobs').where('key', '=', key).where('state', '<>', 'running').execute();
 }
+
+/** Removes the jobs with these keys, running or not (what they work on is gone). */
+export async function deleteJobs(
+  db: Kysely<Database> | Transaction<Database>,
+  keys: string[],
+): Promise<void> {
+  if (keys.length === 0) return;
+  await db.deleteFrom('jobs').where('key', 'in', keys).execute();
+}
+
+/** Whether a job with this key exists, in any state. */
+export async function jobExists(db: Kysely<Database> | Transaction<Database>, key: string): Promise<boolean> {
+  return (await db.selectFrom('jobs').select('id').where('key', '=', key).executeTakeFirst()) !== undefined;
+}
+
+/** Whether an enqueue arrived while the job ran (its `rerun` mark): it must run again at once. */
+export async function rerunRequested(
+  db: Kysely<Database> | Transaction<Database>,
+  id: number,
+): Promise<boolean> {
+  return (await db.selectFrom('jobs').select('rerun').where('id', '=', id).executeTakeFirst())?.rerun === 1;
+}

@@ -192,6 +192,8 @@ export function createIdentityService(deps: { db: Kysely<Database>; clock: Clock
     },
 
     findUser: (id: number) => repo.findUser(id),
+    /** The user with this e-mail address (stored lower-case), if any. */
+    findUserByEmail: (email: string) => repo.findUserByEmail(email.toLowerCase()),
     countUsers: () => repo.countUsers(),
     teamsOfUser: (userId: number) => repo.teamsOfUser(userId),
     teamMembers: (teamId: number) => repo.teamMembers(teamId),

@@ -8,7 +8,7 @@ import { createInfrastructureRepository } from '../db/repositories/infrastructur
 import { AppError } from '../domain/errors.js';
 import type { Membership } from '../domain/roles.js';
 import type { IdentityService } from './identity.js';
-import { createManagedDatabaseRepository } from './managed-databases/repository.js';
+import { createManagedDatabaseRepository } from '../db/repositories/managed-databases.js';
 
 export interface OwnershipDeps {
   db: Kysely<Database>;

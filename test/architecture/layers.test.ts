@@ -12,12 +12,14 @@ const eslint = new ESLint({ cwd: ROOT });
  * The layer-rule messages ESLint gives `code` linted as the file `file` (an existing file of the
  * repository: type-aware lint only parses files of the project).
  */
-async function layerProblems(file: string, code: string): Promise<string[]> {
+async function layerProblems(
+  file: string,
+  code: string,
+  rule = '@typescript-eslint/no-restricted-imports',
+): Promise<string[]> {
   const [result] = await eslint.lintText(code, { filePath: path.join(ROOT, file) });
   expect(result?.messages.filter((m) => m.fatal)).toEqual([]);
-  return (result?.messages ?? [])
-    .filter((m) => m.ruleId === '@typescript-eslint/no-restricted-imports')
-    .map((m) => m.message);
+  return (result?.messages ?? []).filter((m) => m.ruleId === rule).map((m) => m.message);
 }
 
 describe('layer rules', () => {
@@ -111,5 +113,57 @@ describe('layer rules', () => {
     ]);
     const queue = "import { enqueueJob } from './queue.js';\nexport const f = enqueueJob;\n";
     expect(await layerProblems('src/jobs/index.ts', queue)).toEqual([]);
+  });
+
+  it('keep SQL in repositories: services build no query', async () => {
+    const rule = 'berth/no-query-builder';
+    const header =
+      "import type { Kysely } from 'kysely';\nimport type { Database } from '../db/schema/index.js';\n";
+    const queries = `${header}export const f = async (db: Kysely<Database>) => {
+  await db.selectFrom('users').selectAll().execute();
+  await db.insertInto('teams').values({ name: 'a', created_at: '' }).execute();
+  await db.updateTable('users').set({ email: 'a' }).execute();
+  // Inside a transaction too: the repository function takes the transaction instead.
+  await db.transaction().execute((trx) => trx.deleteFrom('users').execute());
+};\n`;
+    expect(await layerProblems('src/services/identity.ts', queries, rule)).toEqual(
+      ['selectFrom', 'insertInto', 'updateTable', 'deleteFrom'].map((name): unknown =>
+        expect.stringContaining(`move this '${name}' query into src/db/repositories`),
+      ),
+    );
+    // The same queries where queries live.
+    expect(
+      await layerProblems(
+        'src/db/repositories/identity.ts',
+        queries.replace('../db/schema/', '../schema/'),
+        rule,
+      ),
+    ).toEqual([]);
+    const raw = "import { sql } from 'kysely';\nexport const q = sql`SELECT 1`;\n";
+    expect(await layerProblems('src/services/identity.ts', raw, rule)).toEqual([
+      expect.stringContaining("Kysely's sql belongs in src/db/repositories"),
+      expect.stringContaining('move this sql`…` query'),
+    ]);
+    // Starting a transaction and handing it to repositories is the service's to do.
+    const transaction = `import type { Kysely } from 'kysely';
+import type { Database } from '../db/schema/index.js';
+import { createIdentityRepository } from '../db/repositories/identity.js';
+export const f = (db: Kysely<Database>) =>
+  db.transaction().execute((trx) => createIdentityRepository(trx).findUser(1));\n`;
+    expect(await layerProblems('src/services/identity.ts', transaction, rule)).toEqual([]);
+  });
+
+  it('keep SQL in repositories: the CLI acts through services, not repositories', async () => {
+    const cli = 'berth/no-repositories';
+    const repo =
+      "import { createIdentityRepository } from '../db/repositories/identity.js';\nexport const f = createIdentityRepository;\n";
+    expect(await layerProblems('src/cli/index.ts', repo, cli)).toEqual([
+      expect.stringContaining('The CLI goes through services'),
+    ]);
+    const dynamic = "export const f = () => import('../db/repositories/identity.js');\n";
+    expect(await layerProblems('src/cli/index.ts', dynamic, cli)).toHaveLength(1);
+    const service =
+      "import { createIdentityService } from '../services/identity.js';\nexport const f = createIdentityService;\n";
+    expect(await layerProblems('src/cli/index.ts', service, cli)).toEqual([]);
   });
 });

@@ -1,11 +1,13 @@
 // The SQL of the /1.3 operations' requests: check tasks, migrations, and the rows a clone starts from
 // (src/services/db-operations/requests.ts). The jobs that carry them out read and write through here too.
-import type { Insertable, Kysely, Transaction } from 'kysely';
+import type { Insertable, Kysely, Selectable, Transaction, Updateable } from 'kysely';
 import type { Database } from '../schema/index.js';
 import type { ManagedDatabaseMigrationsTable, ManagedDatabaseTasksTable } from '../schema/db-operations.js';
 import type { ManagedDatabasesTable } from '../schema/infrastructure.js';
 
 type Db = Kysely<Database> | Transaction<Database>;
+
+export type MigrationRow = Selectable<ManagedDatabaseMigrationsTable>;
 
 export function createDbOperationsRepository(db: Db) {
   return {
@@ -19,6 +21,12 @@ export function createDbOperationsRepository(db: Db) {
         .where('id', '=', id)
         .where('database_uuid', '=', databaseUuid)
         .executeTakeFirst(),
+
+    findTaskById: (id: string) =>
+      db.selectFrom('managed_database_tasks').selectAll().where('id', '=', id).executeTakeFirst(),
+
+    updateTask: (id: string, values: Updateable<ManagedDatabaseTasksTable>) =>
+      db.updateTable('managed_database_tasks').set(values).where('id', '=', id).execute(),
 
     /** Whether an upgrade_check to `target` succeeded for this database (an upgrade needs one). */
     async upgradeChecked(databaseUuid: string, target: string): Promise<boolean> {
@@ -40,6 +48,28 @@ export function createDbOperationsRepository(db: Db) {
         .where('database_uuid', '=', databaseUuid)
         .executeTakeFirst(),
 
+    /** The database's migration record, all of it (its source sealed). */
+    migrationOf: (databaseUuid: string): Promise<MigrationRow | undefined> =>
+      db
+        .selectFrom('managed_database_migrations')
+        .selectAll()
+        .where('database_uuid', '=', databaseUuid)
+        .executeTakeFirst(),
+
+    /** Updates the migration record; with `unlessStopped`, a stopped one is left as it is. */
+    async updateMigration(
+      databaseUuid: string,
+      values: Updateable<ManagedDatabaseMigrationsTable>,
+      options: { unlessStopped?: boolean } = {},
+    ): Promise<void> {
+      let update = db
+        .updateTable('managed_database_migrations')
+        .set(values)
+        .where('database_uuid', '=', databaseUuid);
+      if (options.unlessStopped) update = update.where('status', '<>', 'stopped');
+      await update.execute();
+    },
+
     /** The database's one migration record, replaced by a new one. */
     async replaceMigration(values: Insertable<ManagedDatabaseMigrationsTable>): Promise<void> {
       await db
@@ -47,6 +77,12 @@ export function createDbOperationsRepository(db: Db) {
         .where('database_uuid', '=', values.database_uuid)
         .execute();
       await db.insertInto('managed_database_migrations').values(values).execute();
+    },
+
+    /** Deletes the database's tasks and migration record (which holds the source's credentials, sealed). */
+    async deleteRecordsOf(databaseUuid: string): Promise<void> {
+      await db.deleteFrom('managed_database_tasks').where('database_uuid', '=', databaseUuid).execute();
+      await db.deleteFrom('managed_database_migrations').where('database_uuid', '=', databaseUuid).execute();
     },
 
     async nameTaken(teamId: number, name: string): Promise<boolean> {

@@ -194,6 +194,20 @@ export function createDeploymentRepository(db: Db) {
         .execute();
     },
 
+    /** Lifts a suspension (nothing else of the row changes: a deployment follows). */
+    unsuspend: async (applicationId: number) => {
+      await db.updateTable('applications').set({ suspended: 0 }).where('id', '=', applicationId).execute();
+    },
+
+    /** Schedules the application's deletion for `at` (now) and marks it `destroying`. */
+    deleteNow: async (applicationId: number, at: string) => {
+      await db
+        .updateTable('applications')
+        .set({ scheduled_deletion_at: at, status: 'destroying', status_reason: null, updated_at: at })
+        .where('id', '=', applicationId)
+        .execute();
+    },
+
     setUploadedSource: async (applicationId: number, file: string, at: string) => {
       await db
         .updateTable('applications')

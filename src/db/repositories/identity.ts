@@ -126,6 +126,17 @@ export function createIdentityRepository(db: Db) {
         .orderBy('users.id')
         .execute(),
 
+    /** The team's owners, with their e-mail. */
+    teamOwners: (teamId: number) =>
+      db
+        .selectFrom('memberships')
+        .innerJoin('users', 'users.id', 'memberships.user_id')
+        .select(['users.id', 'users.email'])
+        .where('memberships.team_id', '=', teamId)
+        .where('memberships.role', '=', 'owner')
+        .orderBy('users.id')
+        .execute(),
+
     async insertCredential(values: {
       user_id: number;
       kind: CredentialKind;

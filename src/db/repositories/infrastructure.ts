@@ -261,6 +261,15 @@ async function runCompiled<R>(
   return (await db.executeQuery(compiled)).rows;
 }
 
+/** The items of an application removed one at a time: a domain, a secret, a volume. */
+export type ApplicationItemKind = 'domain' | 'secret' | 'volume';
+
+const ITEM_TABLES = {
+  domain: { table: 'domains', column: 'domain' },
+  secret: { table: 'secrets', column: 'key' },
+  volume: { table: 'volumes', column: 'name' },
+} as const;
+
 export function createInfrastructureRepository(db: Db) {
   return {
     /**
@@ -688,6 +697,26 @@ export function createInfrastructureRepository(db: Db) {
         .where('id', '=', id)
         .execute();
     },
+
+    /**
+     * The application's domain, secret or volume named `ref` (a domain also by its id), with its name;
+     * undefined when it has none such.
+     */
+    findApplicationItem: (kind: ApplicationItemKind, applicationId: number, ref: string) => {
+      const { table, column } = ITEM_TABLES[kind];
+      const byId = kind === 'domain' && /^\d{1,15}$/.test(ref) ? Number(ref) : undefined;
+      return db
+        .selectFrom(table)
+        .select(['id', `${column} as name`])
+        .where('application_id', '=', applicationId)
+        .where((eb) =>
+          byId === undefined ? eb(column, '=', ref) : eb.or([eb(column, '=', ref), eb('id', '=', byId)]),
+        )
+        .executeTakeFirst();
+    },
+
+    deleteApplicationItem: (kind: ApplicationItemKind, id: number) =>
+      db.deleteFrom(ITEM_TABLES[kind].table).where('id', '=', id).execute(),
 
     listDeployments: (applicationId: number, limit: number) =>
       db

@@ -39,6 +39,7 @@ import { createDatabaseServiceRunner } from '../../drivers/services/databases.js
 import type { ServiceRunner, ServiceRuntime, ServiceSpec } from '../../drivers/services/types.js';
 import type { InfrastructureQueries } from '../infrastructure/queries.js';
 import { handles, jobKey } from '../jobs.js';
+import { deleteJobs } from '../../jobs/queue.js';
 import { isUnder } from '../managed-databases/supervisor.js';
 import {
   createAppServicesRepository,
@@ -46,7 +47,7 @@ import {
   type ServiceRow,
   type ServiceSource,
   type UnitKey,
-} from './repository.js';
+} from '../../db/repositories/app-services.js';
 
 export interface AppServicesDeps {
   db: Kysely<Database>;
@@ -630,10 +631,7 @@ export function createAppServicesService(deps: AppServicesDeps) {
           await repo.deleteInstance(key);
         });
       }
-      await deps.db
-        .deleteFrom('jobs')
-        .where('key', '=', jobKey('app_service.provision', { applicationId: appId }))
-        .execute();
+      await deleteJobs(deps.db, [jobKey('app_service.provision', { applicationId: appId })]);
     },
 
     /**

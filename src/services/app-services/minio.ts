@@ -8,6 +8,11 @@
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { Database } from '../../db/schema/index.js';
+import {
+  createInfrastructureRepository,
+  type ObjectStorageRow,
+} from '../../db/repositories/infrastructure.js';
+import { createObjectStorageRepository } from '../../db/repositories/object-storage.js';
 import { iso, type Clock } from '../../domain/clock.js';
 import type { ObjectStorageDriver, ServedEndpoint } from '../../drivers/objectstorage/driver.js';
 import type { ServiceRef, ServiceRunner, ServiceRuntime, ServiceSpec } from '../../drivers/services/types.js';
@@ -66,7 +71,7 @@ export interface MinioRunnerDeps {
   };
 }
 
-type StorageRow = { id: number; uuid: string; name: string; buckets: string; state: string };
+type StorageRow = ObjectStorageRow;
 
 export function createMinioRunner(deps: MinioRunnerDeps): ServiceRunner {
   const log = deps.logger.child({ component: 'minio-service' });
@@ -74,13 +79,8 @@ export function createMinioRunner(deps: MinioRunnerDeps): ServiceRunner {
   /** The endpoint port each instance was last handed (a restarted endpoint may listen elsewhere). */
   const handed = new Map<string, number>();
 
-  const findRow = (uuid: string): Promise<StorageRow | undefined> =>
-    deps.db
-      .selectFrom('object_storages')
-      .select(['id', 'uuid', 'name', 'buckets', 'state'])
-      .where('uuid', '=', uuid)
-      .where('application_id', 'is not', null)
-      .executeTakeFirst();
+  const storages = createObjectStorageRepository(deps.db);
+  const findRow = (uuid: string): Promise<StorageRow | undefined> => storages.findApplicationStorage(uuid);
 
   const bucketOf = (row: StorageRow): string => (JSON.parse(row.buckets) as string[])[0] ?? '';
 
@@ -107,33 +107,25 @@ export function createMinioRunner(deps: MinioRunnerDeps): ServiceRunner {
   async function rowFor(spec: ServiceSpec): Promise<StorageRow> {
     const existing = await findRow(spec.id);
     if (existing) return existing;
-    const app = await deps.db
-      .selectFrom('applications')
-      .select(['id', 'team_id'])
-      .where('id', '=', spec.applicationId)
-      .executeTakeFirst();
+    const app = await createInfrastructureRepository(deps.db).findApplication(spec.applicationId);
     if (!app) throw new Error(`application ${spec.applicationId} does not exist`);
     const bucket = chooseBucket(spec);
     const at = now();
-    await deps.db
-      .insertInto('object_storages')
-      .values({
-        uuid: spec.id,
-        team_id: app.team_id,
-        application_id: app.id,
-        name: storageName(spec),
-        zone: 'local',
-        plan: null,
-        buckets: JSON.stringify([bucket]),
-        users: JSON.stringify([{ username: USERNAME, policies: bucketPolicy(bucket) }]),
-        state: 'provisioning',
-        state_reason: null,
-        pending_zone: null,
-        created_at: at,
-        updated_at: at,
-      })
-      .onConflict((oc) => oc.column('uuid').doNothing())
-      .execute();
+    await storages.insertIfAbsent({
+      uuid: spec.id,
+      team_id: app.team_id,
+      application_id: app.id,
+      name: storageName(spec),
+      zone: 'local',
+      plan: null,
+      buckets: JSON.stringify([bucket]),
+      users: JSON.stringify([{ username: USERNAME, policies: bucketPolicy(bucket) }]),
+      state: 'provisioning',
+      state_reason: null,
+      pending_zone: null,
+      created_at: at,
+      updated_at: at,
+    });
     const made = await findRow(spec.id);
     if (!made)
       throw new Error(`object storage ${spec.id} exists but is not application ${spec.applicationId}'s`);
@@ -151,11 +143,7 @@ export function createMinioRunner(deps: MinioRunnerDeps): ServiceRunner {
   }
 
   async function setRow(row: StorageRow, values: { buckets?: string; users?: string; state?: string }) {
-    await deps.db
-      .updateTable('object_storages')
-      .set({ ...values, updated_at: now() })
-      .where('id', '=', row.id)
-      .execute();
+    await storages.update(row.id, { ...values, updated_at: now() });
   }
 
   /** Where the endpoint is: started in this process when it is not served yet. */
@@ -223,7 +211,7 @@ export function createMinioRunner(deps: MinioRunnerDeps): ServiceRunner {
       const row = await findRow(ref.id);
       if (!row) return;
       await deps.objectStorage().driver.remove(row.id);
-      await deps.db.deleteFrom('object_storages').where('id', '=', row.id).execute();
+      await storages.delete(row.id);
     },
 
     /**

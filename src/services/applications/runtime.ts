@@ -63,7 +63,7 @@ export function createRuntimeService(deps: RuntimeServiceDeps) {
     if (row.status === 'destroying') throw new AppError('conflict', `Application ${row.id} is being deleted`);
     const id = await db.transaction().execute(async (trx) => {
       if (row.suspended) {
-        await trx.updateTable('applications').set({ suspended: 0 }).where('id', '=', row.id).execute();
+        await createDeploymentRepository(trx).unsuspend(row.id);
       }
       return deps.deployments.request(trx, { applicationId: row.id, ...values });
     });
@@ -380,11 +380,7 @@ export function createRuntimeService(deps: RuntimeServiceDeps) {
       const at = now();
       deps.deployments.cancelInFlight(row.id, 'the application is being deleted');
       await db.transaction().execute(async (trx) => {
-        await trx
-          .updateTable('applications')
-          .set({ scheduled_deletion_at: at, status: 'destroying', status_reason: null, updated_at: at })
-          .where('id', '=', row.id)
-          .execute();
+        await createDeploymentRepository(trx).deleteNow(row.id, at);
         await recordAudit(trx, {
           at,
           userId,

@@ -10,6 +10,7 @@ import path from 'node:path';
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { Database } from '../../db/schema/index.js';
+import { createDbOperationsRepository } from '../../db/repositories/db-operations.js';
 import type { ManagedDatabaseTasksTable } from '../../db/schema/db-operations.js';
 import { stopCluster } from '../../drivers/databases/operations/cluster.js';
 import { createAddressGuard, type AddressGuard } from '../../drivers/net/guard.js';
@@ -39,7 +40,7 @@ import {
   createManagedDatabaseRepository,
   type ManagedDatabaseRow,
   type ManagedInstanceRow,
-} from '../managed-databases/repository.js';
+} from '../../db/repositories/managed-databases.js';
 
 // Moved to the drivers (the local driver needs it); re-exported for the routes.
 export { pgBinDirFor };
@@ -167,11 +168,7 @@ export function dbOperationJobHandlers(deps: DbOperationsDeps): Record<string, J
   const now = () => iso(deps.clock.now());
 
   async function runTask(id: string): Promise<void> {
-    const task = await deps.db
-      .selectFrom('managed_database_tasks')
-      .selectAll()
-      .where('id', '=', id)
-      .executeTakeFirst();
+    const task = await createDbOperationsRepository(deps.db).findTaskById(id);
     if (!task || task.success !== null) return;
     const request = JSON.parse(deps.secretBox.decrypt(task.request)) as TaskRequest;
     const { row, instance } = await loadDatabase(deps.db, task.database_uuid);
@@ -216,41 +213,32 @@ export function dbOperationJobHandlers(deps: DbOperationsDeps): Record<string, J
       if (!isOperationError(error)) log.warn({ err: error, task: id }, 'database task failed');
       ({ result, codes } = failureOf(error));
     }
-    await deps.db
-      .updateTable('managed_database_tasks')
-      .set({
-        state: 'done',
-        success: success ? 1 : 0,
-        result,
-        result_codes: JSON.stringify(codes),
-        details: details ? JSON.stringify(details) : null,
-        update_time: now(),
-      })
-      .where('id', '=', id)
-      .execute();
+    await createDbOperationsRepository(deps.db).updateTask(id, {
+      state: 'done',
+      success: success ? 1 : 0,
+      result,
+      result_codes: JSON.stringify(codes),
+      details: details ? JSON.stringify(details) : null,
+      update_time: now(),
+    });
   }
 
   async function saveStatus(uuid: string, status: MigrationStatus): Promise<void> {
-    await deps.db
-      .updateTable('managed_database_migrations')
-      .set({
+    await createDbOperationsRepository(deps.db).updateMigration(
+      uuid,
+      {
         status: status.status,
         status_json: JSON.stringify(status),
         error: status.error ?? null,
         updated_at: now(),
-      })
-      .where('database_uuid', '=', uuid)
+      },
       // A stop during the job wins over the job's late status.
-      .where('status', '<>', 'stopped')
-      .execute();
+      { unlessStopped: true },
+    );
   }
 
   async function runMigration(uuid: string, signal: AbortSignal): Promise<void> {
-    const migration = await deps.db
-      .selectFrom('managed_database_migrations')
-      .selectAll()
-      .where('database_uuid', '=', uuid)
-      .executeTakeFirst();
+    const migration = await createDbOperationsRepository(deps.db).migrationOf(uuid);
     if (!migration || migration.status !== 'running') return;
     const { row, instance } = await loadDatabase(deps.db, uuid);
     const method: MigrationStatus['method'] =
@@ -455,11 +443,7 @@ export async function migrationStatusOf(
   row: ManagedDatabaseRow,
   instance: ManagedInstanceRow | undefined,
 ): Promise<MigrationStatus | undefined> {
-  const migration = await deps.db
-    .selectFrom('managed_database_migrations')
-    .selectAll()
-    .where('database_uuid', '=', row.uuid)
-    .executeTakeFirst();
+  const migration = await createDbOperationsRepository(deps.db).migrationOf(row.uuid);
   if (!migration) return undefined;
   const stored = JSON.parse(migration.status_json) as MigrationStatus;
   // Only a replication that still runs is asked live; a stopped one keeps its final status.
@@ -492,11 +476,7 @@ export async function stopMigration(
   row: ManagedDatabaseRow,
   instance: ManagedInstanceRow | undefined,
 ): Promise<MigrationStatus> {
-  const migration = await deps.db
-    .selectFrom('managed_database_migrations')
-    .selectAll()
-    .where('database_uuid', '=', row.uuid)
-    .executeTakeFirst();
+  const migration = await createDbOperationsRepository(deps.db).migrationOf(row.uuid);
   if (!migration || migration.status === 'stopped') {
     throw new AppError('conflict', 'No migration is running that can be stopped', {
       apiCode: 'NO_MIGRATION',
@@ -541,15 +521,11 @@ export async function stopMigration(
     source_active: false,
     databases,
   };
-  await deps.db
-    .updateTable('managed_database_migrations')
-    .set({
-      status: 'stopped',
-      status_json: JSON.stringify(status),
-      error: null,
-      updated_at: iso(deps.clock.now()),
-    })
-    .where('database_uuid', '=', row.uuid)
-    .execute();
+  await createDbOperationsRepository(deps.db).updateMigration(row.uuid, {
+    status: 'stopped',
+    status_json: JSON.stringify(status),
+    error: null,
+    updated_at: iso(deps.clock.now()),
+  });
   return status;
 }

@@ -21,7 +21,7 @@ import {
   createManagedDatabaseRepository,
   type ManagedDatabaseRow,
   type ManagedInstanceRow,
-} from '../managed-databases/repository.js';
+} from '../../db/repositories/managed-databases.js';
 import { serviceObject } from '../managed-databases/view.js';
 import {
   restorableBackups,

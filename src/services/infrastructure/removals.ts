@@ -6,15 +6,13 @@ import { iso, type Clock } from '../../domain/clock.js';
 import { AppError } from '../../domain/errors.js';
 import type { Database } from '../../db/schema/index.js';
 import { recordAudit } from '../../db/repositories/audit.js';
+import {
+  createInfrastructureRepository,
+  type ApplicationItemKind,
+} from '../../db/repositories/infrastructure.js';
 import type { createInfrastructureQueries } from './queries.js';
 
-export type RemovableKind = 'domain' | 'secret' | 'volume';
-
-const TABLES = {
-  domain: { table: 'domains', column: 'domain' },
-  secret: { table: 'secrets', column: 'key' },
-  volume: { table: 'volumes', column: 'name' },
-} as const;
+export type RemovableKind = ApplicationItemKind;
 
 export function createRemovals(deps: {
   db: Kysely<Database>;
@@ -28,20 +26,12 @@ export function createRemovals(deps: {
      */
     async remove(userId: number, applicationId: number, kind: RemovableKind, ref: string): Promise<string> {
       const { row, team } = await deps.queries.requireApplication(userId, applicationId);
-      const { table, column } = TABLES[kind];
       const at = iso(deps.clock.now());
       return deps.db.transaction().execute(async (trx) => {
-        const byId = kind === 'domain' && /^\d{1,15}$/.test(ref) ? Number(ref) : undefined;
-        const found = await trx
-          .selectFrom(table)
-          .select(['id', `${column} as name`])
-          .where('application_id', '=', row.id)
-          .where((eb) =>
-            byId === undefined ? eb(column, '=', ref) : eb.or([eb(column, '=', ref), eb('id', '=', byId)]),
-          )
-          .executeTakeFirst();
+        const items = createInfrastructureRepository(trx);
+        const found = await items.findApplicationItem(kind, row.id, ref);
         if (!found) throw new AppError('not_found', `The application has no ${kind} '${ref}'`);
-        await trx.deleteFrom(table).where('id', '=', found.id).execute();
+        await items.deleteApplicationItem(kind, found.id);
         await recordAudit(trx, {
           at,
           userId,

@@ -1,6 +1,6 @@
 // What a managed database's row declares: its engine, and the users and logical databases of its document.
 import { PermanentDriverError, type DatabaseEngine } from '../../drivers/databases/types.js';
-import type { ManagedDatabaseRow } from './repository.js';
+import type { ManagedDatabaseRow } from '../../db/repositories/managed-databases.js';
 
 export interface DocumentUser {
   username?: string;

@@ -15,9 +15,10 @@ import type { Logger } from 'pino';
 import type { SecretBox } from '../../crypto/secret-box.js';
 import type { IdentityService } from '../identity.js';
 import { recordAudit } from '../../db/repositories/audit.js';
+import { createDbOperationsRepository } from '../../db/repositories/db-operations.js';
 import { AppError } from '../../domain/errors.js';
 import { requireRole } from '../../domain/roles.js';
-import { enqueueJob, type NewJob } from '../../jobs/queue.js';
+import { deleteJobs, enqueueJob, type NewJob } from '../../jobs/queue.js';
 import { enqueue, handles, type JobPayloads } from '../jobs.js';
 import type { JobHandler, JobResult } from '../../jobs/runner.js';
 import { declaredDatabases, declaredUsers, engineOf } from './declared.js';
@@ -32,7 +33,7 @@ import {
   createManagedDatabaseRepository,
   type ManagedDatabaseRow,
   type ManagedInstanceRow,
-} from './repository.js';
+} from '../../db/repositories/managed-databases.js';
 import { isUnder, startSupervisor, type Supervisor, type SupervisorCore } from './supervisor.js';
 
 export * from './declared.js';
@@ -276,12 +277,8 @@ export function createManagedDatabaseService(deps: ManagedDatabaseDeps): Managed
       await repo.setState(row.id, 'delete-service', null, now());
       await driver.delete({ id: uuid, engine: engineOf(row.type) });
       await deps.db.transaction().execute(async (trx) => {
-        await trx
-          .deleteFrom('jobs')
-          .where('key', 'in', [provisionJobKey(uuid), baseBackupJobKey(uuid), powerJobKey(uuid)])
-          .execute();
-        await trx.deleteFrom('managed_instances').where('managed_database_id', '=', row.id).execute();
-        await trx.deleteFrom('managed_databases').where('id', '=', row.id).execute();
+        await deleteJobs(trx, [provisionJobKey(uuid), baseBackupJobKey(uuid), powerJobKey(uuid)]);
+        await createManagedDatabaseRepository(trx).deleteDatabase(row.id);
       });
     });
 
@@ -313,11 +310,8 @@ export function createManagedDatabaseService(deps: ManagedDatabaseDeps): Managed
     const row = await repo.findDatabase(uuid);
     if (!row || row.state !== 'delete-service') return;
     await remove(uuid);
-    await deps.db.transaction().execute(async (trx) => {
-      await trx.deleteFrom('managed_database_tasks').where('database_uuid', '=', uuid).execute();
-      // The migration record holds the source's credentials, sealed: they go with the database.
-      await trx.deleteFrom('managed_database_migrations').where('database_uuid', '=', uuid).execute();
-    });
+    // The migration record holds the source's credentials, sealed: they go with the database.
+    await deps.db.transaction().execute((trx) => createDbOperationsRepository(trx).deleteRecordsOf(uuid));
     log.info({ uuid }, 'managed database deleted');
   };
 
@@ -494,19 +488,15 @@ export function createManagedDatabaseService(deps: ManagedDatabaseDeps): Managed
       const at = now();
       await deps.db.transaction().execute(async (trx) => {
         // On one host every zone is this host: a zone change is recorded, nothing moves.
-        await trx
-          .updateTable('managed_databases')
-          .set({
-            plan,
-            zone: row.pending_zone ?? row.zone,
-            pending_plan: null,
-            pending_zone: null,
-            state: 'pending',
-            state_reason: null,
-            updated_at: at,
-          })
-          .where('id', '=', row.id)
-          .execute();
+        await createManagedDatabaseRepository(trx).updateDatabase(row.id, {
+          plan,
+          zone: row.pending_zone ?? row.zone,
+          pending_plan: null,
+          pending_zone: null,
+          state: 'pending',
+          state_reason: null,
+          updated_at: at,
+        });
         await enqueue(trx, 'managed_database.provision', { uuid }, { now: deps.clock.now() });
       });
       return (await repo.findDatabase(uuid)) as ManagedDatabaseRow;

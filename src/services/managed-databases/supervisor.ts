@@ -4,7 +4,11 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import type { InstanceSpec, ManagedDatabaseDriver } from '../../drivers/databases/types.js';
 import { engineOf } from './declared.js';
-import type { ManagedDatabaseRepository, ManagedDatabaseRow, ManagedInstanceRow } from './repository.js';
+import type {
+  ManagedDatabaseRepository,
+  ManagedDatabaseRow,
+  ManagedInstanceRow,
+} from '../../db/repositories/managed-databases.js';
 
 const STORAGE_CHECK_MS = 60_000;
 

@@ -3,7 +3,7 @@
 import { limitsFor, parsePlan } from '../../drivers/databases/plan-limits.js';
 import type { BaseBackup } from '../../drivers/databases/types.js';
 import { declaredDatabases, declaredUsers, engineOf } from './declared.js';
-import type { ManagedDatabaseRow, ManagedInstanceRow } from './repository.js';
+import type { ManagedDatabaseRow, ManagedInstanceRow } from '../../db/repositories/managed-databases.js';
 
 export interface Secrets {
   admin: string;

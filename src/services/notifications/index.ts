@@ -5,11 +5,8 @@ import type { Kysely, Transaction } from 'kysely';
 import type { Logger } from 'pino';
 import { iso, type Clock } from '../../domain/clock.js';
 import type { Database } from '../../db/schema/index.js';
-import type {
-  NotificationKind,
-  NotificationState,
-  NotificationsTable,
-} from '../../db/schema/scheduled-deletion.js';
+import type { NotificationKind, NotificationState } from '../../db/schema/scheduled-deletion.js';
+import { createNotificationRepository, type NotificationRow } from '../../db/repositories/notifications.js';
 import type { Mailer } from '../../drivers/mail/index.js';
 import { enqueue, jobKey, type JobType } from '../jobs.js';
 import type { JobHandler, RunningJob } from '../../jobs/runner.js';
@@ -45,8 +42,6 @@ export interface NotificationView {
   sent_at: string | null;
 }
 
-type NotificationRow = Omit<NotificationsTable, 'id'> & { id: number };
-
 /** Says whether a queued message still means something (a warning about a schedule that changed does not). */
 export type RelevanceCheck = (db: Db, row: NotificationRow, now: Date) => Promise<boolean>;
 
@@ -58,13 +53,15 @@ export async function queueNotifications(trx: Db, messages: NewNotification[], n
   const at = iso(now);
   const ids: number[] = [];
   for (const message of messages) {
-    const row = await trx
-      .insertInto('notifications')
-      .values({ ...message, state: 'unsent', attempts: 0, created_at: at, updated_at: at })
-      .returning('id')
-      .executeTakeFirstOrThrow();
-    await enqueue(trx, 'notifications.send', { id: row.id }, { now });
-    ids.push(row.id);
+    const id = await createNotificationRepository(trx).insert({
+      ...message,
+      state: 'unsent',
+      attempts: 0,
+      created_at: at,
+      updated_at: at,
+    });
+    await enqueue(trx, 'notifications.send', { id }, { now });
+    ids.push(id);
   }
   return ids;
 }
@@ -74,25 +71,7 @@ export async function listTeamNotifications(
   teamId: number,
   options: { limit: number; beforeId?: number | undefined },
 ): Promise<NotificationView[]> {
-  let query = db
-    .selectFrom('notifications')
-    .select([
-      'id',
-      'kind',
-      'application_id',
-      'recipient',
-      'subject',
-      'body',
-      'state',
-      'attempts',
-      'last_error',
-      'scheduled_for',
-      'created_at',
-      'sent_at',
-    ])
-    .where('team_id', '=', teamId);
-  if (options.beforeId !== undefined) query = query.where('id', '<', options.beforeId);
-  return query.orderBy('id', 'desc').limit(options.limit).execute();
+  return createNotificationRepository(db).listForTeam(teamId, options.limit, options.beforeId);
 }
 
 /** The outbox as the platform API reads it (src/composition.ts builds it). */
@@ -121,17 +100,13 @@ export function createNotificationSendHandler(deps: NotificationSenderDeps): Job
   return async (job: RunningJob) => {
     const id = (job.payload as { id?: unknown }).id;
     if (typeof id !== 'number') return;
-    const row = await db.selectFrom('notifications').selectAll().where('id', '=', id).executeTakeFirst();
+    const outbox = createNotificationRepository(db);
+    const row = await outbox.find(id);
     if (!row || row.state !== 'unsent') return;
     const now = clock.now();
     const check = deps.relevance?.[row.kind];
     if (check && !(await check(db, row, now))) {
-      await db
-        .updateTable('notifications')
-        .set({ state: 'cancelled', updated_at: iso(now) })
-        .where('id', '=', id)
-        .where('state', '=', 'unsent')
-        .execute();
+      await outbox.cancelUnsent(id, iso(now));
       return;
     }
     // No SMTP: the message stays unsent and visible; a start with SMTP configured sends it then.
@@ -141,45 +116,19 @@ export function createNotificationSendHandler(deps: NotificationSenderDeps): Job
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       const last = job.attempts >= job.maxAttempts;
-      await db
-        .updateTable('notifications')
-        .set((eb) => ({
-          attempts: eb('attempts', '+', 1),
-          last_error: message.slice(0, 2000),
-          state: last ? 'failed' : 'unsent',
-          updated_at: iso(clock.now()),
-        }))
-        .where('id', '=', id)
-        .execute();
+      await outbox.recordFailure(id, message.slice(0, 2000), last, iso(clock.now()));
       if (last) logger.error({ notification: id }, 'giving up on a notification');
       throw error; // the runner retries with backoff
     }
-    const at = iso(clock.now());
-    await db
-      .updateTable('notifications')
-      .set((eb) => ({
-        state: 'sent',
-        attempts: eb('attempts', '+', 1),
-        last_error: null,
-        sent_at: at,
-        updated_at: at,
-      }))
-      .where('id', '=', id)
-      .execute();
+    await outbox.markSent(id, iso(clock.now()));
   };
 }
 
 /** Queues a send job for every unsent message (after a start with SMTP configured). */
 export async function requeueUnsent(db: Kysely<Database>, now: Date, limit = 10_000): Promise<number> {
-  const rows = await db
-    .selectFrom('notifications')
-    .select('id')
-    .where('state', '=', 'unsent')
-    .orderBy('id')
-    .limit(limit)
-    .execute();
-  for (const { id } of rows) {
-    await enqueue(db, 'notifications.send', { id: id }, { now });
+  const ids = await createNotificationRepository(db).unsentIds(limit);
+  for (const id of ids) {
+    await enqueue(db, 'notifications.send', { id }, { now });
   }
-  return rows.length;
+  return ids.length;
 }

@@ -2,10 +2,12 @@
 // owner's view of a storage (endpoint, buckets, credentials). One service per context, built by
 // src/composition.ts from the driver its config names.
 import type { Kysely } from 'kysely';
-import { handles } from '../jobs.js';
+import { handles, jobKey } from '../jobs.js';
 import { iso, type Clock } from '../../domain/clock.js';
 import type { Database } from '../../db/schema/index.js';
 import { recordAudit } from '../../db/repositories/audit.js';
+import { createObjectStorageRepository } from '../../db/repositories/object-storage.js';
+import { deleteJobs } from '../../jobs/queue.js';
 import { AppError } from '../../domain/errors.js';
 import { requireRole } from '../../domain/roles.js';
 import type { Role } from '../../db/schema/foundation.js';
@@ -37,12 +39,9 @@ function provisionHandler(deps: ObjectStorageDeps): Record<'object_storage.provi
   const driver = deps.driver;
   return handles('object_storage.provision', async ({ uuid }) => {
     if (typeof uuid !== 'string') return;
-    const row = await deps.db
-      .selectFrom('object_storages')
-      .selectAll()
-      .where('uuid', '=', uuid)
-      .where('application_id', 'is', null) // an application's minio service provisions its own
-      .executeTakeFirst();
+    const storages = createObjectStorageRepository(deps.db);
+    // A team's storage: an application's minio service provisions its own.
+    const row = await storages.findTeamStorageByUuid(uuid);
     if (!row) return; // deleted since the job was queued
     try {
       const users = JSON.parse(row.users) as StoredUser[];
@@ -54,18 +53,18 @@ function provisionHandler(deps: ObjectStorageDeps): Record<'object_storage.provi
         users: users.map((u) => ({ username: u.username, policies: u.policies ?? [] })),
       });
       // After the driver: a crash between the two leaves the job to run again, and provision is idempotent.
-      await deps.db
-        .updateTable('object_storages')
-        .set({ state: 'running', state_reason: null, updated_at: iso(deps.clock.now()) })
-        .where('id', '=', row.id)
-        .execute();
+      await storages.update(row.id, {
+        state: 'running',
+        state_reason: null,
+        updated_at: iso(deps.clock.now()),
+      });
     } catch (error) {
       if (!(error instanceof ProvisionError)) throw error;
-      await deps.db
-        .updateTable('object_storages')
-        .set({ state: 'error', state_reason: error.message, updated_at: iso(deps.clock.now()) })
-        .where('id', '=', row.id)
-        .execute();
+      await storages.update(row.id, {
+        state: 'error',
+        state_reason: error.message,
+        updated_at: iso(deps.clock.now()),
+      });
     }
   });
 }
@@ -105,22 +104,13 @@ async function applyPendingChange(
   requireRole({ teamName: team.name, role: team.role }, 'owner', 'Carrying out a zone change');
   const at = iso(deps.clock.now());
   await deps.db.transaction().execute(async (trx) => {
-    const row = await trx
-      .selectFrom('object_storages')
-      .select(['id', 'uuid', 'name', 'zone', 'pending_zone'])
-      .where('team_id', '=', team.id)
-      .where('application_id', 'is', null)
-      .where((eb) => eb.or([eb('uuid', '=', ref), eb('name', '=', ref)]))
-      .executeTakeFirst();
+    const storages = createObjectStorageRepository(trx);
+    const row = await storages.findTeamStorage(team.id, ref);
     if (!row) throw new AppError('not_found', `Object storage '${ref}' not found`);
     if (row.pending_zone === null) {
       throw new AppError('conflict', `Object storage '${row.name}' has no pending zone change`);
     }
-    await trx
-      .updateTable('object_storages')
-      .set({ zone: row.pending_zone, pending_zone: null, updated_at: at })
-      .where('id', '=', row.id)
-      .execute();
+    await storages.update(row.id, { zone: row.pending_zone, pending_zone: null, updated_at: at });
     await recordAudit(trx, {
       at,
       userId,
@@ -143,19 +133,14 @@ async function remove(
   userId: number,
 ): Promise<{ uuid: string; name: string }> {
   requireRole({ teamName: team.name, role: team.role }, 'owner', 'Deleting an object storage');
-  const row = await deps.db
-    .selectFrom('object_storages')
-    .select(['id', 'uuid', 'name'])
-    .where('team_id', '=', team.id)
-    .where('application_id', 'is', null) // an application's minio service goes with its application
-    .where((eb) => eb.or([eb('uuid', '=', ref), eb('name', '=', ref)]))
-    .executeTakeFirst();
+  // A team's storage: an application's minio service goes with its application.
+  const row = await createObjectStorageRepository(deps.db).findTeamStorage(team.id, ref);
   if (!row) throw new AppError('not_found', `Object storage '${ref}' not found`);
   await deps.driver.remove(row.id);
   const at = iso(deps.clock.now());
   await deps.db.transaction().execute(async (trx) => {
-    await trx.deleteFrom('jobs').where('key', '=', `object_storage.provision:${row.uuid}`).execute();
-    await trx.deleteFrom('object_storages').where('id', '=', row.id).execute();
+    await deleteJobs(trx, [jobKey('object_storage.provision', { uuid: row.uuid })]);
+    await createObjectStorageRepository(trx).delete(row.id);
     await recordAudit(trx, {
       at,
       userId,
@@ -184,15 +169,8 @@ async function view(
   ref?: string,
 ): Promise<ObjectStorageView[]> {
   const driver = deps.driver;
-  let query = deps.db
-    .selectFrom('object_storages')
-    .selectAll()
-    .where('team_id', '=', team.id)
-    // Applications' private storages (their minio services) are not the team's to see.
-    .where('application_id', 'is', null)
-    .orderBy('name');
-  if (ref !== undefined) query = query.where((eb) => eb.or([eb('uuid', '=', ref), eb('name', '=', ref)]));
-  const rows = await query.execute();
+  // Applications' private storages (their minio services) are not the team's to see.
+  const rows = await createObjectStorageRepository(deps.db).teamStorages(team.id, ref);
   if (ref !== undefined && rows.length === 0)
     throw new AppError('not_found', `Object storage '${ref}' not found`);
   return Promise.all(

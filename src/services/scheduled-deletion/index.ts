@@ -5,13 +5,19 @@
 import { enqueue, handles, jobKey, type JobType } from '../jobs.js';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { sql, type Kysely, type Transaction } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import type { Logger } from 'pino';
 import type { Mailer } from '../../drivers/mail/index.js';
 import { iso, type Clock } from '../../domain/clock.js';
 import { recordAudit } from '../../db/repositories/audit.js';
+import { createIdentityRepository } from '../../db/repositories/identity.js';
+import { createNotificationRepository } from '../../db/repositories/notifications.js';
+import {
+  createScheduledDeletionRepository,
+  type ScheduledApplication,
+} from '../../db/repositories/scheduled-deletion.js';
 import type { Database } from '../../db/schema/index.js';
-import { enqueueJob } from '../../jobs/queue.js';
+import { enqueueJob, jobExists, rerunRequested } from '../../jobs/queue.js';
 import type { JobHandler, JobResult } from '../../jobs/runner.js';
 import {
   createNotificationSendHandler,
@@ -35,12 +41,6 @@ export const SWEEP_INTERVAL_MS = MINUTE_MS;
 const SWEEP_MAX_ATTEMPTS = 1_000_000;
 /** Rows handled per query; a full batch makes the sweep run again at once. */
 const BATCH = 500;
-
-// Kept textually identical to the partial indexes of migration 004 so both planners use them.
-const PENDING_7D = sql`scheduled_deletion_at IS NOT NULL
-  AND (deletion_warning_7d_for IS NULL OR deletion_warning_7d_for <> scheduled_deletion_at)`;
-const PENDING_1D = sql`scheduled_deletion_at IS NOT NULL
-  AND (deletion_warning_1d_for IS NULL OR deletion_warning_1d_for <> scheduled_deletion_at)`;
 
 export interface SweepResult {
   runAgainAt: Date;
@@ -78,95 +78,37 @@ export interface DeletingApplication {
  */
 export type ApplicationCleanup = (app: DeletingApplication) => Promise<void>;
 
-interface Candidate {
-  id: number;
-  scheduled_deletion_at: string;
-}
-
 export function createScheduledDeletionService(deps: ScheduledDeletionDeps) {
   const { db, clock, logger } = deps;
 
   async function inventory(trx: Db, appId: number): Promise<ApplicationInventory | undefined> {
-    const app = await trx
-      .selectFrom('applications')
-      .innerJoin('teams', 'teams.id', 'applications.team_id')
-      .select([
-        'applications.id',
-        'applications.name',
-        'applications.scheduled_deletion_at',
-        'applications.team_id',
-        'teams.name as team_name',
-      ])
-      .where('applications.id', '=', appId)
-      .executeTakeFirst();
-    if (!app?.scheduled_deletion_at) return undefined;
-    const names = async (table: 'services' | 'container_services' | 'volumes') =>
-      (
-        await trx
-          .selectFrom(table)
-          .select('name')
-          .where('application_id', '=', appId)
-          .orderBy('name')
-          .execute()
-      ).map((r) => r.name);
-    const count = async (table: 'secrets' | 'deployments') =>
-      Number(
-        (
-          await trx
-            .selectFrom(table)
-            .select((eb) => eb.fn.countAll().as('n'))
-            .where('application_id', '=', appId)
-            .executeTakeFirstOrThrow()
-        ).n,
-      );
-    const domains = await trx
-      .selectFrom('domains')
-      .select('domain')
-      .where('application_id', '=', appId)
-      .orderBy('domain')
-      .execute();
+    const app = await createScheduledDeletionRepository(trx).contents(appId);
+    if (!app) return undefined;
     return {
       id: app.id,
       name: app.name,
       teamId: app.team_id,
       teamName: app.team_name,
       scheduledAt: app.scheduled_deletion_at,
-      domains: domains.map((d) => d.domain),
-      services: [...(await names('services')), ...(await names('container_services'))],
-      volumes: await names('volumes'),
-      secrets: await count('secrets'),
-      deployments: await count('deployments'),
+      domains: app.domains,
+      services: app.services,
+      volumes: app.volumes,
+      secrets: app.secrets,
+      deployments: app.deployments,
     };
   }
 
-  const ownersOf = (trx: Db, teamId: number) =>
-    trx
-      .selectFrom('memberships')
-      .innerJoin('users', 'users.id', 'memberships.user_id')
-      .select(['users.id', 'users.email'])
-      .where('memberships.team_id', '=', teamId)
-      .where('memberships.role', '=', 'owner')
-      .orderBy('users.id')
-      .execute();
+  const ownersOf = (trx: Db, teamId: number) => createIdentityRepository(trx).teamOwners(teamId);
 
   /**
    * Marks the warning as handled for this exact schedule and writes its mails, in one transaction.
    * The UPDATE's WHERE is the compare-and-set: only the runner that flips the marker sends.
    */
-  async function warn(candidate: Candidate, kind: WarningKind, now: Date): Promise<boolean> {
+  async function warn(candidate: ScheduledApplication, kind: WarningKind, now: Date): Promise<boolean> {
     const t = candidate.scheduled_deletion_at;
     return db.transaction().execute(async (trx) => {
-      const flip =
-        kind === '1d'
-          ? // The 1-day warning supersedes a 7-day one not yet sent: that one is never sent late.
-            sql`UPDATE applications SET deletion_warning_1d_for = ${t}, deletion_warning_7d_for = ${t}
-                WHERE id = ${candidate.id} AND scheduled_deletion_at = ${t}
-                  AND (deletion_warning_1d_for IS NULL OR deletion_warning_1d_for <> ${t})`
-          : sql`UPDATE applications SET deletion_warning_7d_for = ${t}
-                WHERE id = ${candidate.id} AND scheduled_deletion_at = ${t}
-                  AND (deletion_warning_7d_for IS NULL OR deletion_warning_7d_for <> ${t})`;
-      const result = await flip.execute(trx);
-      if (Number(result.numAffectedRows ?? 0) !== 1) return false;
+      const flipped = await createScheduledDeletionRepository(trx).markWarned(candidate.id, t, kind);
+      if (!flipped) return false;
       const app = await inventory(trx, candidate.id);
       if (!app) return false;
       const teamId = app.teamId;
@@ -192,23 +134,6 @@ export function createScheduledDeletionService(deps: ScheduledDeletionDeps) {
     });
   }
 
-  async function nextMoment(after: string, pending?: typeof PENDING_7D): Promise<string | undefined> {
-    const row = await sql<{ t: string | null }>`
-      SELECT MIN(scheduled_deletion_at) AS t FROM applications
-      WHERE ${pending ?? sql`scheduled_deletion_at IS NOT NULL`} AND scheduled_deletion_at > ${after}`.execute(
-      db,
-    );
-    return row.rows[0]?.t ?? undefined;
-  }
-
-  async function pendingWarnings(pending: typeof PENDING_7D, from: string, to: string): Promise<Candidate[]> {
-    const result = await sql<Candidate>`
-      SELECT id, scheduled_deletion_at FROM applications
-      WHERE ${pending} AND scheduled_deletion_at > ${from} AND scheduled_deletion_at <= ${to}
-      ORDER BY scheduled_deletion_at LIMIT ${BATCH}`.execute(db);
-    return result.rows;
-  }
-
   return {
     /** One pass: queue due deletions, send due warnings, and say when the next pass is needed. */
     async sweep(): Promise<SweepResult> {
@@ -217,28 +142,20 @@ export function createScheduledDeletionService(deps: ScheduledDeletionDeps) {
       const dayIso = iso(new Date(now.getTime() + ONE_DAY_MS));
       const weekIso = iso(new Date(now.getTime() + SEVEN_DAYS_MS));
 
-      const due = await db
-        .selectFrom('applications')
-        .select(['id', 'scheduled_deletion_at'])
-        .where('scheduled_deletion_at', 'is not', null)
-        .where('scheduled_deletion_at', '<=', nowIso)
-        .orderBy('scheduled_deletion_at')
-        .limit(BATCH)
-        .execute();
+      const schedules = createScheduledDeletionRepository(db);
+      const due = await schedules.due(nowIso, BATCH);
       let deletionsQueued = 0;
       for (const app of due) {
-        const scheduledFor = app.scheduled_deletion_at ?? '';
-        const key = deleteJobKey(app.id, scheduledFor);
+        const scheduledFor = app.scheduled_deletion_at;
         // Once per (application, time): a failing deletion keeps its own backoff and is not reset here.
-        const known = await db.selectFrom('jobs').select('id').where('key', '=', key).executeTakeFirst();
-        if (known) continue;
+        if (await jobExists(db, deleteJobKey(app.id, scheduledFor))) continue;
         await enqueue(db, 'scheduled_deletion.delete', { applicationId: app.id, scheduledFor }, { now });
         deletionsQueued += 1;
       }
 
-      const in1d = await pendingWarnings(PENDING_1D, nowIso, dayIso);
-      const in7d = await pendingWarnings(PENDING_7D, nowIso, weekIso);
-      const candidates = new Map<number, Candidate>();
+      const in1d = await schedules.pendingWarnings('1d', nowIso, dayIso, BATCH);
+      const in7d = await schedules.pendingWarnings('7d', nowIso, weekIso, BATCH);
+      const candidates = new Map<number, ScheduledApplication>();
       for (const c of [...in1d, ...in7d]) candidates.set(c.id, c);
       let warningsSent = 0;
       for (const candidate of candidates.values()) {
@@ -247,11 +164,11 @@ export function createScheduledDeletionService(deps: ScheduledDeletionDeps) {
       }
 
       const moments = [now.getTime() + SWEEP_INTERVAL_MS];
-      const nextDeletion = await nextMoment(nowIso);
+      const nextDeletion = await schedules.nextSchedule(nowIso);
       if (nextDeletion) moments.push(new Date(nextDeletion).getTime());
-      const next1d = await nextMoment(dayIso, PENDING_1D);
+      const next1d = await schedules.nextSchedule(dayIso, '1d');
       if (next1d) moments.push(new Date(next1d).getTime() - ONE_DAY_MS);
-      const next7d = await nextMoment(weekIso, PENDING_7D);
+      const next7d = await schedules.nextSchedule(weekIso, '7d');
       if (next7d) moments.push(new Date(next7d).getTime() - SEVEN_DAYS_MS);
       const full = due.length === BATCH || in1d.length === BATCH || in7d.length === BATCH;
       return {
@@ -269,13 +186,11 @@ export function createScheduledDeletionService(deps: ScheduledDeletionDeps) {
     async deleteDue(applicationId: number, scheduledFor: string): Promise<DeletionOutcome> {
       const now = clock.now();
       const nowIso = iso(now);
-      const pending = await db
-        .selectFrom('applications')
-        .select(['id', 'name', 'team_id'])
-        .where('id', '=', applicationId)
-        .where('scheduled_deletion_at', '=', scheduledFor)
-        .where('scheduled_deletion_at', '<=', nowIso)
-        .executeTakeFirst();
+      const pending = await createScheduledDeletionRepository(db).findDue(
+        applicationId,
+        scheduledFor,
+        nowIso,
+      );
       if (!pending) return 'skipped';
       // Outside the transaction: stopping processes can take seconds, and SQLite has one writer.
       for (const cleanup of deps.cleanups?.() ?? []) {
@@ -285,17 +200,11 @@ export function createScheduledDeletionService(deps: ScheduledDeletionDeps) {
       const remove = db.transaction().execute(async (trx): Promise<DeletionOutcome> => {
         // The claim: a compare-and-set that also takes the row lock on PostgreSQL, so a second runner
         // waits here and then finds the row gone or changed. Everything below reads a stable row.
-        const claimed = await trx
-          .updateTable('applications')
-          .set({ updated_at: nowIso })
-          .where('id', '=', applicationId)
-          .where('scheduled_deletion_at', '=', scheduledFor)
-          .where('scheduled_deletion_at', '<=', nowIso)
-          .executeTakeFirst();
-        if (Number(claimed.numUpdatedRows) !== 1) return 'skipped';
+        const schedules = createScheduledDeletionRepository(trx);
+        if (!(await schedules.claimDue(applicationId, scheduledFor, nowIso))) return 'skipped';
         const app = await inventory(trx, applicationId);
         if (!app) return 'skipped';
-        await trx.deleteFrom('applications').where('id', '=', applicationId).execute();
+        await schedules.deleteApplication(applicationId);
         const details = {
           domains: app.domains,
           services: app.services,
@@ -303,18 +212,15 @@ export function createScheduledDeletionService(deps: ScheduledDeletionDeps) {
           secrets: app.secrets,
           deployments: app.deployments,
         };
-        await trx
-          .insertInto('application_tombstones')
-          .values({
-            id: app.id,
-            name: app.name,
-            team_id: app.teamId,
-            team_name: app.teamName,
-            scheduled_deletion_at: scheduledFor,
-            deleted_at: nowIso,
-            details: JSON.stringify(details),
-          })
-          .execute();
+        await schedules.insertTombstone({
+          id: app.id,
+          name: app.name,
+          team_id: app.teamId,
+          team_name: app.teamName,
+          scheduled_deletion_at: scheduledFor,
+          deleted_at: nowIso,
+          details: JSON.stringify(details),
+        });
         await recordAudit(trx, {
           at: nowIso,
           userId: null,
@@ -330,16 +236,11 @@ export function createScheduledDeletionService(deps: ScheduledDeletionDeps) {
         });
         // Warnings still waiting would now be wrong: the deletion has happened. Without a mail server
         // they were never sent, and the outbox says so rather than that they were dropped.
-        await trx
-          .updateTable('notifications')
-          .set(
-            deps.mailConfigured === false
-              ? { state: 'not_sent', last_error: NO_MAIL_SERVER, updated_at: nowIso }
-              : { state: 'cancelled', updated_at: nowIso },
-          )
-          .where('application_id', '=', applicationId)
-          .where('state', '=', 'unsent')
-          .execute();
+        await createNotificationRepository(trx).closeUnsentOfApplication(
+          applicationId,
+          nowIso,
+          deps.mailConfigured === false ? NO_MAIL_SERVER : undefined,
+        );
         // The deletion itself is recorded for the owners, in the outbox and by e-mail.
         const { subject, body } = deletedMessage(app, now);
         await queueNotifications(
@@ -400,12 +301,7 @@ async function moveToTrash(dataDir: string, id: number): Promise<string | undefi
 export const deletionWarningStillRelevant: RelevanceCheck = async (db, row, now) => {
   if (row.application_id === null || row.scheduled_for === null) return false;
   if (row.scheduled_for <= iso(now)) return false;
-  const app = await db
-    .selectFrom('applications')
-    .select('scheduled_deletion_at')
-    .where('id', '=', row.application_id)
-    .executeTakeFirst();
-  return app?.scheduled_deletion_at === row.scheduled_for;
+  return (await createScheduledDeletionRepository(db).scheduleOf(row.application_id)) === row.scheduled_for;
 };
 
 /** Queues the sweep to run now (after a schedule change, and at start). */
@@ -440,8 +336,7 @@ export function createScheduledDeletion(deps: ScheduledDeletionFeatureDeps) {
           const { runAgainAt } = await service.sweep();
           // A wake-up that arrived while this pass ran (a schedule changed meanwhile) sets `rerun`; the
           // runner would let runAgainAt override it, so honour it here: run again at once.
-          const row = await db.selectFrom('jobs').select('rerun').where('id', '=', job.id).executeTakeFirst();
-          return { runAgainAt: row?.rerun === 1 ? clock.now() : runAgainAt };
+          return { runAgainAt: (await rerunRequested(db, job.id)) ? clock.now() : runAgainAt };
         },
         ...handles('scheduled_deletion.delete', async ({ applicationId, scheduledFor }) => {
           await service.deleteDue(applicationId, scheduledFor);

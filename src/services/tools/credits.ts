@@ -3,6 +3,7 @@
 // PostgreSQL the row lock makes concurrent reservations (also from other replicas) queue on the row and
 // re-check the condition; on SQLite writers are serialised. So the balance can never go below zero.
 import type { Kysely } from 'kysely';
+import { createCreditRepository } from '../../db/repositories/credits.js';
 import type { Database } from '../../db/schema/index.js';
 import type { ToolsLedgerKind } from '../../db/schema/tools.js';
 import type { Clock } from '../../domain/clock.js';
@@ -47,12 +48,7 @@ export function createCreditLedger(deps: {
   const { db, clock } = deps;
 
   async function allowanceOf(userId: number): Promise<number> {
-    const row = await db
-      .selectFrom('users')
-      .select('tools_monthly_credits')
-      .where('id', '=', userId)
-      .executeTakeFirst();
-    return row?.tools_monthly_credits ?? deps.allowance();
+    return (await createCreditRepository(db).allowanceOf(userId)) ?? deps.allowance();
   }
 
   function noCredits(now: Date, allowance: number): AppError {
@@ -71,36 +67,21 @@ export function createCreditLedger(deps: {
       const allowance = await allowanceOf(userId);
       const at = now.toISOString();
       const result = await db.transaction().execute(async (trx) => {
-        await trx
-          .insertInto('tools_credit_usage')
-          .values({ user_id: userId, period, used: 0, updated_at: at })
-          .onConflict((oc) => oc.columns(['user_id', 'period']).doNothing())
-          .execute();
-        const updated = await trx
-          .updateTable('tools_credit_usage')
-          .set((eb) => ({ used: eb('used', '+', 1), updated_at: at }))
-          .where('user_id', '=', userId)
-          .where('period', '=', period)
-          .where((eb) => eb(eb('used', '+', 1), '<=', allowance))
-          .returning('used')
-          .executeTakeFirst();
-        if (!updated) return undefined;
-        const charge = await trx
-          .insertInto('tools_ledger')
-          .values({
-            user_id: userId,
-            period,
-            kind: 'charge',
-            operation,
-            amount: 1,
-            refund_of: null,
-            reason: null,
-            request_id: requestId ?? null,
-            created_at: at,
-          })
-          .returning('id')
-          .executeTakeFirstOrThrow();
-        return { chargeId: charge.id, used: updated.used };
+        const credits = createCreditRepository(trx);
+        const used = await credits.takeCredit(userId, period, allowance, at);
+        if (used === undefined) return undefined;
+        const chargeId = await credits.insertCharge({
+          user_id: userId,
+          period,
+          kind: 'charge',
+          operation,
+          amount: 1,
+          refund_of: null,
+          reason: null,
+          request_id: requestId ?? null,
+          created_at: at,
+        });
+        return { chargeId, used };
       });
       if (!result) throw noCredits(now, allowance);
       return { chargeId: result.chargeId, userId, period, remaining: Math.max(0, allowance - result.used) };
@@ -109,71 +90,41 @@ export function createCreditLedger(deps: {
     async refund(reservation, reason) {
       const at = clock.now().toISOString();
       await db.transaction().execute(async (trx) => {
-        const charge = await trx
-          .selectFrom('tools_ledger')
-          .select(['operation', 'request_id'])
-          .where('id', '=', reservation.chargeId)
-          .executeTakeFirst();
+        const credits = createCreditRepository(trx);
+        const charge = await credits.findEntry(reservation.chargeId);
         if (!charge) return;
         // refund_of is unique: a second refund of the same charge fails here and changes nothing.
-        const inserted = await trx
-          .insertInto('tools_ledger')
-          .values({
-            user_id: reservation.userId,
-            period: reservation.period,
-            kind: 'refund',
-            operation: charge.operation,
-            amount: -1,
-            refund_of: reservation.chargeId,
-            reason: reason.slice(0, 500),
-            request_id: charge.request_id,
-            created_at: at,
-          })
-          .onConflict((oc) => oc.column('refund_of').doNothing())
-          .returning('id')
-          .executeTakeFirst();
-        if (!inserted) return;
-        await trx
-          .updateTable('tools_credit_usage')
-          .set((eb) => ({ used: eb('used', '-', 1), updated_at: at }))
-          .where('user_id', '=', reservation.userId)
-          .where('period', '=', reservation.period)
-          .where('used', '>', 0)
-          .execute();
+        const inserted = await credits.insertRefund({
+          user_id: reservation.userId,
+          period: reservation.period,
+          kind: 'refund',
+          operation: charge.operation,
+          amount: -1,
+          refund_of: reservation.chargeId,
+          reason: reason.slice(0, 500),
+          request_id: charge.request_id,
+          created_at: at,
+        });
+        if (inserted === undefined) return;
+        await credits.returnCredit(reservation.userId, reservation.period, at);
       });
     },
 
     async balance(userId) {
       const now = clock.now();
-      const row = await db
-        .selectFrom('tools_credit_usage')
-        .select('used')
-        .where('user_id', '=', userId)
-        .where('period', '=', creditPeriodOf(now))
-        .executeTakeFirst();
-      return creditBalance(await allowanceOf(userId), row?.used ?? 0, now);
+      const used = await createCreditRepository(db).used(userId, creditPeriodOf(now));
+      return creditBalance(await allowanceOf(userId), used, now);
     },
 
     async setAllowance(userId, credits) {
       if (credits !== null && (!Number.isInteger(credits) || credits < 0)) {
         throw new AppError('validation', 'credits must be a whole number of at least 0');
       }
-      await db
-        .updateTable('users')
-        .set({ tools_monthly_credits: credits })
-        .where('id', '=', userId)
-        .execute();
+      await createCreditRepository(db).setAllowance(userId, credits);
     },
 
     async usage(userId, { limit, beforeId }) {
-      let query = db
-        .selectFrom('tools_ledger')
-        .selectAll()
-        .where('user_id', '=', userId)
-        .orderBy('id', 'desc')
-        .limit(limit);
-      if (beforeId !== undefined) query = query.where('id', '<', beforeId);
-      const rows = await query.execute();
+      const rows = await createCreditRepository(db).entriesOf(userId, limit, beforeId);
       return rows.map((r) => ({
         id: r.id,
         type: r.kind,

@@ -1,9 +1,9 @@
 // The SQL of the managed-database service: managed_databases rows (written by apply) and the
 // managed_instances rows this service keeps beside them.
-import type { Kysely, Selectable, Transaction } from 'kysely';
-import type { Database } from '../../db/schema/index.js';
-import type { ManagedDatabasesTable } from '../../db/schema/infrastructure.js';
-import type { ManagedInstancesTable } from '../../db/schema/managed-instances.js';
+import type { Insertable, Kysely, Selectable, Transaction, Updateable } from 'kysely';
+import type { Database } from '../schema/index.js';
+import type { ManagedDatabasesTable } from '../schema/infrastructure.js';
+import type { ManagedInstancesTable } from '../schema/managed-instances.js';
 
 export type ManagedDatabaseRow = Selectable<ManagedDatabasesTable>;
 export type ManagedInstanceRow = Selectable<ManagedInstancesTable>;
@@ -58,10 +58,19 @@ export function createManagedDatabaseRepository(db: Db) {
         .where('id', '=', id)
         .execute(),
 
-    insertInstance: (row: Omit<ManagedInstanceRow, 'id'>) =>
+    updateDatabase: (id: number, values: Updateable<ManagedDatabasesTable>) =>
+      db.updateTable('managed_databases').set(values).where('id', '=', id).execute(),
+
+    /** Deletes the database's rows: its instance, then the database itself. */
+    async deleteDatabase(id: number): Promise<void> {
+      await db.deleteFrom('managed_instances').where('managed_database_id', '=', id).execute();
+      await db.deleteFrom('managed_databases').where('id', '=', id).execute();
+    },
+
+    insertInstance: (row: Insertable<ManagedInstancesTable>) =>
       db.insertInto('managed_instances').values(row).execute(),
 
-    updateInstance: (databaseId: number, patch: Partial<Omit<ManagedInstanceRow, 'id'>>) =>
+    updateInstance: (databaseId: number, patch: Updateable<ManagedInstancesTable>) =>
       db.updateTable('managed_instances').set(patch).where('managed_database_id', '=', databaseId).execute(),
   };
 }

@@ -1,9 +1,9 @@
 // The SQL of the app-services service: apply's `services` and `container_services` rows of an
 // application (read only), seen as one list of units, and the `app_service_instances` rows this
 // service keeps beside them.
-import type { Kysely, Selectable, Transaction } from 'kysely';
-import type { Database } from '../../db/schema/index.js';
-import type { AppServiceInstancesTable } from '../../db/schema/app-services.js';
+import type { Insertable, Kysely, Selectable, Transaction, Updateable } from 'kysely';
+import type { Database } from '../schema/index.js';
+import type { AppServiceInstancesTable } from '../schema/app-services.js';
 
 /** Which table a unit comes from: `services` or `container_services`. */
 export type ServiceSource = 'service' | 'container';
@@ -117,10 +117,10 @@ export function createAppServicesRepository(db: Db) {
         .orderBy('id')
         .execute(),
 
-    insertInstance: (row: Omit<ServiceInstanceRow, 'id'>) =>
+    insertInstance: (row: Insertable<AppServiceInstancesTable>) =>
       db.insertInto('app_service_instances').values(row).execute(),
 
-    updateInstance: (key: UnitKey, patch: Partial<Omit<ServiceInstanceRow, 'id'>>) =>
+    updateInstance: (key: UnitKey, patch: Updateable<AppServiceInstancesTable>) =>
       db
         .updateTable('app_service_instances')
         .set(patch)
