@@ -194,12 +194,8 @@ async function main(argv: string[]): Promise<void> {
         const credits = text === 'default' ? null : /^\d{1,9}$/.test(text) ? Number(text) : undefined;
         if (credits === undefined) fail('--credits must be a whole number of at least 0, or default');
         const user = await userByEmail();
-        const { createCreditLedger } = await import('../services/tools/credits.js');
-        const ledger = createCreditLedger({
-          db: ctx.db,
-          clock: ctx.clock,
-          allowance: () => config.toolsMonthlyCredits,
-        });
+        // The tools service's own ledger (its engines start only when a conversion asks for them).
+        const ledger = ctx.services.tools.credits;
         await ledger.setAllowance(user.id, credits);
         print({ email: user.email, ...(await ledger.balance(user.id)) });
         break;

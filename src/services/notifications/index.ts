@@ -10,7 +10,7 @@ import type {
   NotificationState,
   NotificationsTable,
 } from '../../db/schema/scheduled-deletion.js';
-import type { Mailer } from '../../drivers/mail/index.js';
+import type { Mailer } from '../../drivers/mail/types.js';
 import { enqueue, jobKey, type JobType } from '../jobs.js';
 import type { JobHandler, RunningJob } from '../../jobs/runner.js';
 
