@@ -25,6 +25,30 @@ const IO_MODULES = [
 
 const layer = (message, group) => ({ group, message });
 
+/**
+ * A driver's interface is its family's `driver.ts` or `types.ts` (drivers/runtime/driver.ts,
+ * drivers/databases/types.ts…); every other file under drivers/ is an implementation. Services see
+ * interfaces only: src/composition.ts picks and wires implementations (issue 27).
+ */
+const DRIVER_IMPLEMENTATION = {
+  regex: String.raw`(^|/)drivers/(?![\w-]+/(driver|types)\.js$)`,
+  message:
+    'Services use a driver through its interface (drivers/<family>/driver.ts or types.ts); src/composition.ts picks the implementation and hands it in.',
+};
+
+/** Services do no local I/O of their own: files and processes are a driver's (issue 27). */
+const HOST_MODULES = ['fs', 'fs/promises', 'child_process'].flatMap((name) => [name, `node:${name}`]);
+
+/**
+ * A dynamic import() escapes no-restricted-imports: where layers are checked, imports are static
+ * (and a lazy load of Berth's own modules is the composition root's business).
+ */
+const NO_DYNAMIC_IMPORT = {
+  selector: 'ImportExpression',
+  message:
+    'Import statically, so that the layer rules see the dependency (a lazy load belongs in src/composition.ts).',
+};
+
 /** The context is for the entry points; type imports count too (a type import is still a dependency). */
 const NO_CONTEXT = layer(
   'Only the entry points hold the context: take the narrow dependencies you use (src/composition.ts builds them).',
@@ -127,6 +151,32 @@ const berth = {
   },
 };
 
+const SERVICE_LAYERS = [
+  layer('Services do not depend on HTTP.', ['**/http/**']),
+  NO_CONTEXT,
+  layer('Services are built by the composition root; they do not reach it.', ['**/composition.js']),
+];
+
+/**
+ * Services that still reach driver implementations or the file system (issue 27, item 1, left to do):
+ * each must get its work behind a driver interface handed in by src/composition.ts, then leave this list.
+ */
+export const SERVICES_NOT_YET_ON_INTERFACES = [
+  // The /1.3 operations call the engine functions of drivers/databases/operations (dump, clone,
+  // replication, upgrade checks) and make the clone's work directory: a database-operations driver.
+  'src/services/db-operations/index.ts',
+  'src/services/db-operations/requests.ts',
+  // Builds its Chromium, LibreOffice and pdf-lib engines and address guard itself: a tools-engines driver.
+  'src/services/tools/index.ts',
+  // Plan sizes (drivers/databases/plan-limits.ts) are the local driver's: a method of the driver.
+  'src/services/managed-databases/service.ts',
+  'src/services/managed-databases/view.ts',
+  // Uploaded sources are written under the data dir: the artifact store of item 1.
+  'src/services/applications/runtime.ts',
+  // Moves <dataDir>/applications/<id>, a path the runtime no longer uses (item 1: to remove).
+  'src/services/scheduled-deletion/index.ts',
+];
+
 export const LAYER_RULES = [
   {
     files: ['src/domain/**/*.ts'],
@@ -204,27 +254,33 @@ export const LAYER_RULES = [
   },
   {
     files: ['src/services/**/*.ts'],
+    ignores: SERVICES_NOT_YET_ON_INTERFACES,
     rules: {
       '@typescript-eslint/no-restricted-imports': [
         'error',
         {
-          patterns: [
-            layer('Services do not depend on HTTP.', ['**/http/**']),
-            NO_CONTEXT,
-            layer('Services are built by the composition root; they do not reach it.', ['**/composition.js']),
-            layer(
-              'Services use a driver through its interface; src/composition.ts picks the implementation.',
-              [
-                '**/drivers/databases/local/**',
-                '**/drivers/objectstorage/local/**',
-                '**/drivers/runtime/local/**',
-              ],
-            ),
-          ],
+          paths: HOST_MODULES.map((name) => ({
+            name,
+            message: 'Services do no file or process work of their own: a driver does, behind its interface.',
+          })),
+          patterns: [...SERVICE_LAYERS, DRIVER_IMPLEMENTATION],
         },
       ],
+      'no-restricted-syntax': ['error', NO_DYNAMIC_IMPORT],
     },
   },
+  // The exceptions above still keep every other rule of a service.
+  ...(SERVICES_NOT_YET_ON_INTERFACES.length > 0
+    ? [
+        {
+          files: SERVICES_NOT_YET_ON_INTERFACES,
+          rules: {
+            '@typescript-eslint/no-restricted-imports': ['error', { patterns: SERVICE_LAYERS }],
+            'no-restricted-syntax': ['error', NO_DYNAMIC_IMPORT],
+          },
+        },
+      ]
+    : []),
   {
     // The job queue and runner sit below the services: the registry gets its handlers from them.
     files: ['src/jobs/**/*.ts'],
@@ -238,10 +294,81 @@ export const LAYER_RULES = [
               '**/http/**',
               '**/composition.js',
             ]),
+            layer('Jobs know nothing of drivers: the handlers that use them are handed in.', [
+              '**/drivers/**',
+            ]),
             NO_CONTEXT,
           ],
         },
       ],
+      'no-restricted-syntax': ['error', NO_DYNAMIC_IMPORT],
+    },
+  },
+  {
+    // The CLI's admin commands reach services through the context it builds (ctx.services), never a
+    // service's internals; its lazy import()s are checked too.
+    files: ['src/cli/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        { patterns: [layer('The CLI uses services through ctx.services.', ['**/services/**'])] },
+      ],
+      'no-restricted-syntax': [
+        'error',
+        {
+          // esquery's regular expressions take no '/': \x2F is one.
+          selector: String.raw`ImportExpression[source.value=/(^|\x2F)services\x2F/]`,
+          message: 'The CLI uses services through ctx.services.',
+        },
+        { selector: "ImportExpression[source.type!='Literal']", message: NO_DYNAMIC_IMPORT.message },
+      ],
+    },
+  },
+  {
+    // The store is below everything but the domain: services, drivers and jobs use it, not the reverse.
+    files: ['src/db/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            layer('The store imports only the domain: services, drivers and jobs use it, not the reverse.', [
+              '**/services/**',
+              '**/drivers/**',
+              '**/jobs/**',
+              '**/http/**',
+              '**/cli/**',
+              '**/context.js',
+              '**/composition.js',
+            ]),
+          ],
+        },
+      ],
+      'no-restricted-syntax': ['error', NO_DYNAMIC_IMPORT],
+    },
+  },
+  {
+    // Configuration is read before anything is built, by the entry points; it imports no other layer.
+    files: ['src/config/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            layer('Configuration imports no other layer of Berth but the domain.', [
+              '**/services/**',
+              '**/drivers/**',
+              '**/jobs/**',
+              '**/db/**',
+              '**/http/**',
+              '**/cli/**',
+              '**/context.js',
+              '**/composition.js',
+            ]),
+          ],
+        },
+      ],
+      'no-restricted-syntax': ['error', NO_DYNAMIC_IMPORT],
     },
   },
   {

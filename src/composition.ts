@@ -5,7 +5,14 @@
 // through `ctx.services`; nothing else keeps a service of its own. Services are made on first use, so
 // a process that never converts a PDF never starts Chromium, and each one that is made is stopped
 // with the context.
-import type { AppContext } from './context.js';
+import type { Kysely } from 'kysely';
+import type { Logger } from 'pino';
+import type { Config } from './config/index.js';
+import type { Clock, IdGenerator } from './domain/clock.js';
+import type { Store } from './db/connect.js';
+import type { Database } from './db/schema/index.js';
+import type { SecretBox } from './crypto/secret-box.js';
+import type { IdentityService } from './services/identity.js';
 import { createLocalDatabaseDriver } from './drivers/databases/local/index.js';
 import type { ManagedDatabaseDriver } from './drivers/databases/types.js';
 import { createSmtpMailer, defaultSender, type Mailer } from './drivers/mail/index.js';
@@ -51,6 +58,7 @@ import {
 } from './services/applications/runtime.js';
 import { createSpecBuilder } from './services/applications/spec.js';
 import { createChromeRunner } from './drivers/services/chrome.js';
+import { createDatabaseServiceRunner } from './drivers/services/databases.js';
 import { createGotenbergRunner } from './drivers/services/gotenberg.js';
 import { createRabbitmqRunner } from './drivers/services/rabbitmq.js';
 import { createMinioRunner } from './services/app-services/minio.js';
@@ -92,7 +100,7 @@ export interface Services {
   readonly applications: RuntimeService;
   /** Applications' services and container services: provisioning, supervision, environment. */
   readonly appServices: AppServicesService;
-  /** What runs the service types that are not database engines (one of each, shared). */
+  /** What runs each service type: the database types on the managed-database driver, and the others. */
   readonly serviceRunners: ServiceRunner[];
   /** People signing in: passwords, sessions, sign-in links; team membership changes. */
   readonly accounts: AccountsService;
@@ -128,13 +136,38 @@ export interface ServiceOverrides {
   signInFailuresPerAddress?: number;
 }
 
+/**
+ * What the composition root takes of a context: src/context.ts hands itself in. Named here rather
+ * than imported, so the context depends on the composition and not the other way round (no cycle).
+ */
+export interface CompositionContext {
+  readonly config: Config;
+  readonly store: Pick<Store, 'dialect'>;
+  readonly db: Kysely<Database>;
+  readonly clock: Clock;
+  readonly ids: IdGenerator;
+  readonly logger: Logger;
+  readonly secretBox: SecretBox;
+  readonly identity: IdentityService;
+  onClose(stop: (options: CloseOptions) => Promise<void>): void;
+}
+
+export interface CloseOptions {
+  /**
+   * Berth restarts (`berth serve` stopped by a signal): what serves the applications (replicas, the
+   * edge, services, managed databases) stays up for the next Berth to adopt. Without it everything
+   * Berth started stops (tests, `berth admin stop-all`).
+   */
+  keepRunning?: boolean;
+}
+
 /** A value made on first use, then kept. */
 function once<T>(make: () => T): () => T {
   let made: { value: T } | undefined;
   return () => (made ??= { value: make() }).value;
 }
 
-export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}): Services {
+export function createServices(ctx: CompositionContext, overrides: ServiceOverrides = {}): Services {
   const { config } = ctx;
 
   // One driver for managed databases and applications' services: their per-instance locks and
@@ -208,8 +241,10 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
       storageEndpoints: (uuid) => endpointsView(objectStorage().driver, uuid),
     }),
   );
-  /** What runs the service types that are not database engines (docs/services.md). */
+  /** What runs each service type (docs/services.md). */
   const serviceRunners = once((): ServiceRunner[] => [
+    // postgresql, mysql, redis, valkey: private instances of the managed-database driver's engines.
+    createDatabaseServiceRunner(managedDatabaseDriver),
     createSftpRunner({ dataDir: config.dataDir, logger: ctx.logger }),
     createChromeRunner({ dataDir: config.dataDir, logger: ctx.logger }),
     createRabbitmqRunner({ dataDir: config.dataDir, logger: ctx.logger }),
@@ -240,7 +275,6 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
       logger: ctx.logger,
       secretBox: ctx.secretBox,
       dataDir: config.dataDir,
-      driver: managedDatabaseDriver,
       runners: serviceRunners(),
       appHost: (appId, volumes) => {
         const driver = runtimeDriver();
@@ -373,6 +407,8 @@ export function createServices(ctx: AppContext, overrides: ServiceOverrides = {}
       deployments: deployments(),
       runtimeCapabilities: () => runtimeDriver().capabilities(),
       serviceCapabilities: () => managedDatabaseDriver().capabilities?.(),
+      charsetProblems: (engine, database) =>
+        managedDatabaseDriver().charsetProblems?.(engine, database) ?? [],
       // What the object-storage driver would refuse is refused by apply, in the same 422; so is a
       // repository URL fetch would refuse (file:// only when the operator allows it).
       validationHooks: {

@@ -11,7 +11,7 @@ import type { Database } from './db/schema/index.js';
 import { createSettingsRepository, type SettingsRepository } from './db/repositories/settings.js';
 import { createIdentityService, type IdentityService } from './services/identity.js';
 import { createMaintenanceSwitch, type MaintenanceSwitch } from './services/maintenance.js';
-import { createServices, type ServiceOverrides, type Services } from './composition.js';
+import { createServices, type CloseOptions, type ServiceOverrides, type Services } from './composition.js';
 import { createSecretBox, loadOrCreateMasterKey, type SecretBox } from './crypto/secret-box.js';
 
 export interface AppContext {
@@ -33,14 +33,8 @@ export interface AppContext {
   close(options?: CloseOptions): Promise<void>;
 }
 
-export interface CloseOptions {
-  /**
-   * Berth restarts (`berth serve` stopped by a signal): what serves the applications (replicas, the
-   * edge, services, managed databases) stays up for the next Berth to adopt. Without it everything
-   * Berth started stops (tests, `berth admin stop-all`).
-   */
-  keepRunning?: boolean;
-}
+// Declared with the composition root, whose services' stops take it.
+export type { CloseOptions };
 
 export interface ContextOverrides {
   store?: Store;

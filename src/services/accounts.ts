@@ -17,7 +17,7 @@ import { NAME_CONTROL } from '../domain/control-characters.js';
 import { AppError, fieldError } from '../domain/errors.js';
 import { requireRole } from '../domain/roles.js';
 import { createSlidingCounts } from '../domain/rate-windows.js';
-import type { Mailer } from '../drivers/mail/index.js';
+import type { Mailer } from '../drivers/mail/types.js';
 import { TEAM_NAME, type IdentityService } from './identity.js';
 
 export const SESSION_DAYS = 30;

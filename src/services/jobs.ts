@@ -3,10 +3,31 @@
 // Keys are deterministic (docs/architecture.md, "Jobs"): enqueueing the same key updates the one job.
 import type { Kysely, Transaction } from 'kysely';
 import type { Database } from '../db/schema/index.js';
-import { enqueueJob } from '../jobs/queue.js';
+import { enqueueJob, type NewJob } from '../jobs/queue.js';
 import type { JobContext, JobHandler, JobResult, RunningJob } from '../jobs/runner.js';
-import type { ClonePayload, UpgradePayload } from './db-operations/index.js';
-import type { ProvisionPayload } from './managed-databases/jobs.js';
+
+export interface ProvisionPayload {
+  uuid: string;
+  /**
+   * Work that must finish before the database is ready (a clone's data copy): enqueued once the server
+   * runs, with the database left in `setup-service`; that job sets `running` itself.
+   */
+  followUp?: Omit<NewJob, 'runAt'>;
+}
+
+export interface UpgradePayload {
+  uuid: string;
+  targetVersion: string;
+}
+
+/** What the clone job copies: from `source` into the freshly provisioned `target`. */
+export interface ClonePayload {
+  source: string;
+  target: string;
+  /** PostgreSQL point in time (ISO-8601) and the driver's base backup chosen for it. */
+  recoveryTime?: string;
+  backup?: { name: string; startedAt: string; finishedAt: string };
+}
 
 export interface JobPayloads {
   'managed_database.provision': ProvisionPayload;

@@ -275,7 +275,6 @@ describe.each(DIALECTS.slice(0, 1))('application services on runners (%s)', (dia
       logger: h.t.ctx.logger,
       secretBox: h.t.ctx.secretBox,
       dataDir: h.t.ctx.config.dataDir,
-      driver: () => h.t.ctx.services.managedDatabases.driver,
       runners: h.t.ctx.services.serviceRunners,
       appHost: (id, volumes) => h.t.ctx.services.runtime.hostFiles!(id, volumes),
       runtimeInstances: (id) => h.t.ctx.services.runtime.status(id).instances,

@@ -1,25 +1,32 @@
 // The layer rules of eslint.config.js hold: an import against the direction of the layers fails lint,
 // the same import where it is allowed does not (docs/architecture.md, "Layers").
 import { ESLint } from 'eslint';
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { importCycles, importGraph } from './imports.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const eslint = new ESLint({ cwd: ROOT });
+// The config is plain JavaScript (no declarations): what the test reads of it, typed here.
+const { SERVICES_NOT_YET_ON_INTERFACES } = (await import(
+  pathToFileURL(path.join(ROOT, 'eslint.config.js')).href
+)) as {
+  SERVICES_NOT_YET_ON_INTERFACES: string[];
+};
 
 /**
  * The layer-rule messages ESLint gives `code` linted as the file `file` (an existing file of the
  * repository: type-aware lint only parses files of the project).
  */
-async function layerProblems(
-  file: string,
-  code: string,
-  rule = '@typescript-eslint/no-restricted-imports',
-): Promise<string[]> {
+async function layerProblems(file: string, code: string, rule?: string): Promise<string[]> {
   const [result] = await eslint.lintText(code, { filePath: path.join(ROOT, file) });
   expect(result?.messages.filter((m) => m.fatal)).toEqual([]);
-  return (result?.messages ?? []).filter((m) => m.ruleId === rule).map((m) => m.message);
+  // Without a rule: the import rules, and no-restricted-syntax (the dynamic import()s the layers refuse).
+  const rules = rule ? [rule] : ['@typescript-eslint/no-restricted-imports', 'no-restricted-syntax'];
+  return (result?.messages ?? []).filter((m) => rules.includes(m.ruleId ?? '')).map((m) => m.message);
 }
 
 describe('layer rules', () => {
@@ -83,6 +90,114 @@ describe('layer rules', () => {
     expect(await layerProblems('src/services/identity.ts', contract)).toEqual([]);
   });
 
+  it('keep services on driver interfaces: no implementation file at all, static or dynamic (issue 27)', async () => {
+    // What services imported before: engines, the engine functions, the service runner adapter.
+    const implementations = [
+      '../drivers/chromium/engine.js',
+      '../drivers/databases/operations/cluster.js',
+      '../drivers/databases/operations/index.js',
+      '../drivers/databases/plan-limits.js',
+      '../drivers/databases/charsets.js',
+      '../drivers/services/databases.js',
+      '../drivers/net/guard.js',
+      '../drivers/mail/index.js',
+    ];
+    // One lint of them all (each lint costs a second): one refusal per import.
+    const values = implementations.map(
+      (target, i) => `import * as d${i} from '${target}';\nexport const f${i} = d${i};\n`,
+    );
+    expect(await layerProblems('src/services/identity.ts', values.join(''))).toEqual(
+      implementations.map((): unknown => expect.stringContaining('through its interface')),
+    );
+    // A type from an implementation file is still a dependency on it.
+    const type =
+      "import type { ChromiumEngine } from '../drivers/chromium/engine.js';\nexport type D = ChromiumEngine;\n";
+    expect(await layerProblems('src/services/identity.ts', type)).toEqual([
+      expect.stringContaining('through its interface'),
+    ]);
+    // A dynamic import() does not slip past: the runtime's local driver, or anything else.
+    const dynamic =
+      "export const f = async () => (await import('../drivers/runtime/local/index.js')).createLocalRuntimeDriver;\n";
+    expect(await layerProblems('src/services/identity.ts', dynamic)).toEqual([
+      expect.stringContaining('Import statically'),
+    ]);
+    // The interfaces: each family's driver.ts or types.ts.
+    const interfaces = [
+      '../drivers/runtime/driver.js',
+      '../drivers/databases/types.js',
+      '../drivers/services/types.js',
+      '../drivers/mail/types.js',
+    ].map((target, i) => `import type * as t${i} from '${target}';\nexport type T${i} = typeof t${i};\n`);
+    expect(await layerProblems('src/services/identity.ts', interfaces.join(''))).toEqual([]);
+    // A deeper types.ts is an implementation's (only a family's own interface counts).
+    const deep =
+      "import type * as t from '../drivers/databases/local/types.js';\nexport type D = typeof t;\n";
+    expect(await layerProblems('src/services/identity.ts', deep)).toHaveLength(1);
+  });
+
+  it('keep services off the file system and processes: a driver does that work (issue 27)', async () => {
+    const host = ['node:fs', 'node:fs/promises', 'node:child_process', 'fs', 'child_process'];
+    const code = host.map((name, i) => `import * as m${i} from '${name}';\nexport const f${i} = m${i};\n`);
+    expect(await layerProblems('src/services/identity.ts', code.join(''))).toEqual(
+      host.map((): unknown => expect.stringContaining('no file or process work')),
+    );
+    const pathOnly = "import path from 'node:path';\nexport const f = path;\n";
+    expect(await layerProblems('src/services/identity.ts', pathOnly)).toEqual([]);
+  });
+
+  it('keep the exceptions to the driver rule few, named and real', async () => {
+    // Each names a service file that exists (a moved or finished file leaves the list).
+    expect(SERVICES_NOT_YET_ON_INTERFACES.length).toBeLessThanOrEqual(7);
+    for (const file of SERVICES_NOT_YET_ON_INTERFACES) {
+      expect(file).toMatch(/^src\/services\/.+\.ts$/);
+      expect(fs.existsSync(path.join(ROOT, file)), file).toBe(true);
+    }
+    // An excepted file still keeps the other service rules.
+    const http = "import { buildApp } from '../../app.js';\nexport const f = buildApp;\n";
+    const composition =
+      "import { createServices } from '../../composition.js';\nexport const f = createServices;\n";
+    expect(await layerProblems(SERVICES_NOT_YET_ON_INTERFACES[0]!, composition)).toEqual([
+      expect.stringContaining('composition root'),
+    ]);
+    expect(await layerProblems(SERVICES_NOT_YET_ON_INTERFACES[0]!, http)).toEqual([]);
+  });
+
+  it('keep the store and the configuration below the services and drivers', async () => {
+    // Few lints (each costs seconds on a busy machine): one refusal per import of each.
+    const fromStore = [
+      '../../services/object-storage/index.js',
+      '../../drivers/runtime/local/index.js',
+      '../../jobs/queue.js',
+    ].map((target, i) => `import * as m${i} from '${target}';\nexport const f${i} = m${i};\n`);
+    expect(await layerProblems('src/db/repositories/identity.ts', fromStore.join(''))).toEqual(
+      fromStore.map((): unknown => expect.stringContaining('The store imports only')),
+    );
+    const fromConfig = ['../services/identity.js', '../drivers/net/guard.js', '../db/connect.js'].map(
+      (target, i) => `import * as m${i} from '${target}';\nexport const f${i} = m${i};\n`,
+    );
+    const domain = "import { fieldError } from '../domain/errors.js';\nexport const e = fieldError;\n";
+    expect(await layerProblems('src/config/index.ts', fromConfig.join('') + domain)).toEqual(
+      fromConfig.map((): unknown => expect.stringContaining('Configuration imports no other layer')),
+    );
+    const dynamic = "export const f = () => import('../services/identity.js');\n";
+    expect(await layerProblems('src/db/connect.ts', dynamic)).toEqual([
+      expect.stringContaining('Import statically'),
+    ]);
+  }, 120_000);
+
+  it('keep the CLI on ctx.services: no service internals, static or dynamic', async () => {
+    const value =
+      "import { createCreditLedger } from '../services/tools/credits.js';\nexport const f = createCreditLedger;\n";
+    expect(await layerProblems('src/cli/index.ts', value)).toEqual([expect.stringContaining('ctx.services')]);
+    const dynamic = "export const f = () => import('../services/tools/credits.js');\n";
+    expect(await layerProblems('src/cli/index.ts', dynamic)).toEqual([
+      expect.stringContaining('ctx.services'),
+    ]);
+    // Its lazy loads of the entry points stay.
+    const serve = "export const f = () => import('../main.js');\n";
+    expect(await layerProblems('src/cli/index.ts', serve)).toEqual([]);
+  });
+
   it('keep the context to the entry points: services, jobs and HTTP take narrow dependencies', async () => {
     const files = {
       'src/services/identity.ts': '../context.js',
@@ -113,6 +228,41 @@ describe('layer rules', () => {
     ]);
     const queue = "import { enqueueJob } from './queue.js';\nexport const f = enqueueJob;\n";
     expect(await layerProblems('src/jobs/index.ts', queue)).toEqual([]);
+    const driver =
+      "import { createAddressGuard } from '../drivers/net/guard.js';\nexport const f = createAddressGuard;\n";
+    expect(await layerProblems('src/jobs/index.ts', driver)).toEqual([
+      expect.stringContaining('Jobs know nothing of drivers'),
+    ]);
+  });
+});
+
+describe('import cycles', () => {
+  it('none under src/: every arrow of the structure drawing points one way', () => {
+    expect(importCycles(importGraph(path.join(ROOT, 'src')))).toEqual([]);
+  });
+
+  it('are found whatever form the import takes: type-only, re-export, dynamic', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-cycles-'));
+    try {
+      const files: Record<string, string> = {
+        'a.ts': "import type { B } from './b.js';\nexport type A = B;\n",
+        'b.ts': "export { a } from './c/d.js';\nexport type B = string;\n",
+        'c/d.ts': "export const a = () => import('../a.js');\n",
+        'e.ts': "import { a } from './c/d.js';\nexport const e = a;\n",
+        'f.ts': "export type F = import('./g.js').G;\n",
+        'g.ts': "import type { F } from './f.js';\nexport type G = F;\n",
+      };
+      for (const [file, text] of Object.entries(files)) {
+        fs.mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
+        fs.writeFileSync(path.join(dir, file), text);
+      }
+      expect(importCycles(importGraph(dir)).sort()).toEqual([
+        'a.ts → b.ts → c/d.ts → a.ts',
+        'f.ts → g.ts → f.ts',
+      ]);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('keep SQL in repositories: services build no query', async () => {

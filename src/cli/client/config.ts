@@ -3,7 +3,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { UsageError } from './http.js';
+import { UsageError } from './errors.js';
 
 export interface Profile {
   url: string;

@@ -1,6 +1,7 @@
 // The client's calls to Berth's three APIs: the platform API (bearer token), the tools API (the raw
 // key) and `/1.3` (basic auth). Every failure becomes an ApiError carrying the API's own message.
 import type { ResolvedProfile } from './config.js';
+import { UsageError } from './errors.js';
 
 export type Credential = 'platform' | 'tools' | 'db' | 'none';
 
@@ -16,8 +17,8 @@ export class ApiError extends Error {
   }
 }
 
-/** The user's mistake rather than the server's (exit code 2). */
-export class UsageError extends Error {}
+// Where the commands have always imported it from.
+export { UsageError };
 
 export interface RequestOptions {
   query?: Record<string, string | number | boolean | undefined>;

@@ -20,7 +20,8 @@ export const COMMANDS: Command[] = [
   ...dbCommands,
   ...storageCommands,
   ...toolsCommands,
-  ...completionCommands,
+  // The whole table, this command included, once it exists.
+  ...completionCommands(() => COMMANDS),
 ];
 
 const GROUPS = new Set(COMMANDS.filter((c) => c.name.includes(' ')).map((c) => c.name.split(' ')[0]!));

@@ -3,6 +3,7 @@
 // operating system's locales (`locale -a`, read once); its encodings and MariaDB's character sets are
 // compiled into the servers Berth installs (PostgreSQL 15, MariaDB 10.11) and listed here.
 import { execFileSync } from 'node:child_process';
+import type { CharsetProblem } from './types.js';
 
 /** PostgreSQL's server-side encodings (character sets a database may have). */
 const PG_ENCODINGS = [
@@ -37,11 +38,6 @@ function installedLocales(): Set<string> {
     locales = new Set(['c', 'posix', 'c.utf8', ...listed.filter(Boolean).map(normalLocale)]);
   }
   return locales;
-}
-
-export interface CharsetProblem {
-  field: 'character_set' | 'collation';
-  message: string;
 }
 
 /** What the engine would refuse in a logical database's character set and collation, if anything. */

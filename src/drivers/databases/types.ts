@@ -130,10 +130,24 @@ export interface DatabaseCapabilities {
   pgExtensions: string[];
 }
 
+/** A character set or collation of a logical database that the engine would refuse. */
+export interface CharsetProblem {
+  field: 'character_set' | 'collation';
+  message: string;
+}
+
 export interface ManagedDatabaseDriver {
   readonly name: string;
   /** What new instances can be; drivers without it accept `latest` only and no extensions. */
   capabilities?(): DatabaseCapabilities;
+  /**
+   * What the engine would refuse in a logical database's character set and collation (apply refuses
+   * it at the field); drivers without it leave the check to provisioning.
+   */
+  charsetProblems?(
+    engine: 'pg' | 'mysql',
+    database: { character_set?: string; collation?: string },
+  ): CharsetProblem[];
   /** The newest `tail` lines of the instance's server log, oldest first (none when it has no log here). */
   logs?(ref: InstanceRef, tail: number): Promise<string[]>;
   /**

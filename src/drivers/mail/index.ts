@@ -1,17 +1,8 @@
 // Outgoing e-mail over SMTP (nodemailer). The one place that knows about SMTP.
 import nodemailer from 'nodemailer';
+import type { Mailer } from './types.js';
 
-export interface MailMessage {
-  to: string;
-  subject: string;
-  text: string;
-}
-
-export interface Mailer {
-  /** Resolves once the SMTP server accepted the message; rejects with the server's answer otherwise. */
-  send(message: MailMessage): Promise<{ messageId: string }>;
-  close(): Promise<void>;
-}
+export type { MailMessage, Mailer } from './types.js';
 
 export interface SmtpOptions {
   /** smtp://user:pass@host:port or smtps://…; a `from` query parameter sets the sender. */

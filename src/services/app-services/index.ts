@@ -32,10 +32,8 @@ import {
 import { iso, type Clock, type IdGenerator } from '../../domain/clock.js';
 import { memoryBytes } from '../../domain/deployments.js';
 import { AppError } from '../../domain/errors.js';
-import { redactPaths } from '../../drivers/databases/operations/redact.js';
-import type { ManagedDatabaseDriver } from '../../drivers/databases/types.js';
+import { redactPaths } from '../../domain/redact.js';
 import type { InstanceStatus as RuntimeInstanceStatus } from '../../drivers/runtime/driver.js';
-import { createDatabaseServiceRunner } from '../../drivers/services/databases.js';
 import type { ServiceRunner, ServiceRuntime, ServiceSpec } from '../../drivers/services/types.js';
 import type { InfrastructureQueries } from '../infrastructure/queries.js';
 import { handles, jobKey } from '../jobs.js';
@@ -57,9 +55,10 @@ export interface AppServicesDeps {
   secretBox: SecretBox;
   /** BERTH_DATA_DIR: the instances under it are this process's to supervise and stop. */
   dataDir: string;
-  /** The managed-database driver (made when first used: the same one managed databases use). */
-  driver: () => ManagedDatabaseDriver;
-  /** The runners of the types that do not run on a database engine (rabbitmq, sftp, chrome-headless…). */
+  /**
+   * The runner of each type: the database types on the managed-database driver, rabbitmq, sftp,
+   * chrome-headless… (src/composition.ts picks them).
+   */
   runners?: ServiceRunner[];
   /**
    * Where an application's volumes are on this host and the account its processes run as, for
@@ -143,7 +142,7 @@ export function createAppServicesService(deps: AppServicesDeps) {
   let closing = false;
 
   const runners = new Map<string, ServiceRunner>();
-  for (const runner of [createDatabaseServiceRunner(deps.driver), ...(deps.runners ?? [])]) {
+  for (const runner of deps.runners ?? []) {
     for (const type of runner.types) runners.set(type, runner);
   }
   const runnerFor = (type: string): ServiceRunner | undefined => runners.get(type);

@@ -3,7 +3,7 @@
 // (source URIs hold passwords) and their results redacted by the engine functions.
 import type { RecoveredCopy, RestorableBackup } from '../../drivers/databases/types.js';
 import { engineOf } from '../managed-databases/declared.js';
-import { handles } from '../jobs.js';
+import { handles, type ClonePayload, type UpgradePayload } from '../jobs.js';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -45,10 +45,8 @@ import {
 // Moved to the drivers (the local driver needs it); re-exported for the routes.
 export { pgBinDirFor };
 
-export interface UpgradePayload {
-  uuid: string;
-  targetVersion: string;
-}
+// Declared with the job map, which the payloads' modules use (and so cannot be used by it).
+export type { ClonePayload, UpgradePayload } from '../jobs.js';
 
 /** What the /1.3 operations use; src/composition.ts builds it. */
 export interface DbOperationsDeps {
@@ -60,15 +58,6 @@ export interface DbOperationsDeps {
   managedDatabases: ManagedDatabaseService;
   /** BERTH_TOOLS_ALLOW_PRIVATE: the private addresses a migration source may have. */
   toolsAllowPrivate: readonly string[];
-}
-
-/** What the clone job copies: from `source` into the freshly provisioned `target`. */
-export interface ClonePayload {
-  source: string;
-  target: string;
-  /** PostgreSQL point in time (ISO-8601) and the driver's base backup chosen for it. */
-  recoveryTime?: string;
-  backup?: { name: string; startedAt: string; finishedAt: string };
 }
 
 /** The driver's base backups of a PostgreSQL instance, oldest first. */

@@ -1,8 +1,7 @@
 // The apply use case: parse → validate the whole document → resolve the team → load the current
 // state → plan → perform every write and enqueue every job in one transaction (nothing for a dry run).
-import { charsetProblems } from '../../drivers/databases/charsets.js';
 import type { RuntimeCapabilities } from '../../drivers/runtime/driver.js';
-import type { DatabaseCapabilities } from '../../drivers/databases/types.js';
+import type { DatabaseCapabilities, ManagedDatabaseDriver } from '../../drivers/databases/types.js';
 import {
   engineOfService,
   RESERVED_SERVICE_DATABASES,
@@ -61,6 +60,8 @@ export interface InfrastructureDeps {
   validationHooks: ValidationHooks;
   /** What the managed-database driver can make, for the services it runs (versions, extensions). */
   serviceCapabilities?: () => DatabaseCapabilities | undefined;
+  /** The managed-database driver's check of logical databases' character sets and collations. */
+  charsetProblems?: ManagedDatabaseDriver['charsetProblems'];
 }
 
 export interface ApplyOptions {
@@ -394,14 +395,15 @@ function checkMemoryCeiling(doc: DesiredDocument, max: number): void {
 
 /**
  * Character sets and collations of logical databases, against what the engine on this host offers
- * (drivers/databases/charsets.ts): 422 at the field now, instead of a database in `error` later.
+ * (the driver's charsetProblems): 422 at the field now, instead of a database in `error` later.
  */
-function checkCharsets(doc: DesiredDocument): void {
+function checkCharsets(doc: DesiredDocument, problemsOf: InfrastructureDeps['charsetProblems']): void {
+  if (!problemsOf) return;
   const errors: Record<string, string[]> = {};
   for (const database of doc.managedDatabases) {
     if (database.type !== 'pg' && database.type !== 'mysql') continue;
     (database.logical_databases ?? []).forEach((logical, index) => {
-      for (const problem of charsetProblems(database.type as 'pg' | 'mysql', logical)) {
+      for (const problem of problemsOf(database.type as 'pg' | 'mysql', logical)) {
         errors[`spec.managed_databases.${database.name}.logical_databases.${index}.${problem.field}`] = [
           `Managed database '${database.name}' logical database '${logical.name}': ${problem.message}`,
         ];
@@ -609,7 +611,7 @@ export function createApplyService(deps: InfrastructureDeps) {
     async apply(userId: number, body: unknown, options: ApplyOptions): Promise<ApplyResponse> {
       const doc = readDocument(body);
       checkMemoryCeiling(doc, deps.quotas.processMemoryMiB);
-      checkCharsets(doc);
+      checkCharsets(doc, deps.charsetProblems);
       if (deps.runtimeCapabilities) checkRuntime(doc, deps.runtimeCapabilities());
       if (doc.services.some((service) => engineOfService(service.type)))
         checkServices(doc, deps.serviceCapabilities?.());

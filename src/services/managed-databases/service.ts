@@ -9,7 +9,7 @@ import {
 } from '../../drivers/databases/types.js';
 import type { Kysely, Transaction } from 'kysely';
 import type { Database } from '../../db/schema/index.js';
-import { redactPaths } from '../../drivers/databases/operations/redact.js';
+import { redactPaths } from '../../domain/redact.js';
 import { iso, type Clock, type IdGenerator } from '../../domain/clock.js';
 import type { Logger } from 'pino';
 import type { SecretBox } from '../../crypto/secret-box.js';

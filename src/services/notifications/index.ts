@@ -7,7 +7,7 @@ import { iso, type Clock } from '../../domain/clock.js';
 import type { Database } from '../../db/schema/index.js';
 import type { NotificationKind, NotificationState } from '../../db/schema/scheduled-deletion.js';
 import { createNotificationRepository, type NotificationRow } from '../../db/repositories/notifications.js';
-import type { Mailer } from '../../drivers/mail/index.js';
+import type { Mailer } from '../../drivers/mail/types.js';
 import { enqueue, jobKey, type JobType } from '../jobs.js';
 import type { JobHandler, RunningJob } from '../../jobs/runner.js';
 

@@ -7,7 +7,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { Kysely, Transaction } from 'kysely';
 import type { Logger } from 'pino';
-import type { Mailer } from '../../drivers/mail/index.js';
+import type { Mailer } from '../../drivers/mail/types.js';
 import { iso, type Clock } from '../../domain/clock.js';
 import { recordAudit } from '../../db/repositories/audit.js';
 import { createIdentityRepository } from '../../db/repositories/identity.js';

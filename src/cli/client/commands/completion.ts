@@ -4,12 +4,11 @@ import type { Command } from '../command.js';
 
 const SERVER = ['serve', 'admin'];
 
-async function table(): Promise<{
+function table(commands: readonly Command[]): {
   top: string[];
   subs: Record<string, string[]>;
   flags: Record<string, string[]>;
-}> {
-  const { COMMANDS } = await import('../index.js');
+} {
   const top = new Set<string>(SERVER);
   const subs: Record<string, string[]> = {
     admin: [
@@ -22,7 +21,7 @@ async function table(): Promise<{
     ],
   };
   const flags: Record<string, string[]> = {};
-  for (const c of COMMANDS) {
+  for (const c of commands) {
     const [first, second] = c.name.split(' ') as [string, string | undefined];
     top.add(first);
     if (second) (subs[first] ??= []).push(second);
@@ -31,7 +30,7 @@ async function table(): Promise<{
   return { top: [...top], subs, flags };
 }
 
-function bash(t: Awaited<ReturnType<typeof table>>): string {
+function bash(t: ReturnType<typeof table>): string {
   const cases = Object.entries(t.flags)
     .map(([name, flags]) => `    '${name}') flags='${flags.join(' ')}' ;;`)
     .join('\n');
@@ -61,7 +60,7 @@ complete -o default -F _berth berth
 `;
 }
 
-function zsh(t: Awaited<ReturnType<typeof table>>): string {
+function zsh(t: ReturnType<typeof table>): string {
   return `#compdef berth
 # berth completion for zsh: source <(berth completion zsh)
 ${bash(t)
@@ -70,7 +69,7 @@ ${bash(t)
   .join('\n')}`.replace(/^/, 'autoload -U +X bashcompinit && bashcompinit\n');
 }
 
-function fish(t: Awaited<ReturnType<typeof table>>): string {
+function fish(t: ReturnType<typeof table>): string {
   const lines = ['# berth completion for fish: berth completion fish | source', 'complete -c berth -f'];
   lines.push(`complete -c berth -n __fish_use_subcommand -a '${t.top.join(' ')}'`);
   for (const [group, list] of Object.entries(t.subs))
@@ -83,7 +82,11 @@ function fish(t: Awaited<ReturnType<typeof table>>): string {
   return lines.join('\n') + '\n';
 }
 
-const completion: Command = {
+/**
+ * The completion command over the whole command table, which includes it: the table is handed in
+ * (read when the command runs) rather than imported, which would be an import cycle.
+ */
+const completion = (commands: () => readonly Command[]): Command => ({
   name: 'completion',
   summary: 'print a shell completion script',
   usage: 'bash|zsh|fish',
@@ -92,14 +95,15 @@ const completion: Command = {
     'berth completion zsh > "${fpath[1]}/_berth"',
     'berth completion fish | source',
   ],
-  async run({ positionals }) {
+  run({ positionals }) {
     const shell = positionals[0];
-    const t = await table();
+    const t = table(commands());
     if (shell === 'bash') process.stdout.write(bash(t));
     else if (shell === 'zsh') process.stdout.write(zsh(t));
     else if (shell === 'fish') process.stdout.write(fish(t));
     else throw new UsageError('usage: berth completion bash|zsh|fish');
+    return Promise.resolve();
   },
-};
+});
 
-export const completionCommands = [completion];
+export const completionCommands = (commands: () => readonly Command[]): Command[] => [completion(commands)];

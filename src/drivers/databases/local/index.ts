@@ -5,6 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import { charsetProblems } from '../charsets.js';
 import { limitsFor, limitsForMemory, type EngineLimits } from '../plan-limits.js';
 import {
   PermanentDriverError,
@@ -273,6 +274,7 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
 
   return {
     name: 'local',
+    charsetProblems,
     capabilities: () => ({
       versions: {
         pg: postgresEngine.versions(),

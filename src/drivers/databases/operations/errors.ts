@@ -1,6 +1,6 @@
 // Engine-level operation failures carry a closed set of machine-readable codes; the /1.3 routes map
 // them to HTTP with OPERATION_ERROR_STATUS so the code table in docs/api/dbapi.md has one source.
-import { redactText } from './redact.js';
+import { redactText } from '../../../domain/redact.js';
 
 export type OperationErrorCode =
   | 'INVALID_SOURCE_URI'

@@ -6,7 +6,7 @@ import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process'
 import path from 'node:path';
 import { ensureSystemAccount, isRoot, SHARED_ACCOUNTS } from '../../os/users.js';
 import { OperationError, type OperationErrorCode } from './errors.js';
-import { redactText } from './redact.js';
+import { redactText } from '../../../domain/redact.js';
 
 export interface CommandSpec {
   command: string;

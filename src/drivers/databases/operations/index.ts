@@ -3,7 +3,7 @@ export * from './check.js';
 export * from './common.js';
 export * from './dump.js';
 export * from './errors.js';
-export * from './redact.js';
+export * from '../../../domain/redact.js';
 export * from './source-uri.js';
 export * from './replication.js';
 export * from './clone.js';

@@ -1,6 +1,6 @@
 // Parses the `source_service_uri` of a migration into connection parts; the password stays out of messages.
 import { OperationError } from './errors.js';
-import { redactUri } from './redact.js';
+import { redactUri } from '../../../domain/redact.js';
 
 export type Engine = 'pg' | 'mysql';
 export type SslMode = 'disable' | 'prefer' | 'require';

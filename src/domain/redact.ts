@@ -1,4 +1,5 @@
-// Passwords in source URIs must never reach logs, task results or error messages.
+// Passwords in source URIs must never reach logs, task results or error messages; server paths never
+// reach answers. Pure text rules: the database drivers and the services both apply them.
 
 const MASK = '***';
 
