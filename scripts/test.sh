@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-system.sh
 bash scripts/install-node.sh
+. scripts/node-env.sh
 npm run --silent typecheck
 npm run --silent lint
 npm run --silent format:check
