@@ -97,7 +97,8 @@ export function createSftpRunner(deps: { dataDir: string; logger: Logger }): Ser
     const plan = prepare(spec);
     // The server listens on the preferred port, or on one the kernel picks when that is taken (a port
     // probed free here could be taken by another process before the server binds it).
-    const preferred = Number.isInteger(spec.port) && spec.port > 0 && spec.port < 65536 ? spec.port : 0;
+    const port = spec.port;
+    const preferred = port !== undefined && Number.isInteger(port) && port > 0 && port < 65536 ? port : 0;
     return spawnServer(spec, plan, preferred);
   }
 

@@ -427,6 +427,7 @@ describe('sftp runner, settings', () => {
         blocker.listen(spec.port, '127.0.0.1', () => resolve(blocker));
       }),
     );
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- called below with a server as `this`
     const close = net.Server.prototype.close;
     net.Server.prototype.close = function (this: net.Server, callback?: (error?: Error) => void) {
       const address = this.address();
