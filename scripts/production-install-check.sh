@@ -7,6 +7,8 @@ here="$(cd "$(dirname "$0")/.." && pwd)"
 # Node.js 24, as scripts/start.sh runs Berth (downloaded into the checkout's .node/ when the host's is older).
 . "$here/scripts/node-env.sh"
 work=$(mktemp -d)
+# The managed databases' service users must reach the data directory inside (search only).
+chmod 711 "$work"
 trap 'rm -rf "$work"' EXIT
 git clone --quiet "$here" "$work/berth"
 cd "$work/berth"
