@@ -4,7 +4,11 @@
 # copy of this checkout's HEAD in a temporary directory, on free ports; prints the check's result.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
+# Node.js 24, as scripts/start.sh runs Berth (downloaded into the checkout's .node/ when the host's is older).
+. "$here/scripts/node-env.sh"
 work=$(mktemp -d)
+# The managed databases' service users must reach the data directory inside (search only).
+chmod 711 "$work"
 trap 'rm -rf "$work"' EXIT
 git clone --quiet "$here" "$work/berth"
 cd "$work/berth"

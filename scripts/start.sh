@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-system.sh
 bash scripts/install-node.sh
+. scripts/node-env.sh
 echo "berth: building the server (tsc) and the dashboard (vite), about 30 s" >&2
 npm run --silent build
 exec node dist/cli/index.js serve "$@"

@@ -6,9 +6,26 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-system.sh
 bash scripts/install-node.sh
-npm run --silent typecheck
-npm run --silent lint
-npm run --silent format:check
-npm run --silent build
+. scripts/node-env.sh
+# Typecheck, lint, format check and build are independent and each one single-threaded: side by side
+# they use every core. Each one's output is shown when all have ended; any failure fails the script.
+# The typecheck checks src, so the build only emits it (build:emit, tsc --noCheck) and bundles the
+# dashboard.
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+checks=(typecheck lint format:check build:emit)
+for check in "${checks[@]}"; do
+  (npm run --silent "$check" >"$logs/$check" 2>&1 && echo 0 >"$logs/$check.rc" || echo 1 >"$logs/$check.rc") &
+done
+wait
+failed=()
+for check in "${checks[@]}"; do
+  cat "$logs/$check"
+  [ "$(cat "$logs/$check.rc")" = 0 ] || failed+=("$check")
+done
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "test.sh: failed: ${failed[*]}" >&2
+  exit 1
+fi
 npx vitest run "$@"
 npx playwright test

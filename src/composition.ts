@@ -19,6 +19,7 @@ import { createSmtpMailer, defaultSender, type Mailer } from './drivers/mail/ind
 import type { ObjectStorageDriver } from './drivers/objectstorage/driver.js';
 import { createLocalObjectStorageDriver } from './drivers/objectstorage/local/index.js';
 import { createAccountsService, type AccountsService } from './services/accounts.js';
+import type { PasswordCost } from './crypto/passwords.js';
 import { createApplyService, type ApplyService } from './services/infrastructure/apply.js';
 import {
   createDbOperationRequests,
@@ -134,6 +135,8 @@ export interface ServiceOverrides {
   tools?: Partial<ToolsOptions>;
   /** Failed sign-ins per address a minute (tests: each is a 32 MiB scrypt hash). */
   signInFailuresPerAddress?: number;
+  /** scrypt cost of new password hashes (tests: the production cost spends ~0.3 s per hash). */
+  passwordCost?: PasswordCost;
 }
 
 /**
@@ -429,6 +432,7 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
       ...(overrides.signInFailuresPerAddress
         ? { signInFailuresPerAddress: overrides.signInFailuresPerAddress }
         : {}),
+      ...(overrides.passwordCost ? { passwordCost: overrides.passwordCost } : {}),
     }),
   );
   const schedules = once(() =>

@@ -3,10 +3,19 @@
 //   scrypt$<log2 N>$<r>$<p>$<salt base64url>$<hash base64url>
 import crypto from 'node:crypto';
 
-/** N = 2^15, r = 8, p = 3: one of OWASP's equivalent scrypt settings (32 MiB per hash). */
-const LOG_N = 15;
-const R = 8;
-const P = 3;
+/** scrypt's cost parameters: N = 2^logN, block size r, parallelism p. */
+export interface PasswordCost {
+  logN: number;
+  r: number;
+  p: number;
+}
+
+/**
+ * N = 2^15, r = 8, p = 3: one of OWASP's equivalent scrypt settings (32 MiB per hash). New hashes get
+ * it unless a test composes Berth with a cheaper one (ServiceOverrides.passwordCost): no setting or
+ * environment variable lowers it.
+ */
+export const PASSWORD_COST: Readonly<PasswordCost> = { logN: 15, r: 8, p: 3 };
 const KEY_BYTES = 32;
 const SALT_BYTES = 16;
 
@@ -35,10 +44,12 @@ export function passwordProblem(password: string): string | undefined {
   return undefined;
 }
 
-export async function hashPassword(password: string): Promise<string> {
+export async function hashPassword(password: string, cost: PasswordCost = PASSWORD_COST): Promise<string> {
   const salt = crypto.randomBytes(SALT_BYTES);
-  const hash = await derive(password, salt, LOG_N, R, P);
-  return ['scrypt', LOG_N, R, P, salt.toString('base64url'), hash.toString('base64url')].join('$');
+  const hash = await derive(password, salt, cost.logN, cost.r, cost.p);
+  return ['scrypt', cost.logN, cost.r, cost.p, salt.toString('base64url'), hash.toString('base64url')].join(
+    '$',
+  );
 }
 
 /** Whether `password` matches `stored`; false for a malformed or unknown stored form. */
@@ -52,9 +63,17 @@ export async function verifyPassword(password: string, stored: string): Promise<
   return expected.length === actual.length && crypto.timingSafeEqual(expected, actual);
 }
 
-/** Spends the time of one verification, so an unknown e-mail answers as slowly as a wrong password. */
-let dummyHash: Promise<string> | undefined;
-export async function verifyNothing(password: string): Promise<void> {
-  dummyHash ??= hashPassword('berth-dummy-password');
+/**
+ * Spends the time of one verification at `cost` (the cost new hashes get), so an unknown e-mail
+ * answers as slowly as a wrong password.
+ */
+const dummyHashes = new Map<string, Promise<string>>();
+export async function verifyNothing(password: string, cost: PasswordCost = PASSWORD_COST): Promise<void> {
+  const key = `${cost.logN}$${cost.r}$${cost.p}`;
+  let dummyHash = dummyHashes.get(key);
+  if (!dummyHash) {
+    dummyHash = hashPassword('berth-dummy-password', cost);
+    dummyHashes.set(key, dummyHash);
+  }
   await verifyPassword(password, await dummyHash);
 }

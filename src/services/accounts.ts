@@ -7,7 +7,13 @@ import crypto from 'node:crypto';
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import { constantTimeEqual, sha256, type SecretBox } from '../crypto/secret-box.js';
-import { hashPassword, passwordProblem, verifyNothing, verifyPassword } from '../crypto/passwords.js';
+import {
+  hashPassword,
+  passwordProblem,
+  verifyNothing,
+  verifyPassword,
+  type PasswordCost,
+} from '../crypto/passwords.js';
 import { createAccountsRepository, type SessionRow } from '../db/repositories/accounts.js';
 import { createIdentityRepository } from '../db/repositories/identity.js';
 import type { Role } from '../db/schema/foundation.js';
@@ -43,6 +49,8 @@ export interface AccountsDeps {
    * each failure is a deliberate 32 MiB scrypt hash.
    */
   signInFailuresPerAddress?: number;
+  /** scrypt cost of new password hashes (default PASSWORD_COST): cheaper only in tests. */
+  passwordCost?: PasswordCost;
 }
 
 export interface SignedIn {
@@ -177,7 +185,7 @@ export function createAccountsService(deps: AccountsDeps) {
       const user = await users.findUserByEmail(email);
       const ok = user?.password_hash
         ? await verifyPassword(input.password, user.password_hash)
-        : (await verifyNothing(input.password), false);
+        : (await verifyNothing(input.password, deps.passwordCost), false);
       if (!user || !ok) {
         const address = throttled(
           `address:${client.address}`,
@@ -261,7 +269,7 @@ export function createAccountsService(deps: AccountsDeps) {
     async forcePassword(userId: number, password: string): Promise<void> {
       const problem = passwordProblem(password);
       if (problem) throw fieldError('password', problem);
-      await repo.setPasswordHash(userId, await hashPassword(password));
+      await repo.setPasswordHash(userId, await hashPassword(password, deps.passwordCost));
     },
 
     /** Account mail that has not gone out (no SMTP server, or it failed), opened for the operator. */

@@ -1,5 +1,6 @@
 // A Berth app on a test store, with a fixed clock when asked, and a first user with credentials.
 import type { ServiceOverrides } from '../../src/composition.js';
+import type { PasswordCost } from '../../src/crypto/passwords.js';
 import os from 'node:os';
 import path from 'node:path';
 import fs from 'node:fs';
@@ -51,9 +52,23 @@ export function authHeaders(user: CreatedUser): TestApp['auth'] {
   };
 }
 
+/**
+ * scrypt cost of passwords set in tests (1 MiB, a few milliseconds): the production cost (32 MiB, about
+ * 0.3 s per hash on two busy cores) made test/http/accounts.test.ts take 95 s. One test there keeps the
+ * production cost (`productionPasswordCost`) to prove it is what Berth uses when nothing overrides it.
+ */
+export const TEST_PASSWORD_COST: PasswordCost = { logN: 10, r: 8, p: 1 };
+
 export async function createTestApp(
   dialect: Dialect,
-  options: { clock?: Clock; env?: Record<string, string>; team?: string; services?: ServiceOverrides } = {},
+  options: {
+    clock?: Clock;
+    env?: Record<string, string>;
+    team?: string;
+    services?: ServiceOverrides;
+    /** Compose Berth without a password cost override, as `berth serve` does. */
+    productionPasswordCost?: boolean;
+  } = {},
 ): Promise<TestApp> {
   const config = testConfig(options.env);
   const store = await openTestStore(dialect);
@@ -62,7 +77,10 @@ export async function createTestApp(
     logger: pino({ level: 'silent' }),
     masterKey: randomBytes(32),
     ...(options.clock ? { clock: options.clock } : {}),
-    ...(options.services ? { services: options.services } : {}),
+    services: {
+      ...(options.productionPasswordCost ? {} : { passwordCost: TEST_PASSWORD_COST }),
+      ...options.services,
+    },
   });
   // Every JSON answer is checked against its route's documented response schema (a mismatch is a 500).
   const app = await buildApp(ctx, { checkResponses: true });

@@ -474,3 +474,39 @@ describe('session cookies behind TLS (issue 24, item 11)', () => {
     }
   });
 });
+
+describe('password hashes (issue 27, item 6)', () => {
+  const storedHash = async (t: TestApp) =>
+    (
+      await t.ctx.db
+        .selectFrom('users')
+        .select('password_hash')
+        .where('id', '=', t.user.user_id)
+        .executeTakeFirstOrThrow()
+    ).password_hash;
+
+  it('are scrypt at the production cost (N = 2^15, r = 8, p = 3) when nothing overrides it, and sign in', async () => {
+    const t = await createTestApp('sqlite', { productionPasswordCost: true });
+    try {
+      await t.ctx.services.accounts.forcePassword(t.user.user_id, PASSWORD);
+      expect(await storedHash(t)).toMatch(/^scrypt\$15\$8\$3\$[A-Za-z0-9_-]{22}\$[A-Za-z0-9_-]{43}$/);
+      const signIn = (email: string, password: string) =>
+        t.request({ method: 'POST', url: '/api/v1/auth/sign-in', payload: { email, password } });
+      expect((await signIn('owner@example.com', PASSWORD)).statusCode).toBe(200);
+      expect((await signIn('owner@example.com', `${PASSWORD}!`)).statusCode).toBe(401);
+      expect((await signIn('nobody@example.com', PASSWORD)).statusCode).toBe(401);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('are cheaper in the other tests only through the composition override', async () => {
+    const t = await createTestApp('sqlite');
+    try {
+      await t.ctx.services.accounts.forcePassword(t.user.user_id, PASSWORD);
+      expect(await storedHash(t)).toMatch(/^scrypt\$10\$8\$1\$/);
+    } finally {
+      await t.close();
+    }
+  });
+});

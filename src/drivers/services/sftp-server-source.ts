@@ -411,11 +411,20 @@ const server = new Server({ hostKeys: [config.hostKey], ident: 'Berth-SFTP' }, (
     client.on('request', refuse(client, 'global request'));
   });
 });
+// The preferred port when free, else one the kernel picks in the same listen: no port probed beforehand
+// that another process could take in between.
+let fellBack = config.port === 0;
 server.on('error', (error) => {
+  if (error && error.code === 'EADDRINUSE' && !fellBack) {
+    fellBack = true;
+    server.listen(0, '127.0.0.1');
+    return;
+  }
   emit({ event: 'error', message: String(error && error.message), code: error && error.code });
   process.exit(1);
 });
-server.listen(config.port, '127.0.0.1', () => emit({ event: 'listening', port: server.address().port }));
+server.on('listening', () => emit({ event: 'listening', port: server.address().port }));
+server.listen(config.port, '127.0.0.1');
 process.on('SIGTERM', () => {
   server.close();
   process.exit(0);

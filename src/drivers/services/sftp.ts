@@ -15,7 +15,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
-import net from 'node:net';
 import path from 'node:path';
 import readline from 'node:readline';
 import type { Logger } from 'pino';
@@ -96,19 +95,11 @@ export function createSftpRunner(deps: { dataDir: string; logger: Logger }): Ser
     if (alive(current)) return current.runtime;
     if (current) await stopInstance(spec.id, current);
     const plan = prepare(spec);
-    let port = await choosePort(spec.port);
-    for (let attempt = 0; ; attempt++) {
-      try {
-        return await spawnServer(spec, plan, port);
-      } catch (error) {
-        // Another process took the port between the probe and the listen: once more on a fresh one.
-        if (attempt === 0 && (error as { code?: string }).code === 'EADDRINUSE') {
-          port = await choosePort(undefined);
-          continue;
-        }
-        throw error;
-      }
-    }
+    // The server listens on the preferred port, or on one the kernel picks when that is taken (a port
+    // probed free here could be taken by another process before the server binds it).
+    const port = spec.port;
+    const preferred = port !== undefined && Number.isInteger(port) && port > 0 && port < 65536 ? port : 0;
+    return spawnServer(spec, plan, preferred);
   }
 
   interface Plan {
@@ -229,7 +220,9 @@ export function createSftpRunner(deps: { dataDir: string; logger: Logger }): Ser
         reject(error);
       };
       const exited = new Promise<void>((done) => {
-        child.once('exit', (code, sig) => {
+        // 'close', not 'exit': 'exit' may come before the last lines of stdout and stderr are read, and
+        // the failure would then lose its reason (the error event, bwrap's message).
+        child.once('close', (code, sig) => {
           if (instance) {
             instance.done = true;
             if (running.get(spec.id) === instance) running.delete(spec.id);
@@ -433,29 +426,6 @@ function ssh2Modules(): { dir: string; version: string } {
   const version =
     (JSON.parse(fs.readFileSync(manifest, 'utf8')) as { version?: string }).version ?? 'unknown';
   return { dir: path.dirname(packageDir), version };
-}
-
-/** `preferred` when nothing listens on it, else a port the kernel hands out. */
-async function choosePort(preferred: number | undefined): Promise<number> {
-  if (preferred !== undefined && Number.isInteger(preferred) && preferred > 0 && preferred < 65536) {
-    if ((await listenOn(preferred)) !== undefined) return preferred;
-  }
-  const port = await listenOn(0);
-  if (port === undefined) throw new Error('no free loopback port for the sftp server');
-  return port;
-}
-
-function listenOn(port: number): Promise<number | undefined> {
-  return new Promise((resolve) => {
-    const server = net.createServer();
-    server.unref();
-    server.once('error', () => resolve(undefined));
-    server.listen(port, HOST, () => {
-      const address = server.address();
-      const bound = typeof address === 'object' && address ? address.port : undefined;
-      server.close(() => resolve(bound));
-    });
-  });
 }
 
 /** The deepest process below `outer` (bwrap → its namespace's init → node), or `outer` itself. */

@@ -6,6 +6,7 @@
 import { execFileSync } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -402,6 +403,58 @@ describe('sftp runner, settings', () => {
       fs.rmSync(path.join(otherVolume, 'x.txt'));
     } finally {
       blocker.close();
+    }
+  }, 60_000);
+
+  it('serves when another process takes every port it could have probed before the server listens', async () => {
+    // Issue 27: under load the server once stopped with "exit 1" because the port Berth had probed free
+    // was taken before the server bound it. Here the race is made certain: while the runner provisions,
+    // every loopback port a server in this process releases is bound at once by another listener (the
+    // "other process"), before the release is reported. The server must still come up, on a port the
+    // kernel handed it while it listened.
+    const spec = await makeSpec();
+    const taken: net.Server[] = [];
+    const takeAfterRelease = (port: number) =>
+      new Promise<void>((resolve) => {
+        const other = net.createServer();
+        taken.push(other);
+        other.once('error', () => resolve());
+        other.listen(port, '127.0.0.1', () => resolve());
+      });
+    taken.push(
+      await new Promise<net.Server>((resolve) => {
+        const blocker = net.createServer();
+        blocker.listen(spec.port, '127.0.0.1', () => resolve(blocker));
+      }),
+    );
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- called below with a server as `this`
+    const close = net.Server.prototype.close;
+    net.Server.prototype.close = function (this: net.Server, callback?: (error?: Error) => void) {
+      const address = this.address();
+      if (taken.includes(this) || typeof address !== 'object' || !address) return close.call(this, callback);
+      return close.call(this, (error?: Error) => {
+        void takeAfterRelease(address.port).then(() => callback?.(error));
+      });
+    };
+    let runtime: ServiceRuntime;
+    try {
+      runtime = await runner.provision(spec);
+    } finally {
+      net.Server.prototype.close = close;
+    }
+    try {
+      expect(runtime.port).not.toBe(spec.port);
+      const { client, sftp } = await connect(runtime.port, USERNAME, PASSWORD);
+      try {
+        await sftpOps(sftp).write('/raced.txt', 'raced');
+        expect(fs.readFileSync(path.join(otherVolume, 'raced.txt'), 'utf8')).toBe('raced');
+      } finally {
+        client.end();
+      }
+    } finally {
+      await runner.delete(spec);
+      fs.rmSync(path.join(otherVolume, 'raced.txt'), { force: true });
+      for (const server of taken) server.close();
     }
   }, 60_000);
 });

@@ -6,7 +6,7 @@
 // never forwards Transfer-Encoding together with Content-Length.
 import http from 'node:http';
 import https from 'node:https';
-import type { Socket } from 'node:net';
+import type { Socket, SocketConstructorOpts } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type tls from 'node:tls';
 
@@ -128,14 +128,17 @@ export async function startEdgeProxy(options: EdgeOptions): Promise<EdgeProxy> {
   let whenClientsIdle: Array<() => void> = [];
   let closing: Promise<void> | undefined;
 
-  const agent = new http.Agent({
+  // The agent hands its options to net.createConnection, which takes noDelay (a socket option, not
+  // in AgentOptions' type since @types/node 24).
+  const agentOptions: http.AgentOptions & Pick<SocketConstructorOpts, 'noDelay'> = {
     keepAlive: true,
     maxSockets: MAX_SOCKETS_PER_UPSTREAM,
     maxFreeSockets: MAX_IDLE_SOCKETS_PER_UPSTREAM,
     // The most recently used socket is the least likely to have been closed by the replica.
     scheduling: 'lifo',
     noDelay: true,
-  });
+  };
+  const agent = new http.Agent(agentOptions);
   // The agent pools a socket only after its request's 'close', where finishOn retires an upstream that
   // left every route: the socket of that last request would stay open to it, so it is closed here.
   agent.on('free', (socket: Socket, freed: { host?: string | null; port?: number | string | null }) => {
