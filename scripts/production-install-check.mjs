@@ -1,6 +1,6 @@
 // Run by production-install-check.sh from a production install: starts `berth serve` from dist/, applies
 // a managed PostgreSQL, runs an upgrade check to 16 through /1.3 and exits 0 only when it succeeds.
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 
 const dataDir = process.argv[2];
@@ -69,5 +69,11 @@ try {
     await sleep(1000);
   }
 } finally {
+  // A stopped Berth leaves what serves running (docs/runtime.md): stop-all ends the database too.
+  const exited = new Promise((resolve) => child.once('exit', resolve));
   child.kill('SIGTERM');
+  await exited;
+  spawnSync(process.execPath, ['dist/cli/index.js', 'admin', 'stop-all', '--data-dir', dataDir], {
+    stdio: 'inherit',
+  });
 }
