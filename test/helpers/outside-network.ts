@@ -1,7 +1,6 @@
 // A network namespace of the test's own with a veth to the host, outside Berth's pool: "another
 // machine" that applications in their own namespaces reach through the NAT, as they reach the internet.
 import { execFileSync } from 'node:child_process';
-import fs from 'node:fs';
 
 export interface OutsideNetwork {
   /** /run/netns/<name>: a server joins it with `nsenter --net=<namespacePath>`. */
@@ -32,10 +31,11 @@ export function startOutsideNetwork(): OutsideNetwork {
     namespacePath: `/run/netns/${name}`,
     address,
     close() {
+      // The host end first (deleting one end of a veth deletes the pair), then the namespace. The
+      // other order raced: a deleted namespace takes its pair with it a moment later, so the link
+      // seen a moment before was gone when `ip link delete` ran.
+      execFileSync('ip', ['link', 'delete', veth], { stdio: 'ignore' });
       execFileSync('ip', ['netns', 'delete', name], { stdio: 'ignore' });
-      // Usually gone with the namespace already (deleting one end of a veth deletes the pair).
-      if (fs.existsSync(`/sys/class/net/${veth}`))
-        execFileSync('ip', ['link', 'delete', veth], { stdio: 'ignore' });
     },
   };
 }
