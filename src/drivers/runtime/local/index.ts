@@ -159,6 +159,8 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
   /** What an earlier Berth left serving, by application, until ensureRunning claims it. */
   const adoptable = new Map<number, ProcessesFile>();
   let closed = false;
+  /** Each application's processes.json being written (saveProcesses). */
+  const saving = new Map<number, Promise<void>>();
   /** Groups made before this are an earlier Berth's (releaseUnclaimed). */
   const startedAt = new Date();
   /** Read from the host once, at the first build (npm takes a moment to answer). */
@@ -289,8 +291,31 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
   }
 
   /** Writes the application's processes.json (atomically: a Berth killed meanwhile reads the old one). */
-  async function saveProcesses(entry: RunningApp): Promise<void> {
+  function saveProcesses(entry: RunningApp): Promise<void> {
+    // One write at a time per application (they share the temporary file), each of the state then.
+    const appId = entry.spec.id;
+    const next = (saving.get(appId) ?? Promise.resolve())
+      .catch(() => undefined)
+      .then(() => writeProcesses(entry));
+    saving.set(appId, next);
+    void next
+      .finally(() => {
+        if (saving.get(appId) === next) saving.delete(appId);
+      })
+      .catch(() => undefined);
+    return next;
+  }
+
+  async function writeProcesses(entry: RunningApp): Promise<void> {
     const layout = appLayout(options.dataDir, entry.spec.id);
+    // Deleted meanwhile: nothing runs of it to record.
+    if (
+      !(await fs.stat(layout.root).then(
+        () => true,
+        () => false,
+      ))
+    )
+      return;
     const replicas = entry.replicas.map((r) => r.record()).filter((r): r is ReplicaRecord => r !== undefined);
     const workers = entry.workers.map((w) => w.record()).filter((w): w is WorkerRecord => w !== undefined);
     const file: ProcessesFile = { release: entry.release, replicas, workers };
