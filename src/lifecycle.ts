@@ -3,6 +3,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { CONFIG_VARIABLES } from './config/index.js';
+import { processStartTime } from './drivers/runtime/local/sandbox.js';
 import type { AppContext, CloseOptions } from './context.js';
 
 export interface Background {
@@ -34,7 +35,7 @@ const servingFile = (dataDir: string) => path.join(dataDir, 'berth.pid');
 
 /** Marks the data dir as served by this process (until clearServing). */
 export function markServing(dataDir: string): void {
-  fs.writeFileSync(servingFile(dataDir), `${process.pid} ${startTimeOf(process.pid) ?? ''}\n`, {
+  fs.writeFileSync(servingFile(dataDir), `${process.pid} ${processStartTime(process.pid) ?? ''}\n`, {
     mode: 0o600,
   });
 }
@@ -52,18 +53,8 @@ export function servingPid(dataDir: string): number | undefined {
     return undefined;
   }
   const [pid, startTime] = text.trim().split(' ').map(Number);
-  if (!pid || startTimeOf(pid) !== startTime) return undefined;
+  if (!pid || processStartTime(pid) !== startTime) return undefined;
   return pid;
-}
-
-/** A process's start time since boot (clock ticks), or undefined when it is gone. */
-function startTimeOf(pid: number): number | undefined {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
-  } catch {
-    return undefined;
-  }
 }
 
 /**

@@ -4,9 +4,12 @@ import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { inject } from 'vitest';
+import os from 'node:os';
+import { afterAll, beforeAll, inject } from 'vitest';
+import { removeTagNetworks } from '../../src/drivers/os/netns.js';
 import { runtimeTag } from '../../src/drivers/runtime/local/index.js';
-import { RUNTIME_TEST_ENV } from './helpers.js';
+import { serveRepositories, type GitServer } from '../helpers/git-server.js';
+import { removeRuntimeAccounts, RUNTIME_TEST_ENV, warmNodeRuntime } from './helpers.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
@@ -130,6 +133,42 @@ export async function stopAll(dataDir: string): Promise<{ status: number | null;
   } finally {
     taken.close();
   }
+}
+
+/**
+ * A test file's data dir and git server for the `berth serve` processes it runs (the Berth now serving
+ * is `current()`): set up before the file, and after it the Berth stopped, what it left serving stopped,
+ * and its accounts, networks and directories removed.
+ */
+export function useBerthProcesses(
+  name: string,
+  current: () => BerthProcess | undefined,
+): { dataDir: string; gitRoot: string; git: () => GitServer } {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `berth-${name}-`));
+  const gitRoot = fs.mkdtempSync(path.join(os.tmpdir(), `berth-${name}-git-`));
+  let git: GitServer | undefined;
+  beforeAll(async () => {
+    await warmNodeRuntime();
+    git = await serveRepositories(gitRoot);
+  }, 180_000);
+  afterAll(async () => {
+    await stopBerth(current(), 'SIGTERM');
+    await stopAll(dataDir);
+    await git?.close();
+    removeRuntimeAccounts(dataDir);
+    // The applications' networks outlive a Berth on purpose: this one is gone for good.
+    await removeTagNetworks(runtimeTag(dataDir));
+    fs.rmSync(dataDir, { recursive: true, force: true });
+    fs.rmSync(gitRoot, { recursive: true, force: true });
+  });
+  return {
+    dataDir,
+    gitRoot,
+    git: () => {
+      if (!git) throw new Error('the git server starts before the first test');
+      return git;
+    },
+  };
 }
 
 /** Pids of live processes whose command line contains `text`. */

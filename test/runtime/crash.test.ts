@@ -4,12 +4,9 @@
 // unfinished release behind. A SIGTERM leaves the application serving too; `berth admin stop-all`
 // then stops it. A real `berth serve` process, killed for real.
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { removeTagNetworks } from '../../src/drivers/os/netns.js';
-import { runtimeTag } from '../../src/drivers/runtime/local/index.js';
-import { createRepository, serveRepositories, type GitServer } from '../helpers/git-server.js';
+import { describe, expect, it } from 'vitest';
+import { createRepository } from '../helpers/git-server.js';
 import {
   alive,
   memoryGroups,
@@ -18,33 +15,17 @@ import {
   stopAll,
   stopBerth,
   type BerthProcess,
+  useBerthProcesses,
 } from './berth-process.js';
-import { edgeRequest, eventually, nodeDocument, removeRuntimeAccounts, warmNodeRuntime } from './helpers.js';
+import { edgeRequest, eventually, nodeDocument } from './helpers.js';
 import { nodeAppFiles } from './node-app.js';
 
 /** Marks the build command, so its process can be found in /proc. */
 const SLOW_BUILD = 'sleep 61.25';
 
 describe('a deployment whose Berth is killed', () => {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-crash-'));
-  const gitRoot = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-crash-git-'));
-  let git: GitServer;
   let berth: BerthProcess | undefined;
-
-  beforeAll(async () => {
-    await warmNodeRuntime();
-    git = await serveRepositories(gitRoot);
-  }, 180_000);
-  afterAll(async () => {
-    await stopBerth(berth, 'SIGTERM');
-    await stopAll(dataDir);
-    await git.close();
-    removeRuntimeAccounts(dataDir);
-    // The applications' networks outlive a Berth on purpose: this one is gone for good.
-    await removeTagNetworks(runtimeTag(dataDir));
-    fs.rmSync(dataDir, { recursive: true, force: true });
-    fs.rmSync(gitRoot, { recursive: true, force: true });
-  });
+  const { dataDir, gitRoot, git } = useBerthProcesses('crash', () => berth);
 
   it('is failed at the next start, the live replica serves on and is adopted, and nothing is left behind', async () => {
     berth = await serveBerth(dataDir);
@@ -61,7 +42,7 @@ describe('a deployment whose Berth is killed', () => {
     const first = await call<{ application_id: number; deployment_id: number }>(
       'POST',
       '/api/v1/infrastructure/apply',
-      nodeDocument('default', 'shop', git.url('shop')),
+      nodeDocument('default', 'shop', git().url('shop')),
     );
     const appId = first.application_id;
     await eventually(
@@ -82,7 +63,7 @@ describe('a deployment whose Berth is killed', () => {
     const second = await call<{ deployment_id: number }>(
       'POST',
       '/api/v1/infrastructure/apply',
-      nodeDocument('default', 'shop', git.url('shop'), {
+      nodeDocument('default', 'shop', git().url('shop'), {
         application: { commands: { build: ['node build.js', SLOW_BUILD], start: 'npm start' } },
       }),
     );

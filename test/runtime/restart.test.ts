@@ -2,17 +2,12 @@
 // Berth and a kill -9 followed by a start each fail no request; the replica and the worker are the same
 // processes after both, and the replica's connection to its redis service is the same connection.
 // A real `berth serve` process.
-import fs from 'node:fs';
 import http from 'node:http';
-import os from 'node:os';
-import path from 'node:path';
 import { stringify } from 'yaml';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { removeTagNetworks } from '../../src/drivers/os/netns.js';
-import { runtimeTag } from '../../src/drivers/runtime/local/index.js';
-import { createRepository, serveRepositories, type GitServer } from '../helpers/git-server.js';
-import { alive, serveBerth, stopAll, stopBerth, type BerthProcess } from './berth-process.js';
-import { edgeRequest, eventually, removeRuntimeAccounts, warmNodeRuntime } from './helpers.js';
+import { describe, expect, it } from 'vitest';
+import { createRepository } from '../helpers/git-server.js';
+import { alive, serveBerth, stopBerth, type BerthProcess, useBerthProcesses } from './berth-process.js';
+import { edgeRequest, eventually } from './helpers.js';
 
 /** Answers with its pid and the id of its one redis connection, opened at start and kept. */
 const SERVER_JS = `
@@ -96,25 +91,8 @@ function steadyLoad(port: number, lanes: number) {
 }
 
 describe('a restart of Berth under load', () => {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-restart-'));
-  const gitRoot = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-restart-git-'));
-  let git: GitServer;
   let berth: BerthProcess | undefined;
-
-  beforeAll(async () => {
-    await warmNodeRuntime();
-    git = await serveRepositories(gitRoot);
-  }, 180_000);
-  afterAll(async () => {
-    await stopBerth(berth, 'SIGTERM');
-    await stopAll(dataDir);
-    await git.close();
-    removeRuntimeAccounts(dataDir);
-    // The applications' networks outlive a Berth on purpose: this one is gone for good.
-    await removeTagNetworks(runtimeTag(dataDir));
-    fs.rmSync(dataDir, { recursive: true, force: true });
-    fs.rmSync(gitRoot, { recursive: true, force: true });
-  });
+  const { dataDir, gitRoot, git } = useBerthProcesses('restart', () => berth);
 
   it('fails no request, keeps the replica, the worker and the service connection, after SIGTERM and after kill -9', async () => {
     berth = await serveBerth(dataDir);
@@ -128,7 +106,7 @@ describe('a restart of Berth under load', () => {
     const applied = await berth.call<{ application_id: number; deployment_id: number }>(
       'POST',
       '/api/v1/infrastructure/apply',
-      DOCUMENT(git.url('steady')),
+      DOCUMENT(git().url('steady')),
     );
     const appId = applied.application_id;
     const active = async () => {
