@@ -3,9 +3,11 @@
 // (failed, with the reason) and adopts the replica as it runs, leaving no build process, cgroup or
 // unfinished release behind. A SIGTERM leaves the application serving too; `berth admin stop-all`
 // then stops it. A real `berth serve` process, killed for real.
+import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { runtimeTag } from '../../src/drivers/runtime/local/index.js';
 import { createRepository } from '../helpers/git-server.js';
 import {
   alive,
@@ -22,6 +24,29 @@ import { nodeAppFiles } from './node-app.js';
 
 /** Marks the build command, so its process can be found in /proc. */
 const SLOW_BUILD = 'sleep 61.25';
+
+/** The build command itself (not the shell or bwrap that run it). */
+const isSleep = (pid: number): boolean => {
+  try {
+    return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').startsWith('sleep\0');
+  } catch {
+    return false;
+  }
+};
+
+/**
+ * A process in the memory group `group` of this data dir's Berth, as a build whose sandbox outlived
+ * Berth would be; undefined without cgroup v1 memory.
+ */
+function startInGroup(dataDir: string, group: string): ChildProcess | undefined {
+  const dir = `/sys/fs/cgroup/memory/berth/${runtimeTag(dataDir)}/${group}`;
+  if (!fs.existsSync(path.dirname(dir))) return undefined;
+  fs.mkdirSync(dir);
+  const child = spawn('sleep', ['60'], { stdio: 'ignore' });
+  fs.writeFileSync(path.join(dir, 'cgroup.procs'), String(child.pid));
+  child.unref();
+  return child;
+}
 
 describe('a deployment whose Berth is killed', () => {
   let berth: BerthProcess | undefined;
@@ -67,8 +92,12 @@ describe('a deployment whose Berth is killed', () => {
         application: { commands: { build: ['node build.js', SLOW_BUILD], start: 'npm start' } },
       }),
     );
+    // Waited for until the command runs inside its sandbox: bwrap has set its parent-death signal.
     const builds = await eventually(
-      () => Promise.resolve(processesWith(SLOW_BUILD).length > 0 ? processesWith(SLOW_BUILD) : undefined),
+      () => {
+        const found = processesWith(SLOW_BUILD);
+        return Promise.resolve(found.some(isSleep) ? found : undefined);
+      },
       30_000,
       'the slow build to start',
     );
@@ -83,6 +112,9 @@ describe('a deployment whose Berth is killed', () => {
     );
     expect(processesWith(SLOW_BUILD)).toEqual([]);
     expect(replicas.every(alive)).toBe(true);
+    // A build whose sandbox started only as Berth died (its parent-death signal set too late to fire)
+    // runs on in its group: the next start ends it.
+    const lateBuild = startInGroup(dataDir, `app-${appId}/build-late`);
     expect(JSON.parse((await edgeRequest(edgePort, 'shop.test', '/')).body)).toMatchObject({ version: 'v1' });
 
     // The live release as a Berth before issue 24 left it, readable by every account: the start
@@ -147,6 +179,13 @@ describe('a deployment whose Berth is killed', () => {
     expect(adopted.map((i) => [i.pid, i.state])).toEqual([[replicas[0], 'running']]);
     // The killed build's group is gone (once the start has settled what the earlier Berth left, just
     // after the application is active again): the application's group holds its one replica.
+    if (lateBuild) {
+      await eventually(
+        () => Promise.resolve(!alive(lateBuild.pid!) || undefined),
+        10_000,
+        'the late build to end',
+      );
+    }
     if (fs.existsSync('/sys/fs/cgroup/memory/memory.limit_in_bytes')) {
       await eventually(
         () => Promise.resolve(memoryGroups(dataDir).every((g) => !g.includes('build')) || undefined),

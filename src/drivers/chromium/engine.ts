@@ -369,12 +369,15 @@ export class ChromiumEngine {
       });
       healthy = true;
       return { body: result, blocked: job.blocked };
-    } catch (error) {
-      if (error instanceof PageBlockedError || error instanceof PageRangesError) {
+    } catch (thrown) {
+      if (thrown instanceof PageBlockedError || thrown instanceof PageRangesError) {
         healthy = true;
-        throw error;
+        throw thrown;
       }
       this.stats.failures += 1;
+      // Playwright's own navigation deadline and ours are the same length; whichever fires first, the
+      // caller is told the same thing.
+      const error = thrown instanceof Error && thrown.name === 'TimeoutError' ? this.timedOut() : thrown;
       this.stats.lastError =
         error instanceof Error ? error.message.split('\n')[0]!.slice(0, 300) : String(error);
       throw error instanceof EngineError ? error : new EngineError(this.stats.lastError, { cause: error });
@@ -387,13 +390,14 @@ export class ChromiumEngine {
     }
   }
 
+  private timedOut(): EngineError {
+    return new EngineError(`the page did not render within ${this.options.jobTimeoutMs} ms`);
+  }
+
   private async withTimeout<T>(work: () => Promise<T>): Promise<T> {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_resolve, reject) => {
-      timer = setTimeout(
-        () => reject(new EngineError(`the page did not render within ${this.options.jobTimeoutMs} ms`)),
-        this.options.jobTimeoutMs,
-      );
+      timer = setTimeout(() => reject(this.timedOut()), this.options.jobTimeoutMs);
     });
     try {
       return await Promise.race([work(), timeout]);

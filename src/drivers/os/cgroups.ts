@@ -280,6 +280,25 @@ export async function removeEmptyGroups(
   }
 }
 
+/** The groups directly below `segments` (memory hierarchy), with the time each was made. */
+export async function childGroups(
+  support: CgroupSupport,
+  segments: readonly string[],
+): Promise<Array<{ name: string; made: Date }>> {
+  const top = groupDir(support, segments);
+  const entries = await fs.readdir(top, { withFileTypes: true }).catch((error: unknown) => {
+    if (isCode(error, 'ENOENT')) return [];
+    throw error;
+  });
+  const groups: Array<{ name: string; made: Date }> = [];
+  for (const entry of entries) {
+    if (!entry.isDirectory() || !SEGMENT.test(entry.name)) continue;
+    const stat = await fs.stat(path.join(top, entry.name)).catch(() => undefined);
+    if (stat) groups.push({ name: entry.name, made: stat.ctime });
+  }
+  return groups;
+}
+
 /** `top` and every group below it, children before their parents (empty when `top` is gone). */
 async function subtree(top: string): Promise<string[]> {
   const groups: string[] = [];

@@ -24,7 +24,7 @@ import type { AddressGuard } from '../../net/guard.js';
 import { ArchiveError, checkArchive } from './archive.js';
 import { ARCHIVE_MAX_BYTES, ARCHIVE_MAX_ENTRIES, buildRelease } from './build.js';
 import { prepareBuildNetwork, readHostPackageConfig, type BuildNetwork } from './build-env.js';
-import { detectCgroups, removeEmptyGroups, removeTree } from '../../os/cgroups.js';
+import { childGroups, detectCgroups, removeEmptyGroups, removeTree } from '../../os/cgroups.js';
 import {
   admitServices,
   ensureAppNetwork,
@@ -86,6 +86,8 @@ export interface LocalRuntimeOptions {
 /** Largest output a one-off command returns (and keeps in the command history). */
 const EXEC_OUTPUT_BYTES = 256 * 1024;
 const EXEC_TIMEOUT_MS = 10 * 60_000;
+/** The memory groups of what dies with Berth: builds, init and one-off commands, scheduler runs. */
+const DIES_WITH_BERTH = /^(build|init|exec|scheduler)-/;
 
 interface RunningApp {
   spec: AppSpec;
@@ -729,11 +731,20 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
       for (const appId of await appIds(options.dataDir)) {
         if (!apps.has(appId)) await fs.rm(appLayout(options.dataDir, appId).processes, { force: true });
       }
-      // The groups of builds and commands that died with the earlier Berth (empty now), and of
-      // applications that run no more.
+      // The groups of builds and commands that died with the earlier Berth, and of applications that
+      // run no more. A build the earlier Berth spawned as it was killed may have started its sandbox
+      // after Berth's death (bwrap's parent-death signal is set too late to fire): it is ended here.
       if (support) {
         for (const appId of await appIds(options.dataDir)) {
-          if (!apps.has(appId)) await removeTree(support, [cgroupTag, `app-${appId}`]).catch(() => undefined);
+          const application = [cgroupTag, `app-${appId}`];
+          if (!apps.has(appId)) {
+            await removeTree(support, application).catch(() => undefined);
+            continue;
+          }
+          for (const group of await childGroups(support, application).catch(() => [])) {
+            if (group.made < startedAt && DIES_WITH_BERTH.test(group.name))
+              await removeTree(support, [...application, group.name]).catch(() => undefined);
+          }
         }
         await removeEmptyGroups(support, [cgroupTag], startedAt).catch(() => undefined);
       }
