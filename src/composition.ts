@@ -132,6 +132,9 @@ export interface Jobs {
 export interface ServiceOverrides {
   managedDatabaseDriver?: ManagedDatabaseDriver;
   runtimeDriver?: AppRuntimeDriver;
+  objectStorageDriver?: ObjectStorageDriver;
+  /** What runs the service types that are not databases (the database types stay on the managed-database driver). */
+  serviceRunners?: ServiceRunner[];
   tools?: Partial<ToolsOptions>;
   /** Failed sign-ins per address a minute (tests: each is a 32 MiB scrypt hash). */
   signInFailuresPerAddress?: number;
@@ -183,6 +186,7 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
     }
   });
   const objectStorageDriver = (): ObjectStorageDriver => {
+    if (overrides.objectStorageDriver) return overrides.objectStorageDriver;
     switch (config.drivers.objectStorage) {
       case 'local':
         return createLocalObjectStorageDriver({
@@ -248,6 +252,16 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
   const serviceRunners = once((): ServiceRunner[] => [
     // postgresql, mysql, redis, valkey: private instances of the managed-database driver's engines.
     createDatabaseServiceRunner(managedDatabaseDriver),
+    ...(overrides.serviceRunners ?? otherServiceRunners()),
+  ]);
+  /** The service types that are not databases, on the service driver (BERTH_SERVICE_DRIVER). */
+  const otherServiceRunners = (): ServiceRunner[] => {
+    switch (config.drivers.services) {
+      case 'local':
+        return localServiceRunners();
+    }
+  };
+  const localServiceRunners = (): ServiceRunner[] => [
     createSftpRunner({ dataDir: config.dataDir, logger: ctx.logger }),
     createChromeRunner({ dataDir: config.dataDir, logger: ctx.logger }),
     createRabbitmqRunner({ dataDir: config.dataDir, logger: ctx.logger }),
@@ -269,7 +283,7 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
       logger: ctx.logger,
       objectStorage: () => objectStorage(),
     }),
-  ]);
+  ];
   const appServices = once(() => {
     const service = createAppServicesService({
       db: ctx.db,
