@@ -241,5 +241,7 @@ describe.skipIf(!isRoot()).each(DIALECTS)('an application’s volume (%s)', (dia
     await eventually(() => Promise.resolve(!fs.existsSync(root)), 30_000, 'the application’s files to go');
     expect(isMounted(volume)).toBe(false);
     expect(fs.readFileSync('/proc/self/mountinfo', 'utf8')).not.toContain(root);
-  });
+    // Three deployments, a suspend and a resume, each with its drain: the runtime tests' budget, not
+    // the 30 s default a unit test gets.
+  }, 120_000);
 });

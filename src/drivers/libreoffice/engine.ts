@@ -7,6 +7,7 @@
 // be used, a cold `soffice --convert-to pdf` runs, jailed the same way.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -66,12 +67,36 @@ const IMPORT_FILTERS: Record<string, { filter: string; filterOptions: string }> 
   csv: { filter: 'Text - txt - csv (StarCalc)', filterOptions: '44,34,76,1' },
 };
 
+/**
+ * Kills a jailed process. The namespace's init goes first: the kernel kills everything in its namespace
+ * and bwrap exits only once they are all gone, so its 'exit' means nothing writes to the profile any
+ * more (killing bwrap first left soffice writing while its profile was removed). bwrap's group goes
+ * when there is no init yet (bwrap still setting up).
+ */
 function killGroup(child: ChildProcess | undefined): void {
   if (!child?.pid || child.exitCode !== null || child.signalCode !== null) return;
+  const inits = childrenOf(child.pid);
+  for (const init of inits) {
+    try {
+      process.kill(init, 'SIGKILL');
+    } catch {
+      // It ended meanwhile.
+    }
+  }
+  if (inits.length > 0) return;
   try {
     process.kill(-child.pid, 'SIGKILL');
   } catch {
     child.kill('SIGKILL');
+  }
+}
+
+/** The processes `pid` forked (bwrap's: the namespace's init). */
+function childrenOf(pid: number): number[] {
+  try {
+    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').split(' ').filter(Boolean).map(Number);
+  } catch {
+    return [];
   }
 }
 
