@@ -66,6 +66,7 @@ import { createMinioRunner } from './services/app-services/minio.js';
 import { createSftpRunner } from './drivers/services/sftp.js';
 import type { ServiceRunner } from './drivers/services/types.js';
 import { createAppServicesService, type AppServicesService } from './services/app-services/index.js';
+import { isUnder } from './services/managed-databases/supervisor.js';
 import {
   createInfrastructureQueries,
   type InfrastructureQueries,
@@ -73,10 +74,16 @@ import {
 import { createScheduleService, type ScheduleService } from './services/scheduled-deletion/schedules.js';
 import {
   createToolsService,
-  DEFAULT_TOOLS_OPTIONS,
-  type ToolsOptions,
+  DEFAULT_TOOLS_QUEUES,
+  type ToolsQueueOptions,
   type ToolsService,
 } from './services/tools/index.js';
+import type { ToolsEngines } from './drivers/tools/types.js';
+import {
+  createLocalToolsEngines,
+  DEFAULT_LOCAL_TOOLS_OPTIONS,
+  type LocalToolsOptions,
+} from './drivers/tools/local/index.js';
 
 export interface Services {
   readonly managedDatabases: ManagedDatabaseService;
@@ -128,6 +135,9 @@ export interface Jobs {
   wake(): void;
 }
 
+/** The tools' settings tests and benchmarks may choose: the local engines' and the service's queues. */
+export type ToolsOptions = LocalToolsOptions & ToolsQueueOptions;
+
 /** What tests and tools may choose instead of the configured defaults. */
 export interface ServiceOverrides {
   managedDatabaseDriver?: ManagedDatabaseDriver;
@@ -135,6 +145,8 @@ export interface ServiceOverrides {
   objectStorageDriver?: ObjectStorageDriver;
   /** What runs the service types that are not databases (the database types stay on the managed-database driver). */
   serviceRunners?: ServiceRunner[];
+  /** The tools' engines instead of BERTH_TOOLS_DRIVER's (closed with the context all the same). */
+  toolsEngines?: ToolsEngines;
   tools?: Partial<ToolsOptions>;
   /** Failed sign-ins per address a minute (tests: each is a 32 MiB scrypt hash). */
   signInFailuresPerAddress?: number;
@@ -291,7 +303,8 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
       ids: ctx.ids,
       logger: ctx.logger,
       secretBox: ctx.secretBox,
-      dataDir: config.dataDir,
+      // The runners keep their instances' files under BERTH_DATA_DIR: one elsewhere is another Berth's.
+      runsHere: (location) => location === null || isUnder(location, config.dataDir),
       runners: serviceRunners(),
       appHost: (appId, volumes) => {
         const driver = runtimeDriver();
@@ -354,16 +367,26 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
     ctx.onClose((options) => service.close(options));
     return service;
   });
+  const toolsEngines = (): ToolsEngines => {
+    if (overrides.toolsEngines) return overrides.toolsEngines;
+    switch (config.drivers.tools) {
+      case 'local':
+        return createLocalToolsEngines(
+          { guard: createAddressGuard({ allow: config.toolsAllowPrivate }) },
+          { ...DEFAULT_LOCAL_TOOLS_OPTIONS, ...overrides.tools },
+        );
+    }
+  };
   const tools = once(() => {
     const service = createToolsService(
       {
         db: ctx.db,
         clock: ctx.clock,
         logger: ctx.logger,
-        allowPrivate: config.toolsAllowPrivate,
+        engines: toolsEngines(),
         monthlyCredits: config.toolsMonthlyCredits,
       },
-      { ...DEFAULT_TOOLS_OPTIONS, ...overrides.tools },
+      { ...DEFAULT_TOOLS_QUEUES, ...overrides.tools },
     );
     ctx.onClose(() => service.close());
     return service;
@@ -460,7 +483,6 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
       clock: ctx.clock,
       logger: ctx.logger,
       publicUrl: config.publicUrl,
-      dataDir: config.dataDir,
       cleanups: () => applicationCleanups,
       mailConfigured: config.smtpUrl !== undefined,
       mailer,

@@ -108,7 +108,6 @@ async function measure(store: Store, total: number): Promise<{ medianMs: number;
     clock: createManualClock(NOW),
     logger: pino({ level: 'silent' }),
     publicUrl: 'http://127.0.0.1:8080',
-    dataDir: '/nonexistent',
   });
   const times: number[] = [];
   for (let pass = 0; pass < PASSES + 3; pass++) {

@@ -82,6 +82,7 @@ export const DRIVERS = {
   objectStorage: ['local'],
   runtime: ['local'],
   services: ['local'],
+  tools: ['local'],
 } as const;
 
 export type DriverChoice = { [F in keyof typeof DRIVERS]: (typeof DRIVERS)[F][number] };
@@ -123,6 +124,7 @@ export interface ConfigOverrides {
   objectStorageDriver?: string;
   runtimeDriver?: string;
   serviceDriver?: string;
+  toolsDriver?: string;
   edgePort?: string;
   edgeTlsPort?: string;
   edgeProxy?: string;
@@ -261,6 +263,11 @@ export const CONFIG_VARIABLES: Record<keyof ConfigOverrides, { env: string; flag
     env: 'BERTH_SERVICE_DRIVER',
     flag: 'service-driver',
     doc: "what runs applications' services that are not databases (rabbitmq, sftp, chrome-headless, gotenberg, minio): local (on this machine; default)",
+  },
+  toolsDriver: {
+    env: 'BERTH_TOOLS_DRIVER',
+    flag: 'tools-driver',
+    doc: "what runs the tools' engines: local (Chromium, LibreOffice and pdf-lib on this machine; default)",
   },
   edgePort: {
     env: 'BERTH_EDGE_PORT',
@@ -544,6 +551,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
       objectStorage: driver('objectStorage', 'objectStorageDriver'),
       runtime: driver('runtime', 'runtimeDriver'),
       services: driver('services', 'serviceDriver'),
+      tools: driver('tools', 'toolsDriver'),
     }),
     runtime: Object.freeze({
       edgePort: integer('edgePort', 8000, 0, 65535),

@@ -274,7 +274,6 @@ describe.each(DIALECTS.slice(0, 1))('application services on runners (%s)', (dia
       ids: h.t.ctx.ids,
       logger: h.t.ctx.logger,
       secretBox: h.t.ctx.secretBox,
-      dataDir: h.t.ctx.config.dataDir,
       runners: h.t.ctx.services.serviceRunners,
       appHost: (id, volumes) => h.t.ctx.services.runtime.hostFiles!(id, volumes),
       runtimeInstances: (id) => h.t.ctx.services.runtime.status(id).instances,

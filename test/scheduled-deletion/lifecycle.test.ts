@@ -5,6 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createManualClock } from '../../src/domain/clock.js';
+import { appLayout } from '../../src/drivers/runtime/local/layout.js';
 import { startBackground } from '../../src/lifecycle.js';
 import {
   deleteJobKey,
@@ -195,10 +196,11 @@ describe.each(DIALECTS)('scheduled deletion lifecycle (%s)', (dialect) => {
     }
     expect(sink.to(CO_OWNER)).toHaveLength(2);
 
-    // Files of the application (under <data dir>/applications/<id>) go with it; a neighbour's stay.
-    const files = (appId: number) => path.join(t.ctx.config.dataDir, 'applications', String(appId));
-    fs.mkdirSync(path.join(files(id), 'storage'), { recursive: true });
-    fs.writeFileSync(path.join(files(id), 'storage', 'upload.txt'), 'data');
+    // Files of the application (where the runtime keeps them: its volumes, releases) go with it, by the
+    // runtime's removal before the rows go; a neighbour's stay.
+    const files = (appId: number) => appLayout(t.ctx.config.dataDir, appId).root;
+    fs.mkdirSync(appLayout(t.ctx.config.dataDir, id).volume('storage'), { recursive: true });
+    fs.writeFileSync(path.join(appLayout(t.ctx.config.dataDir, id).volume('storage'), 'upload.txt'), 'data');
     fs.mkdirSync(files(id + 1000), { recursive: true });
 
     clock.set(when);

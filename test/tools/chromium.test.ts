@@ -10,7 +10,7 @@ import { CHROMIUM_PATH, ChromiumEngine, needsScripts } from '../../src/drivers/c
 import { createAddressGuard } from '../../src/drivers/net/guard.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { freePort, waitFor } from '../helpers/processes.js';
-import { imageSize, pdfInfo, pdfText } from './helpers.js';
+import { imageSize, localEngines, pdfInfo, pdfText } from './helpers.js';
 
 // A 1×1 red PNG.
 const PIXEL = Buffer.from(
@@ -419,7 +419,7 @@ describe('tools on Chromium', () => {
   it('restarts Chromium after a crash', async () => {
     const tools = t.ctx.services.tools;
     const restarts = tools.health().engines.chromium.restarts;
-    await tools.engines.chromium.crashForTest();
+    await localEngines(t).chromium.crashForTest();
     await waitFor(
       () => Promise.resolve(tools.health().engines.chromium.restarts > restarts ? true : undefined),
       10_000,

@@ -6,6 +6,15 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { PDFDocument, StandardFonts } from 'pdf-lib';
+import type { LocalToolsEngines } from '../../src/drivers/tools/local/index.js';
+import type { TestApp } from '../helpers/app.js';
+
+/** The test Berth's tools engines, the local ones (BERTH_TOOLS_DRIVER's default), to crash them. */
+export function localEngines(t: TestApp): LocalToolsEngines['processes'] {
+  const engines = t.ctx.services.tools.engines;
+  if (!('processes' in engines)) throw new Error(`the tools engines are ${engines.name}'s, not local`);
+  return (engines as LocalToolsEngines).processes;
+}
 
 export interface Part {
   name: string;

@@ -3,7 +3,7 @@
 // limit, with the credit given back.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_PDF_LIMITS } from '../../src/drivers/pdf/merge.js';
-import type { ToolsOptions } from '../../src/services/tools/index.js';
+import type { ToolsOptions } from '../../src/composition.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { makePdf, multipart } from './helpers.js';
 

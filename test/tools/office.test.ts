@@ -8,7 +8,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { OfficeEngine, SOFFICE_PATH } from '../../src/drivers/libreoffice/engine.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
-import { multipart, pdfInfo, pdfText } from './helpers.js';
+import { localEngines, multipart, pdfInfo, pdfText } from './helpers.js';
 
 const run = promisify(execFile);
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-office-test-'));
@@ -162,7 +162,7 @@ describe('office conversion', () => {
 
   it('recovers after the listeners crash', async () => {
     const tools = t.ctx.services.tools;
-    tools.engines.office.crashForTest();
+    localEngines(t).office.crashForTest();
     const res = await upload('again.docx', inputs.docx!);
     expect(res.statusCode).toBe(200);
     expect(pdfText(res.rawPayload)).toContain('Line 140 of the annual report');

@@ -99,6 +99,22 @@ describe('config', () => {
     ]);
   });
 
+  it("chooses the tools' engines with BERTH_TOOLS_DRIVER: local only, a wrong one named with the accepted", () => {
+    expect(loadConfig({}).drivers.tools).toBe('local');
+    expect(loadConfig({ BERTH_TOOLS_DRIVER: 'local' }).drivers.tools).toBe('local');
+    expect(loadConfig({}, { toolsDriver: 'local' }).drivers.tools).toBe('local');
+    let error: unknown;
+    try {
+      loadConfig({ BERTH_TOOLS_DRIVER: 'gotenberg', BERTH_RUNTIME_DRIVER: 'kubernetes' });
+    } catch (e) {
+      error = e;
+    }
+    expect((error as ConfigError).problems).toEqual([
+      "BERTH_RUNTIME_DRIVER must be one of local, got 'kubernetes'",
+      "BERTH_TOOLS_DRIVER must be one of local, got 'gotenberg'",
+    ]);
+  });
+
   it("takes the builds' registry and variables from BERTH_BUILD_REGISTRY and BERTH_BUILD_ENV", () => {
     const defaults = loadConfig({}).runtime;
     expect(defaults.buildRegistry).toBeUndefined();

@@ -38,7 +38,6 @@ import type { ServiceRunner, ServiceRuntime, ServiceSpec } from '../../drivers/s
 import type { InfrastructureQueries } from '../infrastructure/queries.js';
 import { handles, jobKey } from '../jobs.js';
 import { deleteJobs } from '../../jobs/queue.js';
-import { isUnder } from '../managed-databases/supervisor.js';
 import {
   createAppServicesRepository,
   type ServiceInstanceRow,
@@ -53,8 +52,12 @@ export interface AppServicesDeps {
   ids: IdGenerator;
   logger: Logger;
   secretBox: SecretBox;
-  /** BERTH_DATA_DIR: the instances under it are this process's to supervise and stop. */
-  dataDir: string;
+  /**
+   * Whether an instance whose runner keeps its files at `location` (ServiceRuntime.location; null: it
+   * keeps none) is this Berth's to supervise and stop: another Berth on the same store keeps its own.
+   * Absent: every instance is.
+   */
+  runsHere?: (location: string | null) => boolean;
   /**
    * The runner of each type: the database types on the managed-database driver, rabbitmq, sftp,
    * chrome-headless… (src/composition.ts picks them).
@@ -70,13 +73,19 @@ export interface AppServicesDeps {
   ) => Promise<Pick<ServiceSpec, 'volumes' | 'appUser'>>;
   /**
    * Lets the application's processes reach these ports of its services and says at which address
-   * (the runtime's serviceAddress: the host end of its network); undefined or absent: 127.0.0.1.
+   * (the runtime's serviceAddress: the host end of its network); undefined or absent: where the
+   * runner serves them.
    */
   serviceAddress?: (appId: number, ports: number[]) => Promise<string | undefined>;
   /** The runtime's instances of an application: a `worker` service is its `worker-<name>` process. */
   runtimeInstances?: (appId: number) => RuntimeInstanceStatus[];
   queries: Pick<InfrastructureQueries, 'requireApplication'>;
 }
+
+/** Where the runner serves the instance, kept beside its `extra` (one sealed JSON, no column of its own). */
+const RUNNER_HOST = '@host';
+/** Rows recorded before the runner's host was kept: every runner then served on loopback. */
+const RECORDED_BEFORE_HOSTS = '127.0.0.1';
 
 /**
  * What the store records of a service that runs. `extra` is sealed: a token-bearing path (chrome,
@@ -91,7 +100,7 @@ function runningAt(runtime: ServiceRuntime, sizing: ServiceSizing, secretBox: Se
     version: runtime.version,
     data_dir: runtime.location,
     applied_sizing: sizingName(sizing),
-    extra: runtime.extra ? secretBox.encrypt(JSON.stringify(runtime.extra)) : null,
+    extra: secretBox.encrypt(JSON.stringify({ ...runtime.extra, [RUNNER_HOST]: runtime.host })),
   };
 }
 
@@ -327,17 +336,20 @@ export function createAppServicesService(deps: AppServicesDeps) {
 
   function connectionOf(service: ServiceRow, instance: ServiceInstanceRow): ServiceConnection | undefined {
     if (instance.port === null) return undefined;
+    const { [RUNNER_HOST]: host, ...extra } = parse(
+      instance.extra && deps.secretBox.decrypt(instance.extra),
+    ) as Record<string, string>;
     return {
       name: service.name,
       type: service.type,
-      host: '127.0.0.1',
+      host: host ?? RECORDED_BEFORE_HOSTS,
       port: instance.port,
       ...credentialsOf(service, instance),
       database:
         engineOfService(service.type) && service.type !== 'redis' && service.type !== 'valkey'
           ? databaseOf(service)
           : null,
-      extra: parse(instance.extra && deps.secretBox.decrypt(instance.extra)) as Record<string, string>,
+      extra,
     };
   }
 
@@ -381,10 +393,11 @@ export function createAppServicesService(deps: AppServicesDeps) {
     };
   }
 
+  /** The service as the API shows it; `host` as the application reaches it (default: where it runs). */
   function view(
     service: ServiceRow,
     instance: ServiceInstanceRow | undefined,
-    host = '127.0.0.1',
+    host = instance && connectionOf(service, instance)?.host,
   ): ServiceView {
     const why = unavailable(service.type);
     const base: ServiceView = {
@@ -400,7 +413,7 @@ export function createAppServicesService(deps: AppServicesDeps) {
       status: why ? 'unavailable' : instance ? (instance.state as ServiceState) : 'provisioning',
       status_reason: why ?? instance?.state_reason ?? null,
       engine_version: instance?.version ?? null,
-      host: instance?.port ? host : null,
+      host: instance?.port ? (host ?? null) : null,
       port: instance?.port ?? null,
       restarts: instance?.restarts ?? 0,
       last_restart_at: instance?.last_restart_at ?? null,
@@ -456,7 +469,7 @@ export function createAppServicesService(deps: AppServicesDeps) {
     const key = keyOf(instance);
     const wait = backoff.get(lockKey(key));
     if (wait && wait.until > Date.now()) return;
-    if (instance.data_dir && !isUnder(instance.data_dir, deps.dataDir)) return; // another Berth's
+    if (deps.runsHere?.(instance.data_dir) === false) return; // another Berth's
     await locked(key, async () => {
       if (closing) return;
       const fresh = await repo.findInstance(key);
@@ -557,8 +570,11 @@ export function createAppServicesService(deps: AppServicesDeps) {
         connections(row.id),
       ]);
       const found = byKey(instances);
-      const host = reached[0]?.connection.host;
-      return services.map((service) => view(service, found.get(lockKey(unitKey(service))), host));
+      const hostOf = new Map(reached.map((c) => [lockKey(unitKey(c.service)), c.connection.host]));
+      return services.map((service) => {
+        const key = lockKey(unitKey(service));
+        return view(service, found.get(key), hostOf.get(key));
+      });
     },
 
     /** What this one service injects into the application, values included (they are meant to be seen). */
@@ -691,7 +707,7 @@ export function createAppServicesService(deps: AppServicesDeps) {
       const instances = await repo.provisioned().catch(() => []);
       await Promise.all(
         instances
-          .filter((i) => i.data_dir === null || isUnder(i.data_dir, deps.dataDir))
+          .filter((i) => deps.runsHere?.(i.data_dir) !== false)
           .map(async (instance) => {
             const type = typeOfInstance(instance);
             await runnerFor(type)?.stop({ id: instance.uuid, type });

@@ -73,6 +73,16 @@ export interface MinioRunnerDeps {
 
 type StorageRow = ObjectStorageRow;
 
+/**
+ * The address to connect to a listener at `hostname` (a URL's: IPv6 in brackets): itself, or for one
+ * on every address (0.0.0.0, ::, which takes IPv4 too) the loopback, which the runtime maps into an
+ * application's network like every service's.
+ */
+function connectHost(hostname: string): string {
+  const host = hostname.replace(/^\[(.*)\]$/, '$1');
+  return host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
+}
+
 export function createMinioRunner(deps: MinioRunnerDeps): ServiceRunner {
   const log = deps.logger.child({ component: 'minio-service' });
   const now = () => iso(deps.clock.now());
@@ -146,24 +156,31 @@ export function createMinioRunner(deps: MinioRunnerDeps): ServiceRunner {
     await storages.update(row.id, { ...values, updated_at: now() });
   }
 
-  /** Where the endpoint is: started in this process when it is not served yet. */
-  async function endpoint(): Promise<{ port: number; url: string }> {
+  /**
+   * Where the endpoint is: started in this process when it is not served yet. The host is the one the
+   * endpoint listens on (BERTH_HOST), or the provider's.
+   */
+  async function endpoint(): Promise<{ host: string; port: number; url: string }> {
     const storage = deps.objectStorage();
     const served = await storage.ensureServed();
     const url = storage.driver.endpoint();
-    if (served) return { port: served.port, url };
+    if (served) return { host: connectHost(new URL(served.url).hostname), port: served.port, url };
     const parsed = new URL(url);
-    return { port: Number(parsed.port) || (parsed.protocol === 'https:' ? 443 : 80), url };
+    return {
+      host: connectHost(parsed.hostname),
+      port: Number(parsed.port) || (parsed.protocol === 'https:' ? 443 : 80),
+      url,
+    };
   }
 
   async function runtimeOf(row: StorageRow, bucket: string): Promise<ServiceRuntime> {
     const storage = deps.objectStorage();
     const key = (await storage.driver.credentials(row.id)).find((c) => c.username === USERNAME);
     if (!key) throw new Error(`object storage of service instance ${row.uuid} has no access key`);
-    const { port, url } = await endpoint();
+    const { host, port, url } = await endpoint();
     handed.set(row.uuid, port);
     return {
-      host: '127.0.0.1',
+      host,
       port,
       pid: null,
       version: MINIO_SERVICE_VERSION,

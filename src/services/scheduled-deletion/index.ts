@@ -3,8 +3,6 @@
 // against the current `scheduled_deletion_at`, so any number of runners on one database act once, and
 // a schedule changed by any writer (apply, PATCH, dashboard) makes its warnings due again.
 import { enqueue, handles, jobKey, type JobType } from '../jobs.js';
-import fs from 'node:fs/promises';
-import path from 'node:path';
 import type { Kysely, Transaction } from 'kysely';
 import type { Logger } from 'pino';
 import type { Mailer } from '../../drivers/mail/types.js';
@@ -58,7 +56,6 @@ export interface ScheduledDeletionDeps {
   clock: Clock;
   logger: Logger;
   publicUrl: string;
-  dataDir: string;
   /** What other features stop or remove before an application is deleted (see onApplicationDeletion). */
   cleanups?: () => readonly ApplicationCleanup[];
   /** Whether a mail server is configured: without one, a warning still waiting at the deletion was never sent. */
@@ -180,8 +177,10 @@ export function createScheduledDeletionService(deps: ScheduledDeletionDeps) {
 
     /**
      * Deletes the application if it is still scheduled for exactly `scheduledFor` and that time has come.
-     * Children (domains, secrets, volumes, services, deployments) go with it by cascade; the tombstone,
-     * the audit record and the row's removal commit together.
+     * What runs for it and its files (releases, volumes, services' data) go first, through the cleanups
+     * (the runtime driver's and the services' remove); its rows (domains, secrets, volumes, services,
+     * deployments) go with it by cascade; the tombstone, the audit record and the row's removal commit
+     * together.
      */
     async deleteDue(applicationId: number, scheduledFor: string): Promise<DeletionOutcome> {
       const now = clock.now();
@@ -196,8 +195,7 @@ export function createScheduledDeletionService(deps: ScheduledDeletionDeps) {
       for (const cleanup of deps.cleanups?.() ?? []) {
         await cleanup({ id: pending.id, name: pending.name, teamId: pending.team_id });
       }
-      let trashed: string | undefined;
-      const remove = db.transaction().execute(async (trx): Promise<DeletionOutcome> => {
+      const outcome = await db.transaction().execute(async (trx): Promise<DeletionOutcome> => {
         // The claim: a compare-and-set that also takes the row lock on PostgreSQL, so a second runner
         // waits here and then finds the row gone or changed. Everything below reads a stable row.
         const schedules = createScheduledDeletionRepository(trx);
@@ -257,21 +255,8 @@ export function createScheduledDeletionService(deps: ScheduledDeletionDeps) {
           })),
           now,
         );
-        // Per-application files live under <data dir>/applications/<id>. A rename is instant, so the
-        // transaction (and SQLite's one writer) does not wait for a large tree to be removed.
-        trashed = await moveToTrash(deps.dataDir, applicationId);
         return 'deleted';
       });
-      let outcome: DeletionOutcome;
-      try {
-        outcome = await remove;
-      } catch (error) {
-        // Not committed: the application still exists, so its files go back where they were.
-        if (trashed)
-          await fs.rename(trashed, applicationDir(deps.dataDir, applicationId)).catch(() => undefined);
-        throw error;
-      }
-      if (trashed) await fs.rm(trashed, { recursive: true, force: true });
       if (outcome === 'deleted') {
         logger.info({ application: applicationId, scheduledFor }, 'application deleted as scheduled');
       }
@@ -281,21 +266,6 @@ export function createScheduledDeletionService(deps: ScheduledDeletionDeps) {
 }
 
 export type ScheduledDeletionService = ReturnType<typeof createScheduledDeletionService>;
-
-const applicationDir = (dataDir: string, id: number) => path.join(dataDir, 'applications', String(id));
-const trashDir = (dataDir: string) => path.join(dataDir, 'applications', '.deleted');
-
-async function moveToTrash(dataDir: string, id: number): Promise<string | undefined> {
-  const target = path.join(trashDir(dataDir), `${id}-${Date.now()}`);
-  await fs.mkdir(trashDir(dataDir), { recursive: true });
-  try {
-    await fs.rename(applicationDir(dataDir, id), target);
-    return target;
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw error;
-  }
-}
 
 /** A warning is only worth sending while its schedule still holds and the deletion is still ahead. */
 export const deletionWarningStillRelevant: RelevanceCheck = async (db, row, now) => {
@@ -359,8 +329,6 @@ export function createScheduledDeletion(deps: ScheduledDeletionFeatureDeps) {
      */
     async start(): Promise<void> {
       const now = clock.now();
-      // Files of applications deleted just before a crash, moved aside but not yet removed.
-      await fs.rm(trashDir(deps.dataDir), { recursive: true, force: true });
       await wakeSweep(db, now);
       if (deps.mailer()) await requeueUnsent(db, now);
     },
