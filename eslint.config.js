@@ -151,6 +151,18 @@ const berth = {
   },
 };
 
+/**
+ * The dashboard (web/src) and the CLI's client (src/cli/client) read the API's answers as the types of
+ * its response schemas (docs/architecture.md, "Response types"): type-only imports, so that no code of
+ * the server reaches the browser bundle or the client.
+ */
+const SCHEMA_TYPES_ONLY = {
+  group: ['**/http/schemas/**'],
+  allowTypeImports: true,
+  message:
+    "Take the response schemas as types only (import type { … }, then Static<typeof …>): a value brings the server's code along.",
+};
+
 const SERVICE_LAYERS = [
   layer('Services do not depend on HTTP.', ['**/http/**']),
   NO_CONTEXT,
@@ -317,6 +329,39 @@ export const LAYER_RULES = [
           message: 'The CLI uses services through ctx.services.',
         },
         { selector: "ImportExpression[source.type!='Literal']", message: NO_DYNAMIC_IMPORT.message },
+      ],
+    },
+  },
+  {
+    // The CLI's client talks to a Berth over HTTP: of the server, it takes the response schemas' types.
+    files: ['src/cli/client/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            layer('The CLI uses services through ctx.services.', ['**/services/**']),
+            SCHEMA_TYPES_ONLY,
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // The dashboard is built for the browser: of the server's code, only the response schemas' types.
+    files: ['web/src/**/*.{ts,tsx}'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: String.raw`(^|/)src/(?!http/schemas/)`,
+              message: "The dashboard runs in the browser: it imports none of the server's code.",
+            },
+            SCHEMA_TYPES_ONLY,
+          ],
+        },
       ],
     },
   },

@@ -238,6 +238,35 @@ describe('layer rules', () => {
     expect(await layerProblems('src/app.ts', entry)).toEqual([]);
   });
 
+  it('let the dashboard and the CLI client take the response schemas as types only', async () => {
+    const types = (from: string) =>
+      `import type { UserResponse } from '${from}/http/schemas/platform.js';\nexport type U = typeof UserResponse;\n`;
+    const values = (from: string) =>
+      `import { UserResponse } from '${from}/http/schemas/platform.js';\nexport const u = UserResponse;\n`;
+    expect(await layerProblems('web/src/api.ts', types('../../src'))).toEqual([]);
+    expect(await layerProblems('web/src/pages/apps.tsx', types('../../../src'))).toEqual([]);
+    expect(await layerProblems('src/cli/client/answers.ts', types('../..'))).toEqual([]);
+    // A value import would put the server's code in the browser bundle or the client.
+    expect(await layerProblems('web/src/api.ts', values('../../src'))).toEqual([
+      expect.stringContaining('response schemas as types only'),
+    ]);
+    expect(await layerProblems('src/cli/client/commands/db.ts', values('../../..'))).toEqual([
+      expect.stringContaining('response schemas as types only'),
+    ]);
+    // The dashboard takes nothing else of the server, not even a type.
+    const domain =
+      "import type { ApplicationType } from '../../src/domain/applications.js';\nexport type A = ApplicationType;\n";
+    expect(await layerProblems('web/src/api.ts', domain)).toEqual([
+      expect.stringContaining('runs in the browser'),
+    ]);
+    // The client keeps the CLI's rule: no service internals.
+    const service =
+      "import { createCreditLedger } from '../../services/tools/credits.js';\nexport const f = createCreditLedger;\n";
+    expect(await layerProblems('src/cli/client/resolve.ts', service)).toEqual([
+      expect.stringContaining('ctx.services'),
+    ]);
+  });
+
   it('keep jobs below the services: handlers are handed in', async () => {
     const service =
       "import { createObjectStorageService } from '../services/object-storage/index.js';\nexport const f = createObjectStorageService;\n";

@@ -1,6 +1,39 @@
 // The one way the panel talks to Berth: the public /api/v1 with the session cookie (sent by the
 // browser, never seen here), the CSRF token on every change, and one error shape for every failure.
 import { signal } from '@preact/signals';
+import type { Static, TSchema } from 'typebox';
+import type { AppServicesResponse, ConnectionFormatsResponse } from '../../src/http/schemas/app-services.js';
+import type {
+  MaintenanceResponse,
+  MigrationStatusResponse,
+  ServiceResponse,
+  TaskResponse,
+} from '../../src/http/schemas/dbapi.js';
+import type {
+  ApplicationResponse,
+  ApplicationsResponse,
+  ApplyResponse,
+  ManagedDatabaseResponse,
+  ObjectStorageResponse,
+  TeamManagedDatabasesResponse,
+  TeamObjectStoragesResponse,
+} from '../../src/http/schemas/infrastructure.js';
+import type {
+  CredentialsResponse,
+  IssuedCredentialResponse,
+  NotificationsResponse,
+  ScheduleResponse,
+  TeamResponse,
+  TeamsResponse,
+  UserResponse,
+} from '../../src/http/schemas/platform.js';
+import type {
+  Deployment as DeploymentSchema,
+  InstancesResponse,
+  StatusResponse,
+  UploadDeployingResponse,
+} from '../../src/http/schemas/runtime.js';
+import type { BalanceResponse, UsageResponse } from '../../src/http/schemas/tools-answers.js';
 
 /** An answer that was not a success: the API's message, and its field errors (422) by field path. */
 export class ApiError extends Error {
@@ -102,24 +135,47 @@ export const api = {
 
 export const enc = encodeURIComponent;
 
-// ---- The shapes the panel reads (the API's schemas, src/http/schemas/) ----
+// ---- The shapes the panel reads: the API's own response schemas (src/http/schemas/), as types ----
+// Type-only imports: nothing of the server reaches the bundle, and a field the panel reads that the
+// server does not send fails `tsc -p web/tsconfig.json` (test/architecture/response-types.test.ts keeps
+// them from being written again here).
 
-export type Role = 'owner' | 'member';
-export interface Team {
-  id: number;
-  name: string;
-  created_at: string;
-  role: Role;
-}
-export interface User {
-  id: number;
-  email: string;
-  created_at: string;
-  teams: Team[];
-}
-export interface TeamDetail extends Team {
-  members: Array<{ id: number; email: string; role: Role }>;
-}
+/** The `data` of an answer in the platform API's `{data: …}` envelope. */
+type DataOf<S extends TSchema> = Static<S> extends { data: infer D } ? D : never;
+/** One entry of a listed `data`. */
+type EntryOf<S extends TSchema> = DataOf<S> extends ReadonlyArray<infer E> ? E : never;
+
+export type User = DataOf<typeof UserResponse>;
+export type Team = EntryOf<typeof TeamsResponse>;
+export type Role = Team['role'];
+export type TeamDetail = DataOf<typeof TeamResponse>;
+export type Credential = EntryOf<typeof CredentialsResponse>;
+export type IssuedCredential = DataOf<typeof IssuedCredentialResponse>;
+export type Notification = EntryOf<typeof NotificationsResponse>;
+export type Schedule = DataOf<typeof ScheduleResponse>;
+export type Deployment = Static<typeof DeploymentSchema>;
+export type AppStatus = DataOf<typeof StatusResponse>;
+export type Instance = EntryOf<typeof InstancesResponse>;
+export type SourceUpload = DataOf<typeof UploadDeployingResponse>;
+export type AppSummary = EntryOf<typeof ApplicationsResponse>;
+export type AppDetail = DataOf<typeof ApplicationResponse>;
+export type AppService = EntryOf<typeof AppServicesResponse>;
+export type ConnectionFormat = EntryOf<typeof ConnectionFormatsResponse>;
+export type ApplyResult = Static<typeof ApplyResponse>;
+export type DatabaseSummary = EntryOf<typeof TeamManagedDatabasesResponse>;
+export type DatabaseDetail = DataOf<typeof ManagedDatabaseResponse>;
+export type StorageSummary = EntryOf<typeof TeamObjectStoragesResponse>;
+export type StorageDetail = DataOf<typeof ObjectStorageResponse>;
+/** /1.3's service object (a clone's answer). */
+export type DatabaseService = Static<typeof ServiceResponse>;
+export type Task = Static<typeof TaskResponse>;
+export type MigrationStatus = Static<typeof MigrationStatusResponse>;
+export type Maintenance = Static<typeof MaintenanceResponse>;
+export type Balance = DataOf<typeof BalanceResponse>;
+export type UsageEntry = EntryOf<typeof UsageResponse>;
+
+// The accounts routes declare their answers in the route file (src/http/routes/platform/accounts.ts),
+// out of reach of a type-only import of the schemas: these two are still written here.
 export interface SignedIn {
   user: { id: number; email: string };
   session: { id: number };
@@ -133,179 +189,4 @@ export interface Session {
   user_agent: string | null;
   address: string | null;
   current: boolean;
-}
-export interface Credential {
-  id: number;
-  name: string;
-  hint: string;
-  created_at: string;
-  last_used_at: string | null;
-  revoked_at: string | null;
-}
-export interface IssuedCredential {
-  id: number;
-  kind: string;
-  name: string;
-  token?: string;
-  username?: string;
-  password?: string;
-}
-export interface Deployment {
-  id: number;
-  status: 'pending' | 'running' | 'success' | 'failed' | 'cancelled';
-  step: string | null;
-  reason: string;
-  branch: string | null;
-  commit_sha: string | null;
-  release: string | null;
-  error: string | null;
-  started_at: string | null;
-  finished_at: string | null;
-  duration_seconds: number | null;
-  created_at: string;
-}
-export interface HealthCheck {
-  enabled: boolean;
-  path: string;
-  status: string;
-}
-export interface AppSummary {
-  id: number;
-  team_id: number;
-  name: string;
-  type: string;
-  version: string | null;
-  label: string | null;
-  health_check: HealthCheck;
-  scheduled_deletion_at: string | null;
-  created_at: string;
-}
-export interface AppDetail extends AppSummary {
-  repository: { url?: string; owner?: string; name?: string; branch?: string };
-  settings: {
-    health_check_path: string;
-    health_check_enabled: boolean;
-    replicas: number | null;
-    memory: string | null;
-  };
-  domains: Array<{ domain: string }>;
-  secrets: Array<{ key: string }>;
-  volumes: Array<{ name: string; mount_path: string; volume_size: number }>;
-  services: Array<{ name: string; type: string; version: string | null; settings: Record<string, unknown> }>;
-  latest_deployment: Deployment | null;
-}
-export interface AppStatus {
-  status: string;
-  status_reason: string | null;
-  suspended: boolean;
-  live_deployment_id: number | null;
-  replicas: { desired: number; running: number; total: number };
-  health_check: { enabled: boolean; status: string };
-  hostnames: string[];
-  latest_deployment: Deployment | null;
-}
-export interface Instance {
-  name: string;
-  release: string;
-  state: string;
-  pid: number | null;
-  restarts: number;
-  healthy: boolean | null;
-  started_at: string | null;
-}
-export interface Schedule {
-  state: 'no_schedule' | 'scheduled';
-  scheduled_deletion_at: string | null;
-  warnings: {
-    seven_days: { due_at: string; status: string } | null;
-    one_day: { due_at: string; status: string } | null;
-  };
-}
-export interface ApplyResult {
-  success: boolean;
-  application_id: number | null;
-  application_name: string;
-  dry_run: boolean;
-  changes: string[];
-  errors: string[];
-  deployment_id: number | null;
-}
-export interface DatabaseSummary {
-  uuid: string;
-  name: string;
-  type: string;
-  plan: string;
-  zone: string;
-  state: string;
-  state_reason: string | null;
-  pending_changes: { plan: string | null; zone: string | null } | null;
-}
-export interface DatabaseDetail {
-  uuid: string;
-  name: string;
-  type: string;
-  plan: string;
-  zone: string;
-  state: string;
-  version: string | null;
-  connection: {
-    uri: string;
-    params: Record<string, string>;
-    users: Array<{ username: string; type: string; password?: string }>;
-    databases: Array<{ name: string }>;
-  };
-  pending_changes: { plan: string | null; zone: string | null } | null;
-}
-export interface StorageSummary {
-  uuid: string;
-  name: string;
-  zone: string;
-  state: string;
-  buckets: string[];
-  users: Array<{ username: string }>;
-  pending_changes: { zone: string } | null;
-}
-export interface StorageDetail extends StorageSummary {
-  /** Shared: the access key picks the storage. */
-  endpoint: string;
-  /** The storage's own endpoint, which names it (docs/decisions/0008-bucket-namespaces.md). */
-  endpoints: { path: string; virtual_host: string | null };
-  region: string;
-  users: Array<{ username: string; access_key_id: string; secret_key: string | null }>;
-}
-export interface Notification {
-  id: number;
-  kind: string;
-  recipient: string;
-  subject: string;
-  body: string;
-  state: string;
-  created_at: string;
-  sent_at: string | null;
-}
-export interface Task {
-  id: string;
-  operation: string;
-  result: string;
-  success: boolean | null;
-}
-export interface MigrationStatus {
-  status: string;
-  method: string;
-  error?: string;
-  databases: Array<{ dbname: string; status: string; error?: string }>;
-}
-export interface Balance {
-  allowance: number;
-  used: number;
-  remaining: number;
-  period: string;
-  resets_at: string;
-}
-export interface UsageEntry {
-  id: number;
-  type: 'charge' | 'refund';
-  operation: string;
-  amount: number;
-  created_at: string;
 }

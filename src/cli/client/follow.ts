@@ -1,24 +1,9 @@
 // Following a deployment until it ends: its build output streamed (server-sent events of its log),
 // its step on a spinner when on a terminal, and the managed resources an apply started provisioning.
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { Deployment, TeamDatabase, TeamStorage } from './answers.js';
 import { ApiError, events, type Api } from './http.js';
 import { clean, err, spinner } from './output.js';
-
-export interface Deployment {
-  id: number;
-  application_id: number;
-  status: string;
-  step: string | null;
-  reason: string | null;
-  branch?: string | null;
-  commit_sha?: string | null;
-  release?: string | null;
-  error: string | null;
-  started_at?: string | null;
-  finished_at?: string | null;
-  duration_seconds?: number | null;
-  created_at: string;
-}
 
 const ENDED = new Set(['success', 'failed', 'cancelled']);
 
@@ -81,12 +66,6 @@ export async function followDeployment(
   return current;
 }
 
-interface TeamResource {
-  name: string;
-  state: string;
-  state_reason?: string | null;
-}
-
 /** Waits until the named managed databases and object storages of a team have left `pending`. */
 export async function followProvisioning(
   api: Api,
@@ -102,10 +81,10 @@ export async function followProvisioning(
   for (;;) {
     const [dbs, sts] = await Promise.all([
       databases.length
-        ? api.data<TeamResource[]>('GET', `/api/v1/teams/${encoded}/managed-databases`)
+        ? api.data<TeamDatabase[]>('GET', `/api/v1/teams/${encoded}/managed-databases`)
         : Promise.resolve([]),
       storages.length
-        ? api.data<TeamResource[]>('GET', `/api/v1/teams/${encoded}/object-storage`)
+        ? api.data<TeamStorage[]>('GET', `/api/v1/teams/${encoded}/object-storage`)
         : Promise.resolve([]),
     ]);
     const watched = [

@@ -1,23 +1,7 @@
 // Names a user types (an application, a team, a managed database) turned into what the API's paths take.
+import type { AppSummary, PlatformDatabase, ServiceObject, Team, TeamDatabase } from './answers.js';
 import type { Api, Credential } from './http.js';
 import { UsageError } from './http.js';
-
-export interface AppSummary {
-  id: number;
-  team_id: number;
-  name: string;
-  type: string;
-  version?: string | null;
-  label?: string | null;
-  health_check?: { enabled: boolean; path: string | null; status: string };
-  scheduled_deletion_at?: string | null;
-}
-
-export interface Team {
-  id: number;
-  name: string;
-  role?: string;
-}
 
 /** An application by id or name (within `--team` when given); a name in two teams needs --team. */
 export async function resolveApp(api: Api, ref: string, team?: string): Promise<AppSummary> {
@@ -45,20 +29,25 @@ export async function resolveTeam(api: Api, team: string | undefined): Promise<T
   );
 }
 
-export interface DbService {
-  uuid: string;
-  name: string;
-  title: string;
-  type: string;
-  plan: string;
-  zone: string;
-  state: string;
-  powered: boolean;
-  version?: string;
-  service_uri: string | null;
-  service_uri_params?: Record<string, string> | null;
-  [key: string]: unknown;
-}
+/**
+ * A managed database as the CLI shows it: /1.3's service object; with an API token, the platform API's
+ * answer put in the same fields (asService), which has none of the others.
+ */
+export type DbService = Pick<
+  ServiceObject,
+  | 'uuid'
+  | 'name'
+  | 'title'
+  | 'type'
+  | 'plan'
+  | 'zone'
+  | 'state'
+  | 'powered'
+  | 'service_uri'
+  | 'service_uri_params'
+  | 'users'
+> &
+  Partial<Pick<ServiceObject, 'databases'>> & { properties: Pick<ServiceObject['properties'], 'version'> };
 
 /**
  * Where a managed database's operations are: `/1.3/database` with the database API credential, else the
@@ -68,22 +57,6 @@ export function databaseRoute(api: Api, uuid: string): { path: string; credentia
   const credential = api.access('db');
   const base = credential === 'platform' ? '/api/v1/managed-databases' : '/1.3/database';
   return { path: `${base}/${encodeURIComponent(uuid)}`, credential };
-}
-
-interface PlatformDatabase {
-  uuid: string;
-  name: string;
-  type: string;
-  plan: string;
-  zone: string;
-  state: string;
-  version: string | null;
-  connection: {
-    uri: string;
-    params: Record<string, string>;
-    users: Array<Record<string, unknown>>;
-    databases: Array<{ name: string }>;
-  };
 }
 
 /** The platform API's view of a database in the fields of `/1.3`'s service object (which it mirrors). */
@@ -98,7 +71,7 @@ function asService(d: PlatformDatabase): DbService {
     state: d.state,
     powered: d.state !== 'stopped',
     properties: { version: d.version },
-    service_uri: d.connection.uri || null,
+    service_uri: d.connection.uri,
     service_uri_params: d.connection.params,
     users: d.connection.users,
     databases: d.connection.databases,
@@ -119,10 +92,7 @@ export async function listDatabases(api: Api): Promise<DbService[]> {
   const teams = await api.data<Team[]>('GET', '/api/v1/teams');
   const listed = await Promise.all(
     teams.map((t) =>
-      api.data<Array<{ uuid: string }>>(
-        'GET',
-        `/api/v1/teams/${encodeURIComponent(t.name)}/managed-databases`,
-      ),
+      api.data<TeamDatabase[]>('GET', `/api/v1/teams/${encodeURIComponent(t.name)}/managed-databases`),
     ),
   );
   // The team lists carry no version nor connection: each database's own answer has them.

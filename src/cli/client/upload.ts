@@ -3,7 +3,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { Readable, Transform } from 'node:stream';
-import type { Deployment } from './follow.js';
+import type { SourceUpload } from './answers.js';
 import { ApiError, UsageError, type Api } from './http.js';
 import { clean, err } from './output.js';
 import { formatSize, listSource, packDirectory, type Packing } from './pack.js';
@@ -15,12 +15,6 @@ const ARCHIVE_TYPES: Array<[RegExp, string]> = [
   [/\.(tar\.gz|tgz)$/i, 'application/gzip'],
   [/\.zip$/i, 'application/zip'],
 ];
-
-interface Uploaded {
-  size: number;
-  uploaded_at: string;
-  deployment: Deployment | null;
-}
 
 function note(line: string): void {
   process.stderr.write(`${line}\n`);
@@ -49,7 +43,7 @@ function limited(source: Readable, what: string): { stream: Readable; sent: () =
  * Sends `source` (a directory, or a .tar.gz/.tgz/.zip file) as the application's source and returns the
  * deployment it started. Progress lines go to stderr, so that --output json stays one document.
  */
-export async function uploadSource(api: Api, appId: number, source: string): Promise<Uploaded> {
+export async function uploadSource(api: Api, appId: number, source: string): Promise<SourceUpload> {
   const stat = fs.statSync(source, { throwIfNoEntry: false });
   if (!stat) throw new UsageError(`--source ${source}: no such file or directory`);
   let contentType: string;
@@ -89,9 +83,9 @@ export async function uploadSource(api: Api, appId: number, source: string): Pro
   const counted = limited(body, what);
   let failure: unknown;
   counted.stream.on('error', (error) => (failure = error));
-  let uploaded: Uploaded;
+  let uploaded: SourceUpload;
   try {
-    uploaded = await api.data<Uploaded>('POST', `/api/v1/applications/${appId}/source`, {
+    uploaded = await api.data<SourceUpload>('POST', `/api/v1/applications/${appId}/source`, {
       body: Readable.toWeb(counted.stream) as ReadableStream<Uint8Array>,
       contentType,
     });

@@ -6,6 +6,9 @@ import { Data, Nullable, OneOf, Timestamp } from './common.js';
 export const AppService = Type.Object({
   id: Type.Integer(),
   name: Type.String(),
+  kind: OneOf(['service', 'container'], {
+    description: '`service` (spec.services) or `container` (spec.container_services): their ids overlap',
+  }),
   type: Type.String(),
   version: Nullable(Type.String({ description: 'as the document wrote it; null: latest' })),
   memory: Nullable(Type.String()),

@@ -1,17 +1,19 @@
 // Small building blocks of the response schemas. Objects stay open (TypeBox's default: no
 // additionalProperties), so the response check fails on a missing or mistyped field, never on an
 // added one; every field a route sends today is listed all the same.
-import { Type, type TSchema } from 'typebox';
+import { Type, type TLiteral, type TSchema, type TUnion } from 'typebox';
 
 /** `T | null`. */
 export const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
 
-/** One of a fixed set of strings. */
-export const OneOf = (values: readonly string[], options: { description?: string } = {}) =>
-  Type.Union(
-    values.map((value) => Type.Literal(value)),
-    options,
-  );
+/**
+ * One of a fixed set of strings. Typed as a union of one literal of them all: TypeBox's Static reads a
+ * union's members as a tuple (an array of them is `never`), and the web and CLI types come from Static.
+ */
+export const OneOf = <const V extends string>(
+  values: readonly V[],
+  options: { description?: string } = {},
+): TUnion<[TLiteral<V>]> => Type.Union(values.map((value) => Type.Literal(value)) as [TLiteral<V>], options);
 
 /** A time as Berth stores it: ISO 8601 text. */
 export const Timestamp = Type.String({ description: 'ISO 8601 time' });

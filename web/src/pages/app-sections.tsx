@@ -2,7 +2,14 @@
 // the services with their state and connection settings, and the deletion schedule (its date and
 // warnings; change the date or cancel, never set one).
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, type Deployment, type Schedule } from '../api';
+import {
+  api,
+  type AppService,
+  type ConnectionFormat,
+  type Deployment,
+  type Schedule,
+  type SourceUpload,
+} from '../api';
 import { Badge, Button, Empty, ErrorBox, Form, Secret, useAction, useLoad, when } from '../ui';
 
 /** A deployment's log: the stored lines, then (while it runs) new ones as the server sends them. */
@@ -142,26 +149,10 @@ export function ScheduleSection({ appId, owner }: { appId: number; owner: boolea
   );
 }
 
-/** One of the application's services as `GET …/services` reports it. */
-interface ServiceState {
-  id: number;
-  name: string;
-  /** `service` or `container` (their ids overlap: the name is what identifies one). */
-  kind: string;
-  type: string;
-  version: string | null;
-  status: string;
-  status_reason: string | null;
-  engine_version: string | null;
-  host: string | null;
-  port: number | null;
-  restarts: number;
-}
-
 /** The services: state, where they listen, restarts; connection settings revealed on demand; restart. */
 export function ServicesSection({ appId, owner }: { appId: number; owner: boolean }) {
   const services = useLoad(
-    () => api.get<{ data: ServiceState[] }>(`/api/v1/applications/${appId}/services`).then((r) => r.data),
+    () => api.get<{ data: AppService[] }>(`/api/v1/applications/${appId}/services`).then((r) => r.data),
     [appId],
   );
   // A service still coming up is looked at again until it runs (or fails).
@@ -198,17 +189,15 @@ function ServiceRow({
   onChange,
 }: {
   appId: number;
-  service: ServiceState;
+  service: AppService;
   /** Connection settings (credentials) and restarts are for the team's owners. */
   owner: boolean;
   onChange: () => void;
 }) {
   const base = `/api/v1/applications/${appId}/services/${encodeURIComponent(service.name)}`;
-  const [formats, setFormats] = useState<Array<{ name: string; value: string }> | null>(null);
+  const [formats, setFormats] = useState<ConnectionFormat[] | null>(null);
   const [show, showBusy, showError] = useAction(async () => {
-    setFormats(
-      (await api.get<{ data: Array<{ name: string; value: string }> }>(`${base}/connection-formats`)).data,
-    );
+    setFormats((await api.get<{ data: ConnectionFormat[] }>(`${base}/connection-formats`)).data);
   });
   const [restart, restartBusy, restartError] = useAction(async () => {
     await api.post(`${base}/restart`);
@@ -273,11 +262,9 @@ export function SourceUploadSection({
   const [upload, uploading, uploadError] = useAction(async () => {
     setDone(null);
     if (!file) return;
-    const answer = await api.post<{ data: { size: number; deployment: Deployment | null } }>(
-      `/api/v1/applications/${appId}/source`,
-      file,
-      { contentType: /\.zip$/i.test(file.name) ? 'application/zip' : 'application/gzip' },
-    );
+    const answer = await api.post<{ data: SourceUpload }>(`/api/v1/applications/${appId}/source`, file, {
+      contentType: /\.zip$/i.test(file.name) ? 'application/zip' : 'application/gzip',
+    });
     const { size, deployment } = answer.data;
     setDone(
       `Uploaded ${file.name} (${size} bytes)${deployment ? `: deployment ${deployment.id} started.` : '.'}`,

@@ -2,7 +2,16 @@
 // with reveal and copy, the pending plan or zone change and its action, and the operations: check,
 // migration with live status, upgrade, maintenance, clone to a point in time).
 import { useEffect, useState } from 'preact/hooks';
-import { api, enc, type DatabaseDetail, type DatabaseSummary, type MigrationStatus, type Task } from '../api';
+import {
+  api,
+  enc,
+  type DatabaseDetail,
+  type DatabaseService,
+  type DatabaseSummary,
+  type Maintenance,
+  type MigrationStatus,
+  type Task,
+} from '../api';
 import { navigate } from '../router';
 import { MEMBER_NOTE, owns, team } from '../state';
 import { Badge, Busy, Button, Empty, ErrorBox, Form, Secret, useAction, useLoad } from '../ui';
@@ -116,10 +125,10 @@ function Operations({ db, reload }: { db: DatabaseDetail; reload: () => void }) 
     setMigration(await api.get<MigrationStatus>(`${base}/migration-status`));
   });
   const [maintain, maintaining, maintainError] = useAction(async () => {
-    setMessage((await api.post<{ message: string }>(`${base}/maintenance`)).message);
+    setMessage((await api.post<Maintenance>(`${base}/maintenance`)).message);
   });
   const [clone, cloning, cloneError] = useAction(async () => {
-    const made = await api.post<{ uuid: string }>(`${base}/clone`, {
+    const made = await api.post<DatabaseService>(`${base}/clone`, {
       name: cloneName,
       ...(cloneTime ? { recovery_time: new Date(cloneTime).toISOString() } : {}),
     });

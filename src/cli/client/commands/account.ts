@@ -2,16 +2,10 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import { stringOption, type Command } from '../command.js';
+import type { IssuedCredential, Team, User } from '../answers.js';
 import { configPath, readConfig, writeConfig, type Profile } from '../config.js';
 import { Api, UsageError } from '../http.js';
 import { out, print, printJson, table } from '../output.js';
-import type { Team } from '../resolve.js';
-
-interface User {
-  id: number;
-  email: string;
-  teams: Array<{ id: number; name: string; role: string }>;
-}
 
 /** `-` reads the value from stdin, so a secret need not sit in the shell's history. */
 function secretOption(value: string | undefined): string | undefined {
@@ -35,7 +29,7 @@ async function tokenBySignIn(api: Api, how: { email: string; password: string } 
     'x-csrf-token': data.csrf_token,
   };
   try {
-    const issued = await api.data<{ token: string }>('POST', '/api/v1/user/tokens', {
+    const issued = await api.data<IssuedCredential>('POST', '/api/v1/user/tokens', {
       credential: 'none',
       headers: session,
       json: { name: `berth CLI on ${os.hostname()}`.slice(0, 100) },

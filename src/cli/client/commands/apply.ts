@@ -1,52 +1,32 @@
 // apply, diff and export: the declarative workflow.
 import fs from 'node:fs';
 import { createInterface } from 'node:readline/promises';
+import type { ApplyAnswer } from '../answers.js';
 import { stringOption, type Command, type CommandContext } from '../command.js';
 import { followDeployment, followProvisioning } from '../follow.js';
 import { ApiError, UsageError, type Api } from '../http.js';
 import { clean, err, out, print, printJson, spinner, type Painter } from '../output.js';
 import { resolveApp, resolveTeam } from '../resolve.js';
 
-type Action = 'created' | 'updated' | 'unchanged' | 'needs_action';
-interface Entry {
-  action: Action;
-  name?: string;
-  domain?: string;
-  key?: string;
-  type?: string;
-}
-
-/** An entry of `resource_changes` (Berth servers from issue 17 on): the fields that change, structured. */
-export interface ResourceChange {
-  resource: string;
-  name: string;
-  type: string | null;
-  action: Action;
-  fields: string[];
-  pending: Array<{ field: string; from: string; to: string }>;
-}
-
-export interface ApplyResponse {
-  success: boolean;
-  application_id: number | null;
-  application_name: string;
-  team: string;
-  dry_run: boolean;
-  changes: string[];
-  structured_changes: Record<string, Entry[] | Entry | null>;
-  /** Absent from older servers: the plan is then read from structured_changes and the change lines. */
-  resource_changes?: ResourceChange[];
-  needs_deployment: boolean;
-  auto_deploy_enabled: boolean;
-  deployment_id: number | null;
-}
+/**
+ * The apply answer. An older server (before issue 17) sends no resource_changes: the plan is then read
+ * from structured_changes and the change lines. `errors` is not read (a refused document is a 422).
+ */
+export type ApplyResponse = Omit<ApplyAnswer, 'resource_changes' | 'errors'> &
+  Partial<Pick<ApplyAnswer, 'resource_changes'>>;
+/** An entry of `resource_changes`: the fields that change, structured. */
+export type ResourceChange = ApplyAnswer['resource_changes'][number];
+type Action = ResourceChange['action'];
+type StructuredChanges = ApplyAnswer['structured_changes'];
+/** Any entry of structured_changes, read by the fields a group labels it with. */
+type Entry = { action: Action } & Partial<Record<'name' | 'domain' | 'key' | 'type', string>>;
 
 /**
  * The blocks of a plan in document order: their key in structured_changes, heading, kind in
  * resource_changes, the word the change lines use, an entry's label.
  */
 const GROUPS: Array<{
-  key: string;
+  key: keyof StructuredChanges;
   heading: string;
   resource: string;
   kind: string;
@@ -146,7 +126,8 @@ function planEntries(response: ApplyResponse): PlanEntry[] {
   }
   return GROUPS.flatMap((group) => {
     const value = response.structured_changes[group.key];
-    return (value == null ? [] : Array.isArray(value) ? value : [value]).map((entry) => {
+    const entries: Entry[] = value == null ? [] : Array.isArray(value) ? value : [value];
+    return entries.map((entry) => {
       const label = group.label(entry);
       const lines = linesOf(response.changes, group.kind, label);
       return {

@@ -2,10 +2,19 @@
 // scheduled deletion.
 import { createInterface } from 'node:readline/promises';
 import { integerOption, requireArg, stringOption, type Command, type CommandContext } from '../command.js';
-import { followDeployment, type Deployment } from '../follow.js';
+import type {
+  AppStatus,
+  AppSummary,
+  DeletedApplication,
+  Deployment,
+  ExecResult,
+  LogLine,
+  Schedule,
+} from '../answers.js';
+import { followDeployment } from '../follow.js';
 import { events, UsageError, type Api } from '../http.js';
 import { clean, out, print, printJson, statusStyle, table } from '../output.js';
-import { resolveApp, type AppSummary } from '../resolve.js';
+import { resolveApp } from '../resolve.js';
 import { interactive } from './apply.js';
 import { uploadSource } from '../upload.js';
 
@@ -90,20 +99,6 @@ const apps: Command = {
   },
 };
 
-interface Status {
-  name: string;
-  status: string;
-  status_reason: string | null;
-  suspended: boolean;
-  live_deployment_id: number | null;
-  release: string | null;
-  replicas: { desired: number; running: number; total: number };
-  health_check: { enabled: boolean; status: string };
-  hostnames: string[];
-  latest_deployment: Deployment | null;
-  recent_events: Array<{ at: string; kind: string; instance: string; message: string }>;
-}
-
 const status: Command = {
   name: 'status',
   summary: "an application's status, replicas, health, hostnames and latest deployment",
@@ -112,7 +107,7 @@ const status: Command = {
   examples: ['berth status shop', 'berth status shop --output json | jq .replicas'],
   async run(context) {
     const { api, app } = await appOf(context);
-    const s = await api.data<Status>('GET', `/api/v1/applications/${app.id}/status`);
+    const s = await api.data<AppStatus>('GET', `/api/v1/applications/${app.id}/status`);
     if (context.format === 'json') return printJson(s);
     print(
       `${out('bold', clean(s.name))}  ${coloured(s.status)}${s.status_reason ? ` (${clean(s.status_reason)})` : ''}${s.suspended ? out('yellow', ' suspended') : ''}`,
@@ -233,13 +228,6 @@ const deployments: Command = {
   },
 };
 
-interface LogLine {
-  at: string;
-  source?: string;
-  stream?: string;
-  line: string;
-}
-
 function logLine(l: LogLine, json: boolean): string {
   if (json) return JSON.stringify(l);
   const source = l.source ? out(l.stream === 'stderr' ? 'red' : 'cyan', `[${clean(l.source)}]`) + ' ' : '';
@@ -306,11 +294,9 @@ const exec: Command = {
   async run(context) {
     if (context.rest.length === 0) throw new UsageError('the command goes after --: berth exec APP -- CMD…');
     const { api, app } = await appOf(context);
-    const result = await api.data<{ exit_code: number | null; output: string; truncated: boolean }>(
-      'POST',
-      `/api/v1/applications/${app.id}/exec`,
-      { json: { command: shellJoin(context.rest) } },
-    );
+    const result = await api.data<ExecResult>('POST', `/api/v1/applications/${app.id}/exec`, {
+      json: { command: shellJoin(context.rest) },
+    });
     if (context.format === 'json') printJson(result);
     else {
       process.stdout.write(result.output);
@@ -329,7 +315,7 @@ function lifecycle(action: 'suspend' | 'resume', summary: string): Command {
     examples: [`berth ${action} shop`],
     async run(context) {
       const { api, app } = await appOf(context);
-      const s = await api.data<Status>('POST', `/api/v1/applications/${app.id}/${action}`);
+      const s = await api.data<AppStatus>('POST', `/api/v1/applications/${app.id}/${action}`);
       if (context.format === 'json') printJson(s);
       else print(`${clean(app.name)}: ${coloured(s.status)}${s.suspended ? ' (suspended)' : ''}`);
     },
@@ -361,10 +347,7 @@ const deleteCommand: Command = {
         return 1;
       }
     }
-    const result = await api.data<{ id: number; name: string; status: string }>(
-      'DELETE',
-      `/api/v1/applications/${app.id}`,
-    );
+    const result = await api.data<DeletedApplication>('DELETE', `/api/v1/applications/${app.id}`);
     if (context.format === 'json') printJson(result);
     else print(`${clean(result.name)}: ${coloured(result.status)}`);
   },
@@ -385,11 +368,9 @@ const scheduleDeletion: Command = {
     const cancel = context.values.cancel === true;
     if ((at === undefined) === !cancel) throw new UsageError('give exactly one of --at T and --cancel');
     const { api, app } = await appOf(context);
-    const schedule = await api.data<{ state: string; scheduled_deletion_at: string | null }>(
-      'PATCH',
-      `/api/v1/applications/${app.id}`,
-      { json: { scheduled_deletion_at: cancel ? null : at } },
-    );
+    const schedule = await api.data<Schedule>('PATCH', `/api/v1/applications/${app.id}`, {
+      json: { scheduled_deletion_at: cancel ? null : at },
+    });
     if (context.format === 'json') printJson(schedule);
     else if (schedule.scheduled_deletion_at)
       print(`${clean(app.name)} will be deleted at ${schedule.scheduled_deletion_at}.`);

@@ -5,6 +5,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { Maintenance, MigrationStatus, Task } from '../answers.js';
 import { requireArg, stringOption, type Command, type CommandContext } from '../command.js';
 import { UsageError, type Api, type RequestOptions } from '../http.js';
 import { clean, err, out, print, printJson, spinner, statusStyle, table } from '../output.js';
@@ -28,20 +29,15 @@ function on(
 function masked(service: DbService, reveal: boolean): DbService {
   if (reveal) return service;
   const copy = JSON.parse(JSON.stringify(service)) as DbService;
-  const hide = (uri: unknown) =>
-    typeof uri === 'string' ? uri.replace(/:\/\/([^:@/]*):[^@]*@/, '://$1:****@') : uri;
-  copy.service_uri = hide(copy.service_uri) as string | null;
-  if (copy.service_uri_params && 'password' in copy.service_uri_params)
-    copy.service_uri_params.password = '****';
-  const users = copy.users as Array<Record<string, unknown>> | undefined;
-  if (Array.isArray(users)) for (const u of users) if ('password' in u) u.password = '****';
+  copy.service_uri = copy.service_uri.replace(/:\/\/([^:@/]*):[^@]*@/, '://$1:****@');
+  if ('password' in copy.service_uri_params) copy.service_uri_params.password = '****';
+  for (const u of copy.users) if (u.password !== undefined) u.password = '****';
   return copy;
 }
 
 /** The engine's major: UpCloud's service object has it in properties.version. */
 function versionOf(service: DbService): string {
-  const properties = service.properties as { version?: string | null } | undefined;
-  return properties?.version ?? service.version ?? '';
+  return service.properties.version ?? '';
 }
 
 async function target(context: CommandContext): Promise<{ api: Api; service: DbService }> {
@@ -74,14 +70,6 @@ async function waitForState(
     }
     await sleep(1000);
   }
-}
-
-interface Task {
-  id: string;
-  operation: string;
-  result: string;
-  result_codes: Array<{ code: string; message: string; dbname?: string }>;
-  success: boolean | null;
 }
 
 async function runTask(api: Api, uuid: string, body: unknown, label: string): Promise<Task> {
@@ -147,7 +135,7 @@ const show: Command = {
     print(`  uuid        ${shown.uuid}`);
     print(`  engine      ${shown.type} ${clean(versionOf(shown))}`);
     print(`  plan, zone  ${shown.plan}, ${shown.zone}`);
-    print(`  uri         ${clean(shown.service_uri ?? '—')}`);
+    print(`  uri         ${clean(shown.service_uri || '—')}`);
   },
 };
 
@@ -316,15 +304,6 @@ const migrate: Command = {
   },
 };
 
-interface MigrationStatus {
-  status: string;
-  method: string;
-  error?: string;
-  seconds_behind_master: number;
-  source_active: boolean;
-  databases: Array<{ dbname: string; method: string; status: string; error?: string }>;
-}
-
 const migrationOf = (api: Api, service: DbService) =>
   api.json<MigrationStatus>('GET', ...on(api, service.uuid, '/migration-status'));
 
@@ -383,7 +362,7 @@ const maintenance: Command = {
     const { api, service } = await target(context);
     const progress = context.format === 'json' ? undefined : spinner(`Maintenance of ${service.name}…`);
     try {
-      const result = await api.json<{ message: string }>('POST', ...on(api, service.uuid, '/maintenance'));
+      const result = await api.json<Maintenance>('POST', ...on(api, service.uuid, '/maintenance'));
       progress?.stop();
       if (context.format === 'json') printJson(result);
       else print(clean(result.message));

@@ -1,24 +1,8 @@
 // Object storage: the team's storages and the credentials of one.
+import type { StorageDetail, TeamStorage } from '../answers.js';
 import { requireArg, stringOption, type Command } from '../command.js';
 import { clean, out, print, printJson, statusStyle, table } from '../output.js';
 import { resolveTeam } from '../resolve.js';
-
-interface StorageSummary {
-  name: string;
-  uuid: string;
-  zone: string;
-  state: string;
-  buckets: string[];
-  users: Array<{ username: string }>;
-}
-
-interface StorageDetail extends StorageSummary {
-  endpoint: string;
-  endpoints: { path: string; virtual_host: string | null };
-  region: string;
-  path_style: boolean;
-  users: Array<{ username: string; access_key_id: string; secret_key: string | null; policies: unknown[] }>;
-}
 
 const TEAM = { team: { type: 'string' } } as const;
 
@@ -31,7 +15,7 @@ const list: Command = {
   async run({ api: apiOf, values, format }) {
     const api = apiOf();
     const team = await resolveTeam(api, stringOption(values, 'team'));
-    const storages = await api.data<StorageSummary[]>(
+    const storages = await api.data<TeamStorage[]>(
       'GET',
       `/api/v1/teams/${encodeURIComponent(team.name)}/object-storage`,
     );

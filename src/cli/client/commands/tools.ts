@@ -2,6 +2,7 @@
 // tools key, or the API token under /api/v1/user/tools when the profile has no key.
 import fs from 'node:fs';
 import path from 'node:path';
+import type { Balance } from '../answers.js';
 import { requireArg, stringOption, type Command, type Values } from '../command.js';
 import { UsageError, type Api, type Credential } from '../http.js';
 import { print, printJson, spinner } from '../output.js';
@@ -71,11 +72,7 @@ const balance: Command = {
   examples: ['berth tools balance'],
   async run({ api, format }) {
     const route = toolsRoute(api(), '/balance');
-    const b = await api().data<{ allowance: number; used: number; remaining: number; resets_at: string }>(
-      'GET',
-      route.path,
-      { credential: route.credential },
-    );
+    const b = await api().data<Balance>('GET', route.path, { credential: route.credential });
     if (format === 'json') return printJson(b);
     print(`${b.remaining} of ${b.allowance} credits left (${b.used} used); resets ${b.resets_at}.`);
   },
