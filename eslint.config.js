@@ -171,8 +171,6 @@ export const SERVICES_NOT_YET_ON_INTERFACES = [
   // Plan sizes (drivers/databases/plan-limits.ts) are the local driver's: a method of the driver.
   'src/services/managed-databases/service.ts',
   'src/services/managed-databases/view.ts',
-  // Uploaded sources are written under the data dir: the artifact store of item 1.
-  'src/services/applications/runtime.ts',
   // Moves <dataDir>/applications/<id>, a path the runtime no longer uses (item 1: to remove).
   'src/services/scheduled-deletion/index.ts',
 ];

@@ -81,6 +81,7 @@ export const DRIVERS = {
   managedDatabases: ['local'],
   objectStorage: ['local'],
   runtime: ['local'],
+  artifacts: ['local'],
 } as const;
 
 export type DriverChoice = { [F in keyof typeof DRIVERS]: (typeof DRIVERS)[F][number] };
@@ -121,6 +122,7 @@ export interface ConfigOverrides {
   managedDatabaseDriver?: string;
   objectStorageDriver?: string;
   runtimeDriver?: string;
+  artifactStore?: string;
   edgePort?: string;
   edgeTlsPort?: string;
   edgeProxy?: string;
@@ -254,6 +256,11 @@ export const CONFIG_VARIABLES: Record<keyof ConfigOverrides, { env: string; flag
     env: 'BERTH_RUNTIME_DRIVER',
     flag: 'runtime-driver',
     doc: 'what runs applications: local (sandboxed processes on this machine behind the edge proxy; default)',
+  },
+  artifactStore: {
+    env: 'BERTH_ARTIFACT_STORE',
+    flag: 'artifact-store',
+    doc: "where uploaded sources are kept and fetched from by signed URL: local (files under the data dir's artifacts/; default)",
   },
   edgePort: {
     env: 'BERTH_EDGE_PORT',
@@ -536,6 +543,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
       managedDatabases: driver('managedDatabases', 'managedDatabaseDriver'),
       objectStorage: driver('objectStorage', 'objectStorageDriver'),
       runtime: driver('runtime', 'runtimeDriver'),
+      artifacts: driver('artifacts', 'artifactStore'),
     }),
     runtime: Object.freeze({
       edgePort: integer('edgePort', 8000, 0, 65535),

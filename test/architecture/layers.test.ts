@@ -167,6 +167,19 @@ describe('layer rules', () => {
     expect(await layerProblems(SERVICES_NOT_YET_ON_INTERFACES[0]!, http)).toEqual([]);
   });
 
+  it('hold the runtime service to the rule: uploaded sources go through the artifact store', async () => {
+    expect(SERVICES_NOT_YET_ON_INTERFACES).not.toContain('src/services/applications/runtime.ts');
+    const fsImport = "import fs from 'node:fs';\nexport const f = fs;\n";
+    expect(await layerProblems('src/services/applications/runtime.ts', fsImport)).toEqual([
+      expect.stringContaining('no file or process work'),
+    ]);
+    const local =
+      "import { createLocalArtifactStore } from '../../drivers/artifacts/local.js';\nexport const f = createLocalArtifactStore;\n";
+    expect(await layerProblems('src/services/applications/runtime.ts', local)).toEqual([
+      expect.stringContaining('through its interface'),
+    ]);
+  });
+
   it('keep the store and the configuration below the services and drivers', async () => {
     // Few lints (each costs seconds on a busy machine): one refusal per import of each.
     const fromStore = [
