@@ -10,6 +10,7 @@ import { Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Clock } from '../../domain/clock.js';
 import {
+  artifactKeyProblem,
   ArtifactTooLargeError,
   checkArtifactKey,
   MAX_URL_TTL_SECONDS,
@@ -153,7 +154,8 @@ export function createLocalArtifactStore(options: LocalArtifactStoreOptions): Lo
     },
 
     async openSigned(key, query): Promise<SignedRead> {
-      checkArtifactKey(key);
+      const problem = artifactKeyProblem(key);
+      if (problem !== undefined) return { status: 'invalid_key', problem };
       const expires = /^[0-9]{1,12}$/.test(query.expires ?? '') ? Number(query.expires) : undefined;
       const given = /^[0-9a-f]{64}$/.test(query.signature ?? '')
         ? Buffer.from(query.signature!, 'hex')

@@ -56,7 +56,9 @@ export type SignedRead =
   | { status: 'ok'; info: ArtifactInfo; body: Readable }
   /** A signature that is not the key's, or one whose time has passed: the same answer for both. */
   | { status: 'forbidden'; reason: 'signature' | 'expired' }
-  | { status: 'not_found' };
+  | { status: 'not_found' }
+  /** Not an artifact key (artifactKeyProblem says why): nothing was looked up. */
+  | { status: 'invalid_key'; problem: string };
 
 /** Longest life of a signed URL: long enough for a slow pod start, short enough not to be a credential. */
 export const MAX_URL_TTL_SECONDS = 24 * 3600;

@@ -8,9 +8,6 @@ import { AppError, validationError } from '../../domain/errors.js';
 import { platformErrors } from '../schemas/errors.js';
 import { fileResponse } from '../schemas/common.js';
 
-/** The store's key rule, repeated here because routes do not import drivers (src/drivers/artifacts/types.ts). */
-const KEY = /^apps\/[1-9][0-9]{0,15}\/(sources|releases)\/[a-z0-9][a-z0-9._-]{0,127}$/;
-
 const SignedQuery = Type.Object({
   expires: Type.String({ pattern: '^[0-9]{1,12}$', description: 'Unix time (seconds) the URL ends at' }),
   signature: Type.String({
@@ -38,19 +35,12 @@ export function registerArtifactRoutes(app: FastifyInstance, deps: Pick<RouteDep
     },
     async (request, reply) => {
       const key = request.params['*'];
-      if (!KEY.test(key) || key.includes('..'))
-        throw validationError(
-          {
-            key: [
-              'The artifact key must be apps/<application id>/sources|releases/<name>, the name of lower-case letters, digits, ".", "_" and "-" (no "..").',
-            ],
-          },
-          'The artifact key is invalid.',
-        );
       const store = deps.services.artifacts;
       if (!store.openSigned) throw new AppError('not_found', 'This artifact store does not serve URLs here');
       const read = await store.openSigned(key, request.query);
       switch (read.status) {
+        case 'invalid_key':
+          throw validationError({ key: [read.problem] }, 'The artifact key is invalid.');
         case 'forbidden':
           throw new AppError(
             'forbidden',
