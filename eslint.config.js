@@ -181,8 +181,6 @@ export const SERVICES_NOT_YET_ON_INTERFACES = [
   // Plan sizes (drivers/databases/plan-limits.ts) are the local driver's: a method of the driver.
   'src/services/managed-databases/service.ts',
   'src/services/managed-databases/view.ts',
-  // Uploaded sources are written under the data dir: the artifact store of item 1.
-  'src/services/applications/runtime.ts',
 ];
 
 export const LAYER_RULES = [

@@ -22,6 +22,7 @@ import { registerTeamResourceRoutes } from './http/routes/platform/team-resource
 import { registerScheduledDeletionRoutes } from './http/routes/platform/scheduled-deletion.js';
 import { registerObjectStorageRoutes } from './http/routes/platform/object-storage.js';
 import { registerSystemRoutes } from './http/routes/system.js';
+import { registerArtifactRoutes } from './http/routes/artifacts.js';
 import { registerToolsRoutes } from './http/routes/tools.js';
 import { registerManagedDatabaseApiRoutes } from './http/routes/dbapi/databases.js';
 import { registerDbOperationRoutes } from './http/routes/dbapi/operations.js';
@@ -124,6 +125,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
     ping: () => pingStore(ctx.store),
   };
   registerSystemRoutes(app, deps);
+  registerArtifactRoutes(app, deps);
   registerIdentityRoutes(app, deps);
   // URL's protocol, not the text: HTTPS://… is https too.
   registerAccountRoutes(app, deps, { secureCookies: new URL(ctx.config.publicUrl).protocol === 'https:' });

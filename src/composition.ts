@@ -52,11 +52,9 @@ import { createAddressGuard } from './drivers/net/guard.js';
 import { createDeploymentRepository } from './db/repositories/deployments.js';
 import { iso } from './domain/clock.js';
 import { createDeploymentService, type DeploymentService } from './services/applications/deployments.js';
-import {
-  createRuntimeService,
-  uploadedSourcePath,
-  type RuntimeService,
-} from './services/applications/runtime.js';
+import { createRuntimeService, type RuntimeService } from './services/applications/runtime.js';
+import type { ArtifactStore } from './drivers/artifacts/types.js';
+import { createLocalArtifactStore } from './drivers/artifacts/local.js';
 import { createSpecBuilder } from './services/applications/spec.js';
 import { createChromeRunner } from './drivers/services/chrome.js';
 import { createDatabaseServiceRunner } from './drivers/services/databases.js';
@@ -102,6 +100,8 @@ export interface Services {
   readonly dbOperations: DbOperationRequests;
   /** What runs applications (BERTH_RUNTIME_DRIVER). */
   readonly runtime: AppRuntimeDriver;
+  /** Uploaded sources, and the short-lived URLs other hosts fetch them by (BERTH_ARTIFACT_STORE). */
+  readonly artifacts: ArtifactStore;
   /** Deployments: requested by apply and the API, run as jobs, reconciled at start. */
   readonly deployments: DeploymentService;
   /** The platform API's use cases on running applications. */
@@ -252,6 +252,20 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
       }
     }
   });
+  const artifacts = once((): ArtifactStore => {
+    switch (config.drivers.artifacts) {
+      case 'local':
+        return createLocalArtifactStore({
+          dataDir: config.dataDir,
+          publicUrl: config.publicUrl,
+          clock: ctx.clock,
+          // Derived from the secret key: every Berth on the same key signs and checks alike.
+          signingKey: Buffer.from(ctx.secretBox.keyedHash('berth:artifact-urls'), 'hex'),
+          onLegacyMoved: (count) =>
+            ctx.logger.info(`moved ${count} uploaded source archive(s) from uploads/ to the artifact store`),
+        });
+    }
+  });
   const resources = once(() =>
     createInfrastructureQueries({
       db: ctx.db,
@@ -334,7 +348,7 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
       runtime: config.runtime,
       driver: runtimeDriver,
       specs: specs(),
-      uploadedSource: (appId, file) => uploadedSourcePath(config.dataDir, appId, file),
+      artifacts,
       wakeJobs: () => jobs.wake(),
       services: { ensureApplication: (appId, log) => appServices().ensureApplication(appId, log) },
     }),
@@ -344,7 +358,7 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
       db: ctx.db,
       clock: ctx.clock,
       logger: ctx.logger,
-      dataDir: config.dataDir,
+      artifacts,
       queries: resources(),
       deployments: deployments(),
       specs: specs(),
@@ -418,6 +432,7 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
       // runtime removes the application's OS account, which an sftp server runs as.
       await appServices().removeApplication(app.id);
       await runtimeDriver().remove(app.id);
+      await artifacts().removeApplication(app.id);
     },
   ];
   // The /1.3 operations' requests and jobs. The managed-database service is reached when used, not when
@@ -539,6 +554,9 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
     },
     get runtime() {
       return runtimeDriver();
+    },
+    get artifacts() {
+      return artifacts();
     },
     get deployments() {
       return deployments();

@@ -83,6 +83,7 @@ export const DRIVERS = {
   runtime: ['local'],
   services: ['local'],
   tools: ['local'],
+  artifacts: ['local'],
 } as const;
 
 export type DriverChoice = { [F in keyof typeof DRIVERS]: (typeof DRIVERS)[F][number] };
@@ -125,6 +126,7 @@ export interface ConfigOverrides {
   runtimeDriver?: string;
   serviceDriver?: string;
   toolsDriver?: string;
+  artifactStore?: string;
   edgePort?: string;
   edgeTlsPort?: string;
   edgeProxy?: string;
@@ -268,6 +270,11 @@ export const CONFIG_VARIABLES: Record<keyof ConfigOverrides, { env: string; flag
     env: 'BERTH_TOOLS_DRIVER',
     flag: 'tools-driver',
     doc: "what runs the tools' engines: local (Chromium, LibreOffice and pdf-lib on this machine; default)",
+  },
+  artifactStore: {
+    env: 'BERTH_ARTIFACT_STORE',
+    flag: 'artifact-store',
+    doc: "where uploaded sources are kept and fetched from by signed URL: local (files under the data dir's artifacts/; default)",
   },
   edgePort: {
     env: 'BERTH_EDGE_PORT',
@@ -552,6 +559,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
       runtime: driver('runtime', 'runtimeDriver'),
       services: driver('services', 'serviceDriver'),
       tools: driver('tools', 'toolsDriver'),
+      artifacts: driver('artifacts', 'artifactStore'),
     }),
     runtime: Object.freeze({
       edgePort: integer('edgePort', 8000, 0, 65535),

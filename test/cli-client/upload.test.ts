@@ -17,6 +17,7 @@ import {
   type RuntimeHarness,
 } from '../runtime/helpers.js';
 import { nodeAppFiles } from '../runtime/node-app.js';
+import { sourceKey } from '../../src/drivers/artifacts/types.js';
 import { ensureBuilt, listen, Shell } from './helpers.js';
 
 let h: RuntimeHarness;
@@ -60,8 +61,9 @@ async function storedNames(): Promise<string[]> {
     .select(['uploaded_source'])
     .where('id', '=', appId)
     .executeTakeFirstOrThrow();
-  const file = path.join(h.t.ctx.config.dataDir, 'uploads', `${appId}-${row.uploaded_source}`);
-  return execFileSync('tar', ['-tzf', file], { encoding: 'utf8' }).split('\n').filter(Boolean).sort();
+  // Where the artifact store keeps it (a file on this host for the local store).
+  const file = await h.t.ctx.services.artifacts.localFile(sourceKey(appId, row.uploaded_source!));
+  return execFileSync('tar', ['-tzf', file!.path], { encoding: 'utf8' }).split('\n').filter(Boolean).sort();
 }
 
 const servedVersion = async () =>

@@ -14,6 +14,9 @@ const OPEN = [
   '/api/v1/auth/sign-in',
   '/api/v1/auth/sign-in-links',
   '/api/v1/auth/sign-in-links/consume',
+  // Artifacts by the short-lived URL Berth signed (test/runtime/artifacts.test.ts): the signature is
+  // the credential.
+  '/internal/artifacts/*',
   // The dashboard's page and assets (src/http/routes/panel.ts): it signs in through the routes above.
   ...PANEL_PATHS,
 ];

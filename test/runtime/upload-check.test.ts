@@ -1,7 +1,7 @@
 // POST /api/v1/applications/{id}/source reads the archive through before it answers (issue 24): a
 // file that is no archive, a truncated one, a gzip without a tar inside, an archive of no files or
 // with an entry that climbs out is a 422 naming the problem, and nothing is kept — no file in the
-// uploads directory, no new source on the application, no deployment. A good archive is 202 as before.
+// artifact store, no new source on the application, no deployment. A good archive is 202 as before.
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
@@ -56,8 +56,18 @@ function zipOf(files: Record<string, string>): Buffer {
 describe.each(DIALECTS)('source upload checks the archive (%s)', (dialect) => {
   let t: TestApp;
   let appId: number;
-  const uploads = () => path.join(t.ctx.config.dataDir, 'uploads');
-  const kept = () => (fs.existsSync(uploads()) ? fs.readdirSync(uploads()).sort() : []);
+  // The artifact store's files: the application's sources, and the temporary files of writes.
+  const sources = () => path.join(t.ctx.config.dataDir, 'artifacts', 'apps', String(appId), 'sources');
+  const temporary = () => path.join(t.ctx.config.dataDir, 'artifacts', '.tmp');
+  const kept = () =>
+    [sources(), temporary()]
+      .flatMap((dir) =>
+        fs.existsSync(dir)
+          ? fs.readdirSync(dir).map((name) => path.relative(t.ctx.config.dataDir, path.join(dir, name)))
+          : [],
+      )
+      .sort();
+  const keptSource = async () => [`artifacts/apps/${appId}/sources/${await storedSource()}`];
 
   beforeAll(async () => {
     t = await createTestApp(dialect);
@@ -100,11 +110,11 @@ describe.each(DIALECTS)('source upload checks the archive (%s)', (dialect) => {
     expect(good.json<{ data: { deployment: { id: number } } }>().data.deployment.id).toEqual(
       expect.any(Number),
     );
-    expect(kept()).toEqual([`${appId}-${await storedSource()}`]);
+    expect(kept()).toEqual(await keptSource());
 
     const zip = await upload(zipOf({ 'server.js': 'console.log(2)\n' }), 'application/zip', '?deploy=false');
     expect(zip.statusCode, zip.body).toBe(200);
-    expect(kept()).toEqual([`${appId}-${await storedSource()}`]);
+    expect(kept()).toEqual(await keptSource());
   });
 
   it('refuses a broken or hostile archive with 422 naming the problem, and keeps nothing of it', async () => {

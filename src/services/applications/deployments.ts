@@ -16,6 +16,7 @@ import type { Database } from '../../db/schema/index.js';
 import { iso, type Clock } from '../../domain/clock.js';
 import { RELEASES_KEPT, releaseName, type DeploymentStep } from '../../domain/deployments.js';
 import type { AppRuntimeDriver, StepContext } from '../../drivers/runtime/driver.js';
+import { sourceKey, type ArtifactStore } from '../../drivers/artifacts/types.js';
 import { enqueue, handles } from '../jobs.js';
 import type { SpecBuilder } from './spec.js';
 
@@ -28,8 +29,8 @@ export interface DeploymentDeps {
   runtime: Readonly<RuntimeSettings>;
   driver: () => AppRuntimeDriver;
   specs: SpecBuilder;
-  /** The uploaded source archive of an application, if any. */
-  uploadedSource: (appId: number, file: string | null) => string | undefined;
+  /** Where uploaded source archives are kept (BERTH_ARTIFACT_STORE). */
+  artifacts: () => Pick<ArtifactStore, 'localFile'>;
   /** Polls the job runner at once (a deployment should not wait for the next poll). */
   wakeJobs: () => void;
   /**
@@ -171,28 +172,34 @@ export function createDeploymentService(deps: DeploymentDeps) {
         step.log(`Reusing release ${release} (no build)`);
       } else {
         release = releaseName(deploymentId);
-        const source = deps.specs.source(
-          app,
-          deps.uploadedSource(appId, app.uploaded_source),
-          deployment.branch ?? undefined,
-        );
-        if (!source)
-          // Said in the terms of each client: the CLI, the dashboard and the API.
-          throw new Error(
-            `Nothing to build: the application names no repository and no source archive was uploaded; send one with \`berth deploy ${app.name} --source DIR\`, the application page's Upload source, or POST /api/v1/applications/${appId}/source`,
-          );
-        await enter('fetch');
-        await repo.update(deploymentId, { source: source.kind, release }, at());
-        checkAborted();
-        let building: Promise<void> = Promise.resolve();
-        const built = await driver.build(spec, release, source, {
-          ...step,
-          building: () => {
-            building = enter('build');
-          },
-        });
-        await building;
-        await repo.update(deploymentId, { branch: built.branch, commit_sha: built.commit }, at());
+        // The uploaded archive as a file on this host, through the artifact store (the local store's own
+        // file: a zip is read from its end, and the build reads it where it is).
+        const uploaded =
+          app.uploaded_source === null
+            ? undefined
+            : await deps.artifacts().localFile(sourceKey(appId, app.uploaded_source));
+        try {
+          const source = deps.specs.source(app, uploaded?.path, deployment.branch ?? undefined);
+          if (!source)
+            // Said in the terms of each client: the CLI, the dashboard and the API.
+            throw new Error(
+              `Nothing to build: the application names no repository and no source archive was ${app.uploaded_source === null ? 'uploaded' : 'kept (upload it again)'}; send one with \`berth deploy ${app.name} --source DIR\`, the application page's Upload source, or POST /api/v1/applications/${appId}/source`,
+            );
+          await enter('fetch');
+          await repo.update(deploymentId, { source: source.kind, release }, at());
+          checkAborted();
+          let building: Promise<void> = Promise.resolve();
+          const built = await driver.build(spec, release, source, {
+            ...step,
+            building: () => {
+              building = enter('build');
+            },
+          });
+          await building;
+          await repo.update(deploymentId, { branch: built.branch, commit_sha: built.commit }, at());
+        } finally {
+          await uploaded?.release();
+        }
       }
       checkAborted();
       await enter('release');

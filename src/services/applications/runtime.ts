@@ -2,9 +2,6 @@
 // suspend, resume, status, instances, deployments and their logs, application logs, one-off commands,
 // source upload and download, and deleting an application. Every call checks that the caller belongs
 // to the application's team (404 when it does not exist, 403 when it is not theirs) before anything.
-import fs from 'node:fs';
-import path from 'node:path';
-import { pipeline } from 'node:stream/promises';
 import type { Readable } from 'node:stream';
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
@@ -15,6 +12,12 @@ import { iso, type Clock } from '../../domain/clock.js';
 import type { DeploymentStatus } from '../../domain/deployments.js';
 import { AppError, validationError } from '../../domain/errors.js';
 import type { AppRuntimeDriver, LogLine } from '../../drivers/runtime/driver.js';
+import {
+  ArtifactTooLargeError,
+  sourceKey,
+  type ArtifactInfo,
+  type ArtifactStore,
+} from '../../drivers/artifacts/types.js';
 import { recordAudit } from '../../db/repositories/audit.js';
 import type { InfrastructureQueries } from '../infrastructure/queries.js';
 import { enqueue } from '../jobs.js';
@@ -26,7 +29,8 @@ export interface RuntimeServiceDeps {
   db: Kysely<Database>;
   clock: Clock;
   logger: Logger;
-  dataDir: string;
+  /** Where uploaded source archives are kept (BERTH_ARTIFACT_STORE). */
+  artifacts: () => ArtifactStore;
   queries: Pick<InfrastructureQueries, 'requireApplication'>;
   deployments: DeploymentService;
   specs: SpecBuilder;
@@ -37,15 +41,6 @@ export interface RuntimeServiceDeps {
 /** Largest uploaded source archive (Ploi: 100 MB). */
 export const SOURCE_UPLOAD_LIMIT_BYTES = 100 * 1024 * 1024;
 const COMMAND_LIMIT = 4096;
-
-/** Where uploaded source archives are kept (Berth's own, root only), one per application. */
-const uploadsDir = (dataDir: string) => path.join(dataDir, 'uploads');
-const uploadFile = (dataDir: string, appId: number, name: string) =>
-  path.join(uploadsDir(dataDir), `${appId}-${name}`);
-
-export function uploadedSourcePath(dataDir: string, appId: number, name: string | null): string | undefined {
-  return name === null ? undefined : uploadFile(dataDir, appId, name);
-}
 
 export function createRuntimeService(deps: RuntimeServiceDeps) {
   const { db, clock } = deps;
@@ -323,37 +318,48 @@ export function createRuntimeService(deps: RuntimeServiceDeps) {
       }));
     },
 
-    /** Stores an uploaded archive (checked when the build unpacks it) and deploys it unless asked not to. */
+    /**
+     * Stores an uploaded archive in the artifact store (one per application, checked before it is
+     * kept) and deploys it unless asked not to.
+     */
     async uploadSource(userId: number, appId: number, body: Readable, options: { deploy: boolean }) {
       const row = await app(userId, appId);
-      fs.mkdirSync(uploadsDir(deps.dataDir), { recursive: true, mode: 0o700 });
+      const store = deps.artifacts();
       const name = `${Date.now().toString(36)}.archive`;
-      const file = uploadFile(deps.dataDir, row.id, name);
-      let size = 0;
-      body.on('data', (chunk: Buffer) => {
-        size += chunk.length;
-        if (size > SOURCE_UPLOAD_LIMIT_BYTES)
-          body.destroy(
-            new AppError(
-              'payload_too_large',
-              `The source archive is larger than ${SOURCE_UPLOAD_LIMIT_BYTES} bytes`,
-            ),
-          );
-      });
+      const key = sourceKey(row.id, name);
+      let stored: ArtifactInfo;
       try {
-        await pipeline(body, fs.createWriteStream(file, { mode: 0o600 }));
+        // Whole or not at all: a body cut short or over the cap leaves nothing in the store.
+        stored = await store.put(key, body, { maxBytes: SOURCE_UPLOAD_LIMIT_BYTES });
+      } catch (error) {
+        if (error instanceof ArtifactTooLargeError)
+          throw new AppError(
+            'payload_too_large',
+            `The source archive is larger than ${SOURCE_UPLOAD_LIMIT_BYTES} bytes`,
+          );
+        throw error;
+      }
+      try {
         // Read through before it is kept: an archive the build could not unpack is a 422 now, not a
         // 202 and a failed deployment later; nothing of it is stored.
-        const problem = await deps.driver().checkSourceArchive(file);
+        const file = await store.localFile(key);
+        if (!file) throw new Error(`the uploaded source ${key} was removed while it was checked`);
+        let problem: string | undefined;
+        try {
+          problem = await deps.driver().checkSourceArchive(file.path);
+        } finally {
+          await file.release();
+        }
         if (problem !== undefined)
           throw validationError({ body: [problem] }, `The source archive cannot be used: ${problem}`);
       } catch (error) {
-        fs.rmSync(file, { force: true });
+        await store.remove(key);
         throw error;
       }
+      const size = stored.size;
       const previous = row.uploaded_source;
       await repo.setUploadedSource(row.id, name, now());
-      if (previous) fs.rmSync(uploadFile(deps.dataDir, row.id, previous), { force: true });
+      if (previous) await store.remove(sourceKey(row.id, previous));
       const deployment = options.deploy
         ? await requestDeployment(
             { ...row, uploaded_source: name },
