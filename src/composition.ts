@@ -143,6 +143,7 @@ export interface ServiceOverrides {
   managedDatabaseDriver?: ManagedDatabaseDriver;
   runtimeDriver?: AppRuntimeDriver;
   objectStorageDriver?: ObjectStorageDriver;
+  artifactStore?: ArtifactStore;
   /** What runs the service types that are not databases (the database types stay on the managed-database driver). */
   serviceRunners?: ServiceRunner[];
   /** The tools' engines instead of BERTH_TOOLS_DRIVER's (closed with the context all the same). */
@@ -253,6 +254,7 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
     }
   });
   const artifacts = once((): ArtifactStore => {
+    if (overrides.artifactStore) return overrides.artifactStore;
     switch (config.drivers.artifacts) {
       case 'local':
         return createLocalArtifactStore({

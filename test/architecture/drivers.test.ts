@@ -11,6 +11,7 @@ import { startBackground, type Background } from '../../src/lifecycle.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
 import {
+  stubArtifactStore,
   stubDatabaseDriver,
   stubObjectStorageDriver,
   stubRuntimeDriver,
@@ -73,6 +74,7 @@ describe.each(DIALECTS)('Berth on drivers of every family that run nothing here 
         runtimeDriver: runtime,
         managedDatabaseDriver: stubDatabaseDriver(calls),
         objectStorageDriver: stubObjectStorageDriver(calls),
+        artifactStore: stubArtifactStore(calls),
         serviceRunners: [
           stubServiceRunner(calls, ['rabbitmq', 'sftp', 'minio', 'chrome-headless', 'gotenberg']),
         ],
@@ -124,6 +126,8 @@ describe.each(DIALECTS)('Berth on drivers of every family that run nothing here 
     expect(spec).toMatchObject({ name: 'remote', replicas: 2, memoryBytes: 256 * 1024 * 1024 });
     expect(spec.hostnames).toContain('remote.example.com');
     expect(spec.env).toMatchObject({ APP_SECRET: 'kept-sealed' });
+    // The database service's host as its driver reported it, not this machine's loopback.
+    expect(spec.env.DB_HOST).toMatch(/\.databases\.example$/);
     const status = await call<{ data: { status: string; replicas: { running: number } } }>(
       'GET',
       `/api/v1/applications/${appId}/status`,
@@ -138,7 +142,11 @@ describe.each(DIALECTS)('Berth on drivers of every family that run nothing here 
       );
       return body.data.every((s) => s.status === 'running') ? body.data : undefined;
     }, 'the services to run');
-    expect(services.map((s) => s.name).sort()).toEqual(['db', 'queue']);
+    // Each reported where its driver said it runs.
+    expect(services.map((s) => [s.name, s.host]).sort()).toEqual([
+      ['db', expect.stringMatching(/\.databases\.example$/)],
+      ['queue', 'queue.services.example'],
+    ]);
 
     // The managed database and the object storage, provisioned by theirs.
     await eventually(async () => {
@@ -182,5 +190,6 @@ describe.each(DIALECTS)('Berth on drivers of every family that run nothing here 
       'the runtime to remove the application',
     );
     expect(calls).toContain('services.delete rabbitmq');
+    expect(calls).toContain(`artifacts.removeApplication ${appId}`);
   });
 });

@@ -3,6 +3,8 @@
 // (test/architecture/drivers.test.ts) applies a document through each family without touching this
 // machine. They stand for drivers that cannot run here (a cloud provider's API), never for an engine
 // that can: every feature test runs on the real local drivers.
+import { Readable } from 'node:stream';
+import type { ArtifactInfo, ArtifactStore } from '../../src/drivers/artifacts/types.js';
 import type {
   AppRuntimeDriver,
   AppSpec,
@@ -219,5 +221,40 @@ export function stubServiceRunner(calls: CallLog, types: readonly string[]): Ser
     },
     status: (ref) => Promise.resolve({ running: running.has(ref.id), pid: null }),
     logs: () => Promise.resolve([]),
+  };
+}
+
+/** Artifacts kept in memory, with URLs on a host that is not this one. */
+export function stubArtifactStore(calls: CallLog): ArtifactStore {
+  const kept = new Map<string, { bytes: Buffer; info: ArtifactInfo }>();
+  return {
+    name: 'stub',
+    async put(key, body, { maxBytes }) {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      for await (const chunk of body) {
+        size += (chunk as Buffer).length;
+        if (size > maxBytes) throw new Error(`the artifact is larger than ${maxBytes} bytes`);
+        chunks.push(chunk as Buffer);
+      }
+      calls.push(`artifacts.put ${key}`);
+      const info = { key, size, modifiedAt: new Date() };
+      kept.set(key, { bytes: Buffer.concat(chunks), info });
+      return info;
+    },
+    open: (key) => Promise.resolve(kept.has(key) ? Readable.from([kept.get(key)!.bytes]) : undefined),
+    stat: (key) => Promise.resolve(kept.get(key)?.info),
+    exists: (key) => Promise.resolve(kept.has(key)),
+    remove(key) {
+      kept.delete(key);
+      return Promise.resolve();
+    },
+    removeApplication(appId) {
+      calls.push(`artifacts.removeApplication ${appId}`);
+      for (const key of kept.keys()) if (key.startsWith(`apps/${appId}/`)) kept.delete(key);
+      return Promise.resolve();
+    },
+    url: (key, ttlSeconds) => `https://artifacts.stub.example/${key}?ttl=${ttlSeconds}`,
+    localFile: () => Promise.reject(new Error('the stub store keeps no file on this host')),
   };
 }
