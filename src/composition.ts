@@ -328,7 +328,7 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
       },
       serviceAddress: (appId, ports) =>
         runtimeDriver().serviceAddress?.(appId, ports) ?? Promise.resolve(undefined),
-      runtimeInstances: (appId) => runtimeDriver().status(appId).instances,
+      runtimeInstances: async (appId) => (await runtimeDriver().status(appId)).instances,
       queries: resources(),
     });
     ctx.onClose((options) => service.close(options));

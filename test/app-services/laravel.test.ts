@@ -133,7 +133,9 @@ describe.each(DIALECTS.slice(0, 1))('a laravel application with its services (%s
       30_000,
       'the worker to take the job',
     );
-    const worker = h.t.ctx.services.runtime.status(appId).instances.find((i) => i.name === 'worker-jobs');
+    const worker = (await h.t.ctx.services.runtime.status(appId)).instances.find(
+      (i) => i.name === 'worker-jobs',
+    );
     expect(worker?.state).toBe('running');
     expect(processed.find((r) => r.body === 'job-1')?.worker).toBeGreaterThan(0);
   }, 60_000);

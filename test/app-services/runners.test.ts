@@ -215,16 +215,16 @@ describe.each(DIALECTS.slice(0, 1))('application services on runners (%s)', (dia
 
   it('starts a worker killed by its pid again, in the release’s sandbox with the application’s secrets', async () => {
     // The host's pid of the worker (the file in the volume holds the sandbox's own, in its namespace).
-    const workerPid = () =>
-      h.t.ctx.services.runtime.status(appId).instances.find((i) => i.name === 'worker-jobs')?.pid ??
+    const workerPid = async () =>
+      (await h.t.ctx.services.runtime.status(appId)).instances.find((i) => i.name === 'worker-jobs')?.pid ??
       undefined;
-    const first = await eventually(() => Promise.resolve(workerPid()), 30_000, 'the worker pid');
+    const first = await eventually(workerPid, 30_000, 'the worker pid');
     expect(isAlive(first)).toBe(true);
     process.kill(first, 'SIGKILL');
     const next = await eventually(
-      () => {
-        const pid = workerPid();
-        return Promise.resolve(pid !== undefined && pid !== first && isAlive(pid) ? pid : undefined);
+      async () => {
+        const pid = await workerPid();
+        return pid !== undefined && pid !== first && isAlive(pid) ? pid : undefined;
       },
       20_000,
       'a new worker process',
@@ -276,7 +276,7 @@ describe.each(DIALECTS.slice(0, 1))('application services on runners (%s)', (dia
       secretBox: h.t.ctx.secretBox,
       runners: h.t.ctx.services.serviceRunners,
       appHost: (id, volumes) => h.t.ctx.services.runtime.hostFiles!(id, volumes),
-      runtimeInstances: (id) => h.t.ctx.services.runtime.status(id).instances,
+      runtimeInstances: async (id) => (await h.t.ctx.services.runtime.status(id)).instances,
       queries: h.t.ctx.services.resources,
     });
     const supervisor = again.startSupervisor({ intervalMs: 60_000 });

@@ -90,9 +90,9 @@ export function stubRuntimeDriver(calls: CallLog): AppRuntimeDriver & { specs: M
       return Promise.resolve();
     },
     pruneReleases: () => Promise.resolve(),
-    status(appId): RuntimeStatus {
+    status(appId): Promise<RuntimeStatus> {
       const now = running.get(appId);
-      if (!now) return { release: null, instances: [] };
+      if (!now) return Promise.resolve({ release: null, instances: [] });
       const instances: RuntimeInstanceStatus[] = Array.from({ length: now.replicas }, (_, index) => ({
         name: `web-${now.release}-${index}`,
         release: now.release,
@@ -105,7 +105,7 @@ export function stubRuntimeDriver(calls: CallLog): AppRuntimeDriver & { specs: M
         healthy: true,
         memoryLimitBytes: specs.get(appId)?.memoryBytes ?? 0,
       }));
-      return { release: now.release, instances };
+      return Promise.resolve({ release: now.release, instances });
     },
     logs: (appId, { tail }) => Promise.resolve((lines.get(appId) ?? []).slice(-tail)),
     followLogs: () => () => undefined,

@@ -167,7 +167,8 @@ export interface AppRuntimeDriver {
   remove(appId: number): Promise<void>;
   /** Keeps the named releases and removes the others. */
   pruneReleases(appId: number, keep: string[]): Promise<void>;
-  status(appId: number): RuntimeStatus;
+  /** What runs of the application now (asked of the driver: a remote one answers over its API). */
+  status(appId: number): Promise<RuntimeStatus>;
   /** The newest lines of the application's processes, oldest first. */
   logs(appId: number, options: { tail: number; since?: Date }): Promise<LogLine[]>;
   /** Calls `listener` for every new line until the returned function is called. */

@@ -78,7 +78,7 @@ export interface AppServicesDeps {
    */
   serviceAddress?: (appId: number, ports: number[]) => Promise<string | undefined>;
   /** The runtime's instances of an application: a `worker` service is its `worker-<name>` process. */
-  runtimeInstances?: (appId: number) => RuntimeInstanceStatus[];
+  runtimeInstances?: (appId: number) => Promise<RuntimeInstanceStatus[]>;
   queries: Pick<InfrastructureQueries, 'requireApplication'>;
 }
 
@@ -374,10 +374,13 @@ export function createAppServicesService(deps: AppServicesDeps) {
     return host ? all.map((c) => ({ ...c, connection: reachedAt(c.connection, host) })) : all;
   }
 
-  function workerView(service: ServiceRow): Partial<ServiceView> {
-    const instance = deps
-      .runtimeInstances?.(service.application_id)
-      .find((i) => i.name === workerInstanceName(service.name));
+  /** What the runtime runs of the application (its `worker` services' processes among them). */
+  async function runtimeOf(appId: number): Promise<RuntimeInstanceStatus[]> {
+    return (await deps.runtimeInstances?.(appId)) ?? [];
+  }
+
+  function workerView(service: ServiceRow, runtime: RuntimeInstanceStatus[]): Partial<ServiceView> {
+    const instance = runtime.find((i) => i.name === workerInstanceName(service.name));
     if (!instance)
       return { status: 'provisioning', status_reason: 'starts with the next deployment of the application' };
     const state = instance.state;
@@ -397,6 +400,7 @@ export function createAppServicesService(deps: AppServicesDeps) {
   function view(
     service: ServiceRow,
     instance: ServiceInstanceRow | undefined,
+    runtime: RuntimeInstanceStatus[],
     host = instance && connectionOf(service, instance)?.host,
   ): ServiceView {
     const why = unavailable(service.type);
@@ -422,7 +426,7 @@ export function createAppServicesService(deps: AppServicesDeps) {
       updated_at:
         instance && instance.updated_at > service.updated_at ? instance.updated_at : service.updated_at,
     };
-    return service.type === 'worker' ? { ...base, ...workerView(service) } : base;
+    return service.type === 'worker' ? { ...base, ...workerView(service, runtime) } : base;
   }
 
   /** The service `ref` (its id, or its name) of an application the caller may see; 404 otherwise. */
@@ -564,16 +568,17 @@ export function createAppServicesService(deps: AppServicesDeps) {
 
     async list(userId: number, appId: number): Promise<ServiceView[]> {
       const { row } = await deps.queries.requireApplication(userId, appId);
-      const [services, instances, reached] = await Promise.all([
+      const [services, instances, reached, runtime] = await Promise.all([
         repo.servicesOf(row.id),
         repo.instancesOf(row.id),
         connections(row.id),
+        runtimeOf(row.id),
       ]);
       const found = byKey(instances);
       const hostOf = new Map(reached.map((c) => [lockKey(unitKey(c.service)), c.connection.host]));
       return services.map((service) => {
         const key = lockKey(unitKey(service));
-        return view(service, found.get(key), hostOf.get(key));
+        return view(service, found.get(key), runtime, hostOf.get(key));
       });
     },
 
@@ -607,7 +612,7 @@ export function createAppServicesService(deps: AppServicesDeps) {
           updated_at: now(),
         });
       });
-      return view(service, await repo.findInstance(key));
+      return view(service, await repo.findInstance(key), await runtimeOf(appId));
     },
 
     /** The newest lines of the service's own log, oldest first. */

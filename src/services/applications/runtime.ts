@@ -155,7 +155,7 @@ export function createRuntimeService(deps: RuntimeServiceDeps) {
     async status(userId: number, appId: number) {
       const row = await app(userId, appId);
       const fresh = (await deps.queries.requireApplication(userId, row.id)).row;
-      const runtime = deps.driver().status(row.id);
+      const runtime = await deps.driver().status(row.id);
       const enabled = fresh.health_check_enabled !== 0;
       const serving = runtime.instances.filter((i) => i.name !== 'scheduler');
       const healthy = serving.filter((i) => i.state === 'running').length;
@@ -189,21 +189,18 @@ export function createRuntimeService(deps: RuntimeServiceDeps) {
 
     async instances(userId: number, appId: number) {
       const row = await app(userId, appId);
-      return deps
-        .driver()
-        .status(row.id)
-        .instances.map((i) => ({
-          name: i.name,
-          release: i.release,
-          state: i.state,
-          pid: i.pid,
-          port: i.port,
-          started_at: i.startedAt,
-          restarts: i.restarts,
-          last_restart_reason: i.lastRestartReason,
-          healthy: i.healthy,
-          memory_limit_bytes: i.memoryLimitBytes,
-        }));
+      return (await deps.driver().status(row.id)).instances.map((i) => ({
+        name: i.name,
+        release: i.release,
+        state: i.state,
+        pid: i.pid,
+        port: i.port,
+        started_at: i.startedAt,
+        restarts: i.restarts,
+        last_restart_reason: i.lastRestartReason,
+        healthy: i.healthy,
+        memory_limit_bytes: i.memoryLimitBytes,
+      }));
     },
 
     async deployments(

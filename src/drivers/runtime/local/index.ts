@@ -786,13 +786,13 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
       }
     },
 
-    status(appId): RuntimeStatus {
+    status(appId): Promise<RuntimeStatus> {
       const entry = apps.get(appId);
-      if (!entry) return { release: null, instances: [] };
+      if (!entry) return Promise.resolve({ release: null, instances: [] });
       const instances = [...entry.replicas, ...entry.draining].map((replica) => replica.status());
       if (entry.scheduler) instances.push(entry.scheduler.status());
       for (const worker of [...entry.workers, ...entry.drainingWorkers]) instances.push(worker.status());
-      return { release: entry.release, instances };
+      return Promise.resolve({ release: entry.release, instances });
     },
 
     logs(appId, { tail, since }): Promise<LogLine[]> {
