@@ -162,15 +162,8 @@ const SERVICE_LAYERS = [
  * each must get its work behind a driver interface handed in by src/composition.ts, then leave this list.
  */
 export const SERVICES_NOT_YET_ON_INTERFACES = [
-  // The /1.3 operations call the engine functions of drivers/databases/operations (dump, clone,
-  // replication, upgrade checks) and make the clone's work directory: a database-operations driver.
-  'src/services/db-operations/index.ts',
-  'src/services/db-operations/requests.ts',
   // Builds its Chromium, LibreOffice and pdf-lib engines and address guard itself: a tools-engines driver.
   'src/services/tools/index.ts',
-  // Plan sizes (drivers/databases/plan-limits.ts) are the local driver's: a method of the driver.
-  'src/services/managed-databases/service.ts',
-  'src/services/managed-databases/view.ts',
   // Uploaded sources are written under the data dir: the artifact store of item 1.
   'src/services/applications/runtime.ts',
   // Moves <dataDir>/applications/<id>, a path the runtime no longer uses (item 1: to remove).
