@@ -286,7 +286,7 @@ export function dbOperationJobHandlers(deps: DbOperationsDeps): Record<string, J
       if (await operations.needsPhysicalCopy(from)) {
         await physicalCopy({ row: source.row, instance: source.instance }, targetRow, payload);
       } else {
-        if (payload.recoveryTime && !payload.backup) {
+        if (from.engine === 'pg' && payload.recoveryTime && !payload.backup) {
           throw new OperationError('PITR_NOT_SUPPORTED', 'The source keeps no WAL archive');
         }
         const status = await operations.copyData(from, to, {
