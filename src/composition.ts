@@ -383,8 +383,6 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
       await runtimeDriver().remove(app.id);
     },
   ];
-  // The /1.3 operations' requests and jobs. The managed-database service is reached when used, not when
-  // these are made (it stops instances at close), hence the getter (which a spread would call).
   // The /1.3 operations go with the managed-database driver: the local one's run on this host.
   const databaseOperations = once((): DatabaseOperationsDriver => {
     const databases = managedDatabaseDriver();
@@ -396,6 +394,8 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
       guard: createAddressGuard({ allow: config.toolsAllowPrivate }),
     });
   });
+  // The /1.3 operations' requests and jobs. The managed-database service is reached when used, not when
+  // these are made (it stops instances at close), hence the getters (which a spread would call).
   const dbOperationsDeps: DbOperationRequestsDeps = {
     db: ctx.db,
     clock: ctx.clock,

@@ -41,7 +41,10 @@ export interface DbOperationsDeps {
   secretBox: SecretBox;
   /** The managed-database service: its driver, credentials, restarts, upgrades and adopted copies. */
   managedDatabases: ManagedDatabaseService;
-  /** The operations' driver (it reaches tenants' sources under BERTH_TOOLS_ALLOW_PRIVATE's rule). */
+  /**
+   * The operations' driver (it reaches tenants' sources under BERTH_TOOLS_ALLOW_PRIVATE's rule); read
+   * when an operation runs, so that a context whose managed-database driver has none still starts.
+   */
   operations: DatabaseOperationsDriver;
 }
 
@@ -121,7 +124,6 @@ function failureOf(error: unknown): { result: string; codes: ResultCode[] } {
 }
 
 export function dbOperationJobHandlers(deps: DbOperationsDeps): Record<string, JobHandler> {
-  const { operations } = deps;
   const log = deps.logger.child({ component: 'db-operations' });
   const now = () => iso(deps.clock.now());
 
@@ -139,7 +141,7 @@ export function dbOperationJobHandlers(deps: DbOperationsDeps): Record<string, J
       const engine = row.type === 'pg' ? 'pg' : 'mysql';
       if (request.operation === 'migration_check') {
         const targetMajor = majorOf(instance.version);
-        const check = await operations.checkMigration({
+        const check = await deps.operations.checkMigration({
           sourceUri: request.sourceUri ?? '',
           engine,
           ...(request.ssl !== undefined ? { ssl: request.ssl } : {}),
@@ -152,7 +154,7 @@ export function dbOperationJobHandlers(deps: DbOperationsDeps): Record<string, J
         codes = check.resultCodes;
       } else {
         const version = request.targetVersion ?? '';
-        const check = await operations.checkUpgrade(operationInstance(row, instance), version);
+        const check = await deps.operations.checkUpgrade(operationInstance(row, instance), version);
         success = check.success;
         result = check.result;
         codes = check.resultCodes;
@@ -210,8 +212,8 @@ export function dbOperationJobHandlers(deps: DbOperationsDeps): Record<string, J
       };
       const status =
         migration.method === 'replication'
-          ? await operations.startReplication(input)
-          : await operations.dumpMigrate({
+          ? await deps.operations.startReplication(input)
+          : await deps.operations.dumpMigrate({
               ...input,
               onProgress: (progress) => {
                 // Progress is informative (a failed write is dropped); the final status below is what counts.
@@ -283,13 +285,13 @@ export function dbOperationJobHandlers(deps: DbOperationsDeps): Record<string, J
       }
       const from = operationInstance(source.row, source.instance);
       const to = operationInstance(targetRow, target.instance);
-      if (await operations.needsPhysicalCopy(from)) {
+      if (await deps.operations.needsPhysicalCopy(from)) {
         await physicalCopy({ row: source.row, instance: source.instance }, targetRow, payload);
       } else {
         if (from.engine === 'pg' && payload.recoveryTime && !payload.backup) {
           throw new OperationError('PITR_NOT_SUPPORTED', 'The source keeps no WAL archive');
         }
-        const status = await operations.copyData(from, to, {
+        const status = await deps.operations.copyData(from, to, {
           ...(payload.recoveryTime && payload.backup
             ? { pointInTime: { backup: payload.backup, recoveryTime: payload.recoveryTime } }
             : {}),

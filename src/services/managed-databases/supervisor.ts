@@ -152,7 +152,7 @@ export function startSupervisor(
   return supervisor;
 }
 
-/** Whether `child` is inside `parent` (applications' services still place their instances by it). */
+/** Whether `child` is inside `parent`: applications' services still tell another Berth's instances by it. */
 export function isUnder(child: string, parent: string): boolean {
   const relative = path.relative(path.resolve(parent), path.resolve(child));
   return relative !== '' && !relative.startsWith('..') && !path.isAbsolute(relative);
