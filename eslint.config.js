@@ -169,20 +169,6 @@ const SERVICE_LAYERS = [
   layer('Services are built by the composition root; they do not reach it.', ['**/composition.js']),
 ];
 
-/**
- * Services that still reach driver implementations or the file system (issue 27, item 1, left to do):
- * each must get its work behind a driver interface handed in by src/composition.ts, then leave this list.
- */
-export const SERVICES_NOT_YET_ON_INTERFACES = [
-  // The /1.3 operations call the engine functions of drivers/databases/operations (dump, clone,
-  // replication, upgrade checks) and make the clone's work directory: a database-operations driver.
-  'src/services/db-operations/index.ts',
-  'src/services/db-operations/requests.ts',
-  // Plan sizes (drivers/databases/plan-limits.ts) are the local driver's: a method of the driver.
-  'src/services/managed-databases/service.ts',
-  'src/services/managed-databases/view.ts',
-];
-
 export const LAYER_RULES = [
   {
     files: ['src/domain/**/*.ts'],
@@ -260,7 +246,6 @@ export const LAYER_RULES = [
   },
   {
     files: ['src/services/**/*.ts'],
-    ignores: SERVICES_NOT_YET_ON_INTERFACES,
     rules: {
       '@typescript-eslint/no-restricted-imports': [
         'error',
@@ -275,18 +260,6 @@ export const LAYER_RULES = [
       'no-restricted-syntax': ['error', NO_DYNAMIC_IMPORT],
     },
   },
-  // The exceptions above still keep every other rule of a service.
-  ...(SERVICES_NOT_YET_ON_INTERFACES.length > 0
-    ? [
-        {
-          files: SERVICES_NOT_YET_ON_INTERFACES,
-          rules: {
-            '@typescript-eslint/no-restricted-imports': ['error', { patterns: SERVICE_LAYERS }],
-            'no-restricted-syntax': ['error', NO_DYNAMIC_IMPORT],
-          },
-        },
-      ]
-    : []),
   {
     // The job queue and runner sit below the services: the registry gets its handlers from them.
     files: ['src/jobs/**/*.ts'],

@@ -13,8 +13,9 @@ import type { Store } from './db/connect.js';
 import type { Database } from './db/schema/index.js';
 import type { SecretBox } from './crypto/secret-box.js';
 import type { IdentityService } from './services/identity.js';
-import { createLocalDatabaseDriver } from './drivers/databases/local/index.js';
-import type { ManagedDatabaseDriver } from './drivers/databases/types.js';
+import { createLocalDatabaseDriver, isLocalDatabaseDriver } from './drivers/databases/local/index.js';
+import { createLocalDatabaseOperations } from './drivers/databases/local/operations.js';
+import type { DatabaseOperationsDriver, ManagedDatabaseDriver } from './drivers/databases/types.js';
 import { createSmtpMailer, defaultSender, type Mailer } from './drivers/mail/index.js';
 import type { ObjectStorageDriver } from './drivers/objectstorage/driver.js';
 import { createLocalObjectStorageDriver } from './drivers/objectstorage/local/index.js';
@@ -377,7 +378,6 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
       logger: ctx.logger,
       secretBox: ctx.secretBox,
       identity: ctx.identity,
-      dataDir: config.dataDir,
       driver: managedDatabaseDriver(),
     });
     ctx.onClose((options) => service.close(options));
@@ -437,8 +437,19 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
       await artifacts().removeApplication(app.id);
     },
   ];
+  // The /1.3 operations go with the managed-database driver: the local one's run on this host.
+  const databaseOperations = once((): DatabaseOperationsDriver => {
+    const databases = managedDatabaseDriver();
+    if (!isLocalDatabaseDriver(databases)) {
+      throw new Error(`the ${databases.name} managed-database driver has no /1.3 operations here`);
+    }
+    return createLocalDatabaseOperations({
+      databases,
+      guard: createAddressGuard({ allow: config.toolsAllowPrivate }),
+    });
+  });
   // The /1.3 operations' requests and jobs. The managed-database service is reached when used, not when
-  // these are made (it stops instances at close), hence the getter (which a spread would call).
+  // these are made (it stops instances at close), hence the getters (which a spread would call).
   const dbOperationsDeps: DbOperationRequestsDeps = {
     db: ctx.db,
     clock: ctx.clock,
@@ -449,7 +460,9 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
     get managedDatabases() {
       return managedDatabases();
     },
-    toolsAllowPrivate: config.toolsAllowPrivate,
+    get operations() {
+      return databaseOperations();
+    },
   };
   const dbOperations = once(() => createDbOperationRequests(dbOperationsDeps));
   const apply = once(() =>

@@ -4,7 +4,7 @@ import { ESLint } from 'eslint';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { importCycles, importGraph } from './imports.js';
 
@@ -23,13 +23,6 @@ const eslint = new ESLint({
   ruleFilter: ({ ruleId }) => LAYER_RULE_IDS.includes(ruleId),
   overrideConfig: { languageOptions: { parserOptions: { projectService: false, project: null } } },
 });
-// The config is plain JavaScript (no declarations): what the test reads of it, typed here.
-const { SERVICES_NOT_YET_ON_INTERFACES } = (await import(
-  pathToFileURL(path.join(ROOT, 'eslint.config.js')).href
-)) as {
-  SERVICES_NOT_YET_ON_INTERFACES: string[];
-};
-
 /** The layer-rule messages ESLint gives `code` linted as the file `file`. */
 async function layerProblems(file: string, code: string, rule?: string): Promise<string[]> {
   const [result] = await eslint.lintText(code, { filePath: path.join(ROOT, file) });
@@ -152,36 +145,28 @@ describe('layer rules', () => {
     expect(await layerProblems('src/services/identity.ts', pathOnly)).toEqual([]);
   });
 
-  it('keep the exceptions to the driver rule few, named and real', async () => {
-    // Each names a service file that exists (a moved or finished file leaves the list).
-    expect(SERVICES_NOT_YET_ON_INTERFACES.length).toBeLessThanOrEqual(4);
-    for (const file of SERVICES_NOT_YET_ON_INTERFACES) {
-      expect(file).toMatch(/^src\/services\/.+\.ts$/);
-      expect(fs.existsSync(path.join(ROOT, file)), file).toBe(true);
-    }
-    // Files that left the list are under the rules: the tools service on the tools-engines driver,
-    // scheduled deletion without the data dir (issue 27 item 1).
+  it('hold every service to the driver rule: the files once excepted are refused engines and files', async () => {
+    // The last services that did engine or file work of their own (issue 27 item 1): the tools, the
+    // /1.3 operations, the managed databases' plan sizes and view, scheduled deletion.
     const engineAndFiles =
       "import { ChromiumEngine } from '../../drivers/chromium/engine.js';\nimport fs from 'node:fs/promises';\nexport const f = [ChromiumEngine, fs];\n";
-    for (const file of ['src/services/tools/index.ts', 'src/services/scheduled-deletion/index.ts']) {
-      expect(SERVICES_NOT_YET_ON_INTERFACES).not.toContain(file);
+    for (const file of [
+      'src/services/tools/index.ts',
+      'src/services/scheduled-deletion/index.ts',
+      'src/services/db-operations/index.ts',
+      'src/services/db-operations/requests.ts',
+      'src/services/managed-databases/service.ts',
+      'src/services/managed-databases/view.ts',
+    ]) {
+      expect(fs.existsSync(path.join(ROOT, file)), file).toBe(true);
       expect(await layerProblems(file, engineAndFiles), file).toEqual([
         expect.stringContaining('through its interface'),
         expect.stringContaining('no file or process work'),
       ]);
     }
-    // An excepted file still keeps the other service rules.
-    const http = "import { buildApp } from '../../app.js';\nexport const f = buildApp;\n";
-    const composition =
-      "import { createServices } from '../../composition.js';\nexport const f = createServices;\n";
-    expect(await layerProblems(SERVICES_NOT_YET_ON_INTERFACES[0]!, composition)).toEqual([
-      expect.stringContaining('composition root'),
-    ]);
-    expect(await layerProblems(SERVICES_NOT_YET_ON_INTERFACES[0]!, http)).toEqual([]);
   });
 
   it('hold the runtime service to the rule: uploaded sources go through the artifact store', async () => {
-    expect(SERVICES_NOT_YET_ON_INTERFACES).not.toContain('src/services/applications/runtime.ts');
     const fsImport = "import fs from 'node:fs';\nexport const f = fs;\n";
     expect(await layerProblems('src/services/applications/runtime.ts', fsImport)).toEqual([
       expect.stringContaining('no file or process work'),

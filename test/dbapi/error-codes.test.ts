@@ -36,9 +36,7 @@ function documentedCodes(): Map<string, string> {
  */
 function sourceCodes(): Set<string> {
   const codes = new Set<string>();
-  const union = /export type OperationErrorCode =([^;]+);/.exec(
-    read('src/drivers/databases/operations/errors.ts'),
-  );
+  const union = /export type OperationErrorCode =([^;]+);/.exec(read('src/drivers/databases/types.ts'));
   for (const m of (union?.[1] ?? '').matchAll(/'([A-Z_]+)'/g)) codes.add(m[1] ?? '');
   const withApiCodes = [
     ...filesUnder('src/http/routes/dbapi'),

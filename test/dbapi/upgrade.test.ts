@@ -399,11 +399,19 @@ describe.each(DIALECTS)('/1.3 upgrade and maintenance on %s', (dialect) => {
       ).toEqual([{ m: 'on' }]);
     }
 
-    // A copy that does not start is thrown out: the instance runs on its own data again.
-    const broken = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-broken-copy-'));
-    fs.writeFileSync(path.join(broken, 'PG_VERSION'), '16\n');
+    // A copy that does not start is thrown out: the instance runs on its own data again. It stands
+    // where the driver recovers a copy for this instance (its handle), as recoverCopy would leave it.
+    const currentRow = await berth.ctx.db
+      .selectFrom('managed_databases')
+      .innerJoin('managed_instances', 'managed_instances.managed_database_id', 'managed_databases.id')
+      .select('managed_instances.data_dir')
+      .where('managed_databases.uuid', '=', current)
+      .executeTakeFirstOrThrow();
+    const broken = path.join(currentRow.data_dir as string, 'clone-work');
+    fs.mkdirSync(path.join(broken, 'data'), { recursive: true });
+    fs.writeFileSync(path.join(broken, 'data', 'PG_VERSION'), '16\n');
     await expect(
-      berth.ctx.services.managedDatabases.adoptCopy(current, { dataDir: broken, adminPassword: 'x' }),
+      berth.ctx.services.managedDatabases.adoptCopy(current, { handle: broken, adminPassword: 'x' }),
     ).rejects.toThrow();
     fs.rmSync(broken, { recursive: true, force: true });
     const object = (await call('GET', `/1.3/database/${current}`)).json<Service>();

@@ -142,6 +142,18 @@ export function stubDatabaseDriver(calls: CallLog): ManagedDatabaseDriver {
   };
   return {
     name: 'stub',
+    planLimits: () => ({
+      nodes: 1,
+      memoryMiB: 2048,
+      storageMiB: 25 * 1024,
+      maxConnections: 100,
+      baseBackupRetention: 1,
+    }),
+    endpoint: (ref) => ({ host: `${ref.id}.databases.example`, ipFilter: ['0.0.0.0/0'] }),
+    health: (ref) =>
+      Promise.resolve(
+        instances.has(ref.id) ? { state: 'running', pid: null, storageBytes: 0 } : { state: 'stopped' },
+      ),
     provision(spec) {
       calls.push(`databases.provision ${spec.engine} ${spec.plan}`);
       return up(spec);

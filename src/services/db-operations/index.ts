@@ -1,36 +1,24 @@
-// The /1.3 managed-database operations on top of the engine functions in
-// src/drivers/databases/operations: check tasks and migrations run as jobs, their requests sealed
-// (source URIs hold passwords) and their results redacted by the engine functions.
-import type { RecoveredCopy, RestorableBackup } from '../../drivers/databases/types.js';
+// The /1.3 managed-database operations: check tasks and migrations run as jobs, their requests sealed
+// (source URIs hold passwords), the engine work done by the DatabaseOperationsDriver (whose results
+// are redacted) and, for physical clones, by the managed-database driver. This file keeps the use
+// cases: rows, jobs, progress and errors.
+import {
+  OperationError,
+  isOperationError,
+  type DatabaseOperationsDriver,
+  type MigrationMethod,
+  type MigrationStatus,
+  type OperationInstance,
+  type RestorableBackup,
+  type ResultCode,
+} from '../../drivers/databases/types.js';
 import { engineOf } from '../managed-databases/declared.js';
 import { handles, type ClonePayload, type UpgradePayload } from '../jobs.js';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { Database } from '../../db/schema/index.js';
 import { createDbOperationsRepository } from '../../db/repositories/db-operations.js';
 import type { ManagedDatabaseTasksTable } from '../../db/schema/db-operations.js';
-import { stopCluster } from '../../drivers/databases/operations/cluster.js';
-import { createAddressGuard, type AddressGuard } from '../../drivers/net/guard.js';
-import {
-  OperationError,
-  pgBinDirFor,
-  pgBinaryMajor,
-  pgToolDir,
-  checkMigrationSource,
-  cloneMysql,
-  dumpMigrate,
-  isOperationError,
-  replicationStatus,
-  startReplication,
-  stopReplication,
-  upgradeCheck,
-  type MigrationMethod,
-  type MigrationStatus,
-  type ResultCode,
-} from '../../drivers/databases/operations/index.js';
 import { iso, type Clock } from '../../domain/clock.js';
 import type { SecretBox } from '../../crypto/secret-box.js';
 import type { ManagedDatabaseService } from '../managed-databases/service.js';
@@ -41,9 +29,6 @@ import {
   type ManagedDatabaseRow,
   type ManagedInstanceRow,
 } from '../../db/repositories/managed-databases.js';
-
-// Moved to the drivers (the local driver needs it); re-exported for the routes.
-export { pgBinDirFor };
 
 // Declared with the job map, which the payloads' modules use (and so cannot be used by it).
 export type { ClonePayload, UpgradePayload } from '../jobs.js';
@@ -56,16 +41,20 @@ export interface DbOperationsDeps {
   secretBox: SecretBox;
   /** The managed-database service: its driver, credentials, restarts, upgrades and adopted copies. */
   managedDatabases: ManagedDatabaseService;
-  /** BERTH_TOOLS_ALLOW_PRIVATE: the private addresses a migration source may have. */
-  toolsAllowPrivate: readonly string[];
+  /**
+   * The operations' driver (it reaches tenants' sources under BERTH_TOOLS_ALLOW_PRIVATE's rule); read
+   * when an operation runs, so that a context whose managed-database driver has none still starts.
+   */
+  operations: DatabaseOperationsDriver;
 }
 
 /** The driver's base backups of a PostgreSQL instance, oldest first. */
-export function restorableBackups(
+export async function restorableBackups(
   deps: Pick<DbOperationsDeps, 'managedDatabases'>,
   row: ManagedDatabaseRow,
-): RestorableBackup[] {
-  return deps.managedDatabases.driver.restorableBackups?.({ id: row.uuid, engine: engineOf(row.type) }) ?? [];
+): Promise<RestorableBackup[]> {
+  const driver = deps.managedDatabases.driver;
+  return (await driver.restorableBackups?.({ id: row.uuid, engine: engineOf(row.type) })) ?? [];
 }
 
 export type TaskOperation = 'migration_check' | 'upgrade_check';
@@ -105,19 +94,10 @@ export function taskObject(task: TaskRow, type: string): Record<string, unknown>
   };
 }
 
-/**
- * Berth's own connection URI of a managed instance on this host (PostgreSQL or MariaDB): its
- * maintenance account, never the admin a team receives (which has no superuser rights).
- */
-export function adminUriOf(
-  deps: Pick<DbOperationsDeps, 'managedDatabases'>,
-  row: ManagedDatabaseRow,
-  instance: ManagedInstanceRow,
-): string {
-  const driver = deps.managedDatabases.driver;
-  if (!instance.port || !driver.maintenanceUri)
-    throw new Error(`managed database ${row.uuid} has no port yet`);
-  return driver.maintenanceUri({ id: row.uuid, engine: engineOf(row.type) }, instance.port);
+/** A managed database as the operations address it: its instance, running on its port. */
+export function operationInstance(row: ManagedDatabaseRow, instance: ManagedInstanceRow): OperationInstance {
+  if (!instance.port) throw new Error(`managed database ${row.uuid} has no port yet`);
+  return { id: row.uuid, engine: engineOf(row.type), port: instance.port, version: instance.version };
 }
 
 function majorOf(version: string | null): number | undefined {
@@ -143,16 +123,7 @@ function failureOf(error: unknown): { result: string; codes: ResultCode[] } {
   };
 }
 
-/**
- * A tenant's source server is reached under the tools' address rule and its operator allowance
- * (BERTH_TOOLS_ALLOW_PRIVATE): loopback, private and link-local addresses are refused otherwise, so
- * that a tenant cannot map the network behind Berth. Berth's own instances need no such rule.
- */
-const sourceGuard = (deps: Pick<DbOperationsDeps, 'toolsAllowPrivate'>): AddressGuard =>
-  createAddressGuard({ allow: deps.toolsAllowPrivate });
-
 export function dbOperationJobHandlers(deps: DbOperationsDeps): Record<string, JobHandler> {
-  const guard = sourceGuard(deps);
   const log = deps.logger.child({ component: 'db-operations' });
   const now = () => iso(deps.clock.now());
 
@@ -170,8 +141,7 @@ export function dbOperationJobHandlers(deps: DbOperationsDeps): Record<string, J
       const engine = row.type === 'pg' ? 'pg' : 'mysql';
       if (request.operation === 'migration_check') {
         const targetMajor = majorOf(instance.version);
-        const check = await checkMigrationSource({
-          guard,
+        const check = await deps.operations.checkMigration({
           sourceUri: request.sourceUri ?? '',
           engine,
           ...(request.ssl !== undefined ? { ssl: request.ssl } : {}),
@@ -184,11 +154,7 @@ export function dbOperationJobHandlers(deps: DbOperationsDeps): Record<string, J
         codes = check.resultCodes;
       } else {
         const version = request.targetVersion ?? '';
-        const check = await upgradeCheck({
-          sourceUri: adminUriOf(deps, row, instance),
-          targetBinDir: pgBinDirFor(version),
-          targetVersion: version,
-        });
+        const check = await deps.operations.checkUpgrade(operationInstance(row, instance), version);
         success = check.success;
         result = check.result;
         codes = check.resultCodes;
@@ -239,16 +205,15 @@ export function dbOperationJobHandlers(deps: DbOperationsDeps): Record<string, J
       if (!row || !instance) throw new Error(`managed database ${uuid} is gone`);
       const input = {
         sourceUri: deps.secretBox.decrypt(migration.source),
-        targetUri: adminUriOf(deps, row, instance),
+        target: operationInstance(row, instance),
         ssl: migration.ssl === 1,
         ...(migration.ignore_dbs ? { ignoreDbs: migration.ignore_dbs } : {}),
         signal,
-        guard,
       };
       const status =
         migration.method === 'replication'
-          ? await startReplication(input)
-          : await dumpMigrate({
+          ? await deps.operations.startReplication(input)
+          : await deps.operations.dumpMigrate({
               ...input,
               onProgress: (progress) => {
                 // Progress is informative (a failed write is dropped); the final status below is what counts.
@@ -273,99 +238,34 @@ export function dbOperationJobHandlers(deps: DbOperationsDeps): Record<string, J
   }
 
   /**
-   * The source's data at a point in time, or as it is now: the driver's base backup (lz4 tar) restored
-   * into `<work>/data` and the source's WAL archive replayed onto it (to the time, or to its end), on the
-   * source's own major, then promoted. The cluster is left running on a free port, or stopped.
+   * A clone without pg_dump: the source recovered (to the time, or to now) by the managed-database
+   * driver for the target, and the target's instance then runs on that copy with its own credentials
+   * (driver.adoptCopy). The clone is on the source's major, with the source's roles and data.
    */
-  async function recoverSourceCopy(
+  async function physicalCopy(
     source: { row: ManagedDatabaseRow; instance: ManagedInstanceRow },
-    backup: RestorableBackup,
-    recoveryTime: string | undefined,
-    work: string,
-    keepRunning: boolean,
-  ): Promise<RecoveredCopy> {
+    target: ManagedDatabaseRow,
+    payload: ClonePayload,
+  ): Promise<void> {
     const driver = deps.managedDatabases.driver;
+    const backup = payload.backup ?? (await restorableBackups(deps, source.row)).at(-1);
+    if (!backup) throw new OperationError('NO_BASE_BACKUP', 'The source has no base backup yet');
     if (!driver.recoverCopy || !source.instance.port)
       throw new OperationError('PITR_NOT_SUPPORTED', 'The source keeps no WAL archive');
-    return driver.recoverCopy(
+    const copy = await driver.recoverCopy(
       { id: source.row.uuid, engine: engineOf(source.row.type) },
       {
         backup,
-        recoveryTime,
-        work,
-        keepRunning,
+        recoveryTime: payload.recoveryTime,
+        for: { id: target.uuid, engine: engineOf(target.type) },
         major: majorOf(source.instance.version),
         port: source.instance.port,
       },
     );
-  }
-
-  /**
-   * A point in time of PostgreSQL: a scratch cluster recovered to the time (recoverSourceCopy); the
-   * clone is then filled from it by dump, so the clone keeps the driver's own layout and configuration.
-   */
-  async function pointInTimeCopy(
-    source: { row: ManagedDatabaseRow; instance: ManagedInstanceRow },
-    targetUri: string,
-    payload: ClonePayload,
-  ): Promise<MigrationStatus> {
-    if (!payload.backup || !payload.recoveryTime) {
-      throw new OperationError('PITR_NOT_SUPPORTED', 'The source keeps no WAL archive');
-    }
-    const work = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-clone-'));
-    fs.chmodSync(work, 0o711);
     try {
-      const scratch = await recoverSourceCopy(source, payload.backup, payload.recoveryTime, work, true);
-      try {
-        // The scratch cluster is a copy of the source: same admin and password.
-        const scratchUri = new URL(adminUriOf(deps, source.row, source.instance));
-        scratchUri.port = String(scratch.port);
-        return await dumpMigrate({ sourceUri: scratchUri.toString(), targetUri, ssl: false });
-      } finally {
-        await stopCluster(
-          { binDir: scratch.binDir, dataDir: scratch.dataDir, runAs: scratch.runAs },
-          'fast',
-        ).catch(() => undefined);
-      }
+      await deps.managedDatabases.adoptCopy(target.uuid, copy);
     } finally {
-      fs.rmSync(work, { recursive: true, force: true });
-    }
-  }
-
-  /** True when no pg_dump here reads the source's major (16 from npm ships none): clone physically. */
-  async function needsPhysicalCopy(instance: ManagedInstanceRow): Promise<boolean> {
-    const major = majorOf(instance.version);
-    if (major === undefined) return false;
-    return (await pgBinaryMajor(pgToolDir(major, 'pg_dump'), 'pg_dump')) < major;
-  }
-
-  /**
-   * A clone without pg_dump: the source recovered (to the time, or to now) next to the target's files,
-   * and the target's instance then runs on that copy with its own credentials (driver.adoptCopy). The
-   * clone is on the source's major, with the source's roles and data.
-   */
-  async function physicalCopy(
-    source: { row: ManagedDatabaseRow; instance: ManagedInstanceRow },
-    target: { row: ManagedDatabaseRow; instance: ManagedInstanceRow },
-    payload: ClonePayload,
-  ): Promise<void> {
-    const backup = payload.backup ?? restorableBackups(deps, source.row).at(-1);
-    if (!backup) throw new OperationError('NO_BASE_BACKUP', 'The source has no base backup yet');
-    if (!target.instance.data_dir)
-      throw new OperationError('CLONE_FAILED', 'The clone has no data directory');
-    // Beside the target's files, on their file system: the copy is moved into place, not copied.
-    const work = path.join(target.instance.data_dir, 'clone-work');
-    fs.rmSync(work, { recursive: true, force: true });
-    fs.mkdirSync(work, { mode: 0o711 });
-    try {
-      const copy = await recoverSourceCopy(source, backup, payload.recoveryTime, work, false);
-      await deps.managedDatabases.adoptCopy(target.row.uuid, {
-        dataDir: copy.dataDir,
-        // The copy's superuser is the source's maintenance account, with the source's password.
-        adminPassword: copy.adminPassword,
-      });
-    } finally {
-      fs.rmSync(work, { recursive: true, force: true });
+      await driver.discardCopy?.(copy);
     }
   }
 
@@ -383,18 +283,20 @@ export function dbOperationJobHandlers(deps: DbOperationsDeps): Record<string, J
       if (!source.row || !source.instance?.port) {
         throw new OperationError('CLONE_FAILED', 'The source database is not running');
       }
-      const sourceUri = adminUriOf(deps, source.row, source.instance);
-      const targetUri = adminUriOf(deps, targetRow, target.instance);
-      const from = { row: source.row, instance: source.instance };
-      if (source.row.type === 'pg' && (await needsPhysicalCopy(source.instance))) {
-        await physicalCopy(from, { row: targetRow, instance: target.instance }, payload);
+      const from = operationInstance(source.row, source.instance);
+      const to = operationInstance(targetRow, target.instance);
+      if (await deps.operations.needsPhysicalCopy(from)) {
+        await physicalCopy({ row: source.row, instance: source.instance }, targetRow, payload);
       } else {
-        const status =
-          source.row.type === 'mysql'
-            ? await cloneMysql({ sourceUri, targetUri })
-            : payload.recoveryTime
-              ? await pointInTimeCopy(from, targetUri, payload)
-              : await dumpMigrate({ sourceUri, targetUri, ssl: false, signal });
+        if (from.engine === 'pg' && payload.recoveryTime && !payload.backup) {
+          throw new OperationError('PITR_NOT_SUPPORTED', 'The source keeps no WAL archive');
+        }
+        const status = await deps.operations.copyData(from, to, {
+          ...(payload.recoveryTime && payload.backup
+            ? { pointInTime: { backup: payload.backup, recoveryTime: payload.recoveryTime } }
+            : {}),
+          signal,
+        });
         if (status.status === 'failed') {
           throw new OperationError('CLONE_FAILED', status.error ?? 'Copying the data failed');
         }
@@ -440,14 +342,11 @@ export async function migrationStatusOf(
   if (migration.method !== 'replication' || !active || !instance) return stored;
   if (stored.databases.length === 0) return stored; // the subscriptions are still being created
   try {
-    const live = await replicationStatus({
+    return await deps.operations.replicationStatus({
       sourceUri: deps.secretBox.decrypt(migration.source),
-      targetUri: adminUriOf(deps, row, instance),
+      target: operationInstance(row, instance),
       ssl: migration.ssl === 1,
-      guard: sourceGuard(deps),
     });
-    const { lag_bytes: _lag, ...status } = live;
-    return status;
   } catch (error) {
     return isOperationError(error) ? { ...stored, status: 'failed', error: error.message } : stored;
   }
@@ -485,11 +384,10 @@ export async function stopMigration(
       });
     }
     try {
-      const stopped = await stopReplication({
+      const stopped = await deps.operations.stopReplication({
         sourceUri: deps.secretBox.decrypt(migration.source),
-        targetUri: adminUriOf(deps, row, instance),
+        target: operationInstance(row, instance),
         ssl: migration.ssl === 1,
-        guard: sourceGuard(deps),
       });
       if (stopped.orphanedSlots.length > 0) {
         deps.logger.warn(

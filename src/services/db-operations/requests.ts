@@ -1,17 +1,15 @@
 // The /1.3 managed-database operations as requests: check tasks, migrations, upgrade, maintenance and
 // clones. Each checks ownership and the database's state, stores the sealed request and enqueues its
-// job in one transaction; the engine work runs in the jobs (index.ts). Routes parse, call one of
-// these and shape the answer.
+// job in one transaction; the engine work runs in the jobs (index.ts), through the operations'
+// driver. Routes parse, call one of these and shape the answer.
 import { createDbOperationsRepository } from '../../db/repositories/db-operations.js';
 import {
   OPERATION_ERROR_STATUS,
+  OperationError,
   parseRecoveryTime,
   isOperationError,
-  pendingMaintenance,
-  requireMaintenance,
-  validateSourceUri,
   type PendingUpdate,
-} from '../../drivers/databases/operations/index.js';
+} from '../../drivers/databases/types.js';
 import { iso } from '../../domain/clock.js';
 import { AppError, type ErrorCode } from '../../domain/errors.js';
 import { MANAGED_DATABASE_ZONES, isPlanOffered } from '../../domain/plans.js';
@@ -22,13 +20,11 @@ import {
   type ManagedDatabaseRow,
   type ManagedInstanceRow,
 } from '../../db/repositories/managed-databases.js';
-import { serviceObject } from '../managed-databases/view.js';
 import {
   restorableBackups,
   type ClonePayload,
-  adminUriOf,
   migrationStatusOf,
-  pgBinDirFor,
+  operationInstance,
   stopMigration,
   taskObject,
   type TaskRequest,
@@ -129,7 +125,7 @@ export function createDbOperationRequests(deps: DbOperationRequestsDeps) {
     role: string,
   ): ServiceObject {
     const secrets = role === 'owner' && instance ? deps.managedDatabases.credentialsOf(instance) : undefined;
-    return serviceObject(row, instance, secrets);
+    return deps.managedDatabases.serviceObject(row, instance, secrets);
   }
 
   function requireSqlEngine(row: ManagedDatabaseRow): 'pg' | 'mysql' {
@@ -161,17 +157,11 @@ export function createDbOperationRequests(deps: DbOperationRequestsDeps) {
 
   function validateUri(uri: string, engine: 'pg' | 'mysql', ssl?: boolean) {
     try {
-      return validateSourceUri(uri, engine, ssl);
+      return deps.operations.parseSource(uri, engine, ssl);
     } catch (error) {
       throw asAppError(error);
     }
   }
-
-  /** What a maintenance (a restart) would apply now: the URI and binaries the instance runs with. */
-  const maintenanceInput = (row: ManagedDatabaseRow, running: ManagedInstanceRow) => ({
-    uri: adminUriOf(deps, row, running),
-    ...(row.type === 'pg' ? { binDir: pgBinDirFor(String(majorOf(running.version))) } : {}),
-  });
 
   return {
     /**
@@ -185,7 +175,7 @@ export function createDbOperationRequests(deps: DbOperationRequestsDeps) {
       if ((row.type !== 'pg' && row.type !== 'mysql') || row.state !== 'running' || !instance?.port)
         return [];
       try {
-        const updates = await pendingMaintenance(maintenanceInput(row, instance));
+        const updates = await deps.operations.pendingMaintenance(operationInstance(row, instance));
         return updates.map((u) => ({ description: u.description }));
       } catch {
         return []; // the server is restarting or unreachable: nothing can be said to be pending
@@ -377,7 +367,13 @@ export function createDbOperationRequests(deps: DbOperationRequestsDeps) {
       requireSqlEngine(row);
       let updates: PendingUpdate[];
       try {
-        updates = await requireMaintenance(maintenanceInput(row, running));
+        updates = await deps.operations.pendingMaintenance(operationInstance(row, running));
+        if (updates.length === 0) {
+          throw new OperationError(
+            'NO_MAINTENANCE_AVAILABLE',
+            'There is no pending maintenance for this database',
+          );
+        }
       } catch (error) {
         throw asAppError(error);
       }
@@ -412,7 +408,7 @@ export function createDbOperationRequests(deps: DbOperationRequestsDeps) {
         }
         try {
           const time = parseRecoveryTime(recovery, at);
-          const backups = restorableBackups(deps, row);
+          const backups = await restorableBackups(deps, row);
           if (backups.length === 0) {
             throw new AppError('conflict', 'The database has no base backup yet', {
               apiCode: 'NO_BASE_BACKUP',
@@ -465,7 +461,7 @@ export function createDbOperationRequests(deps: DbOperationRequestsDeps) {
       });
       const clone = await repo.findDatabase(payload.target);
       if (!clone) throw new AppError('internal', 'The clone vanished');
-      return serviceObject(clone, undefined, undefined);
+      return deps.managedDatabases.serviceObject(clone, undefined, undefined);
     },
   };
 }

@@ -1,11 +1,11 @@
 // The managed-database service: the provisioning job, daily base backups, deletion and power jobs,
 // the panel's "apply pending plan/zone change", and the stop of every instance at close. One service
 // per context (src/composition.ts), shared by the job handlers, the supervisor and the routes.
-import { baseBackupRetention, limitsFor } from '../../drivers/databases/plan-limits.js';
 import {
   PermanentDriverError,
   type InstanceSpec,
   type ManagedDatabaseDriver,
+  type RecoveredCopy,
 } from '../../drivers/databases/types.js';
 import type { Kysely, Transaction } from 'kysely';
 import type { Database } from '../../db/schema/index.js';
@@ -34,7 +34,8 @@ import {
   type ManagedDatabaseRow,
   type ManagedInstanceRow,
 } from '../../db/repositories/managed-databases.js';
-import { isUnder, startSupervisor, type Supervisor, type SupervisorCore } from './supervisor.js';
+import { startSupervisor, type Supervisor, type SupervisorCore } from './supervisor.js';
+import { serviceObject, type Secrets } from './view.js';
 
 export * from './declared.js';
 export * from './jobs.js';
@@ -44,6 +45,15 @@ const ADMIN_USER = 'upadmin';
 
 export interface ManagedDatabaseService {
   readonly driver: ManagedDatabaseDriver;
+  /**
+   * The database as /1.3 answers it (view.ts), with its driver's host and plan limits; `secrets`
+   * undefined for callers who may not see passwords.
+   */
+  serviceObject(
+    row: ManagedDatabaseRow,
+    instance: ManagedInstanceRow | undefined,
+    secrets: Secrets | undefined,
+  ): Record<string, unknown>;
   handlers(): Record<string, JobHandler>;
   /**
    * Starts the supervisor; its first pass starts every instance that should run. `warmUp` also
@@ -79,10 +89,11 @@ export interface ManagedDatabaseService {
    */
   upgradeMajor(uuid: string, targetMajor: number): Promise<{ error?: string }>;
   /**
-   * A clone's data by physical copy (driver.adoptCopy): the instance runs on the copy with its own
+   * A clone's data by physical copy (driver.adoptCopy of a copy driver.recoverCopy made for this
+   * instance): the instance runs on the copy with its own
    * credentials, and its first base backup is queued. The state is left to the caller (the clone job).
    */
-  adoptCopy(uuid: string, copy: { dataDir: string; adminPassword: string }): Promise<void>;
+  adoptCopy(uuid: string, copy: RecoveredCopy): Promise<void>;
   powerOff(uuid: string): Promise<void>;
   powerOn(uuid: string): Promise<void>;
   /**
@@ -95,8 +106,8 @@ export interface ManagedDatabaseService {
   /** Removes the instance, its processes and files, and the database row. */
   remove(uuid: string): Promise<void>;
   /**
-   * Stops the supervisor and every instance this data dir runs (registered on the context's onClose);
-   * with `keepRunning` (a restart of Berth) the instances run on.
+   * Stops the supervisor and every instance this Berth runs (registered on the context's onClose; the
+   * driver tells another Berth's apart); with `keepRunning` (a restart of Berth) the instances run on.
    */
   close(options?: { keepRunning?: boolean }): Promise<void>;
 }
@@ -109,8 +120,6 @@ export interface ManagedDatabaseDeps {
   logger: Logger;
   secretBox: SecretBox;
   identity: Pick<IdentityService, 'teamsOfUser'>;
-  /** BERTH_DATA_DIR: the instances under it are this process's to stop at close. */
-  dataDir: string;
   /** The driver BERTH_MANAGED_DATABASE_DRIVER names (or a test's). */
   driver: ManagedDatabaseDriver;
 }
@@ -357,7 +366,8 @@ export function createManagedDatabaseService(deps: ManagedDatabaseDeps): Managed
         const later = instance?.powered === 0 ? BASE_BACKUP_INTERVAL_MS : 60_000;
         return { runAgainAt: new Date(deps.clock.now().getTime() + later) };
       }
-      const backups = await driver.baseBackup(specOf(row, instance), baseBackupRetention(row.plan));
+      const retain = driver.planLimits(engineOf(row.type), row.plan).baseBackupRetention;
+      const backups = await driver.baseBackup(specOf(row, instance), retain);
       await repo.updateInstance(row.id, {
         backups: JSON.stringify(backups),
         last_backup_at: now(),
@@ -379,7 +389,6 @@ export function createManagedDatabaseService(deps: ManagedDatabaseDeps): Managed
     driver,
     repo,
     log,
-    dataDir: deps.dataDir,
     now,
     closing: () => closing,
     warmUp() {
@@ -408,6 +417,7 @@ export function createManagedDatabaseService(deps: ManagedDatabaseDeps): Managed
 
   return {
     driver,
+    serviceObject: (row, instance, secrets) => serviceObject(driver, row, instance, secrets),
     credentialsOf,
     findInstance: (databaseId) => repo.findInstance(databaseId),
     async databasesOfUser(userId, page) {
@@ -484,7 +494,7 @@ export function createManagedDatabaseService(deps: ManagedDatabaseDeps): Managed
         throw new AppError('conflict', `Managed database '${row.name}' has no pending plan or zone change`);
       }
       const plan = row.pending_plan ?? row.plan;
-      limitsFor(engineOf(row.type), plan); // rejects a plan name the driver cannot size
+      driver.planLimits(engineOf(row.type), plan); // rejects a plan name the driver cannot size
       const at = now();
       await deps.db.transaction().execute(async (trx) => {
         // On one host every zone is this host: a zone change is recorded, nothing moves.
@@ -572,15 +582,16 @@ export function createManagedDatabaseService(deps: ManagedDatabaseDeps): Managed
       if (options.keepRunning) return;
       const instances = await repo.provisionedInstances().catch(() => []);
       await Promise.all(
-        instances
-          .filter((i) => i.data_dir !== null && isUnder(i.data_dir, deps.dataDir))
-          .map(async (instance) => {
-            const row = await repo.findDatabase(instance.uuid);
-            if (!row) return;
-            await driver.stop({ id: instance.uuid, engine: engineOf(row.type) });
-            // pid null marks a deliberate stop: the next start is not reported as a crash.
-            await repo.updateInstance(row.id, { pid: null, updated_at: now() });
-          }),
+        instances.map(async (instance) => {
+          const row = await repo.findDatabase(instance.uuid);
+          if (!row) return;
+          const ref = { id: instance.uuid, engine: engineOf(row.type) };
+          const health = await driver.health(ref, { pid: instance.pid, location: instance.data_dir });
+          if (health.state === 'elsewhere') return; // another Berth's
+          await driver.stop(ref);
+          // pid null marks a deliberate stop (InstanceRecord): the next start is no crash.
+          await repo.updateInstance(row.id, { pid: null, updated_at: now() });
+        }),
       );
     },
   };

@@ -23,7 +23,6 @@ export interface SupervisorCore {
   driver: ManagedDatabaseDriver;
   repo: ManagedDatabaseRepository;
   log: Logger;
-  dataDir: string;
   now: () => string;
   closing: () => boolean;
   /** Builds the driver's templates once, in the background (the first supervisor asks). */
@@ -58,15 +57,16 @@ export function startSupervisor(
     const wait = backoff.get(instance.uuid);
     if (wait && wait.until > Date.now()) return;
     if (instance.powered === 0 || !['running', 'error', 'setup-service'].includes(instance.state)) return;
-    if (instance.data_dir && !isUnder(instance.data_dir, core.dataDir)) return; // another Berth's
     await locked(instance.uuid, async () => {
       if (stopped || core.closing()) return;
       const row = await repo.findDatabase(instance.uuid);
       const fresh = row && (await repo.findInstance(row.id));
       if (!row || !fresh || fresh.powered === 0 || fresh.applied_plan === null) return;
       const ref = { id: row.uuid, engine: engineOf(row.type) };
-      const status = await driver.status(ref);
-      if (status.running && !settingsChecked.has(row.uuid)) {
+      // The pid and data_dir columns are the driver's state: it tells what they mean now.
+      const health = await driver.health(ref, { pid: fresh.pid, location: fresh.data_dir });
+      if (health.state === 'elsewhere') return; // another Berth's
+      if (health.state === 'running' && !settingsChecked.has(row.uuid)) {
         settingsChecked.add(row.uuid);
         const spec = specOf(row, fresh, fresh.applied_plan);
         // Left running by an earlier Berth that was killed: restarted with this Berth's settings
@@ -77,17 +77,17 @@ export function startSupervisor(
           return;
         }
       }
-      if (status.running) {
+      if (health.state === 'running') {
         const checked = storageCheckedAt.get(row.uuid) ?? 0;
-        if (Date.now() - checked > STORAGE_CHECK_MS || fresh.pid !== status.pid) {
+        if (Date.now() - checked > STORAGE_CHECK_MS || fresh.pid !== health.pid) {
           storageCheckedAt.set(row.uuid, Date.now());
-          await repo.updateInstance(row.id, { storage_bytes: status.storageBytes, pid: status.pid });
+          await repo.updateInstance(row.id, { storage_bytes: health.storageBytes, pid: health.pid });
         }
         return;
       }
-      // pid null: Berth stopped it at its last shutdown, so starting it again is no incident.
-      const died = fresh.pid !== null;
-      const reason = died ? `process ${fresh.pid} exited` : 'started after Berth restarted';
+      // Stopped on purpose (Berth's last shutdown): starting it again is no incident.
+      const died = health.state === 'crashed';
+      const reason = died ? health.reason : 'started after Berth restarted';
       if (died) await repo.setState(row.id, 'setup-service', `${reason}; restarting`, now());
       try {
         const runtime = await driver.start(specOf(row, fresh, fresh.applied_plan));
@@ -152,6 +152,7 @@ export function startSupervisor(
   return supervisor;
 }
 
+/** Whether `child` is inside `parent`: applications' services still tell another Berth's instances by it. */
 export function isUnder(child: string, parent: string): boolean {
   const relative = path.relative(path.resolve(parent), path.resolve(child));
   return relative !== '' && !relative.startsWith('..') && !path.isAbsolute(relative);

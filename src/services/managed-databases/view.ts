@@ -1,7 +1,7 @@
 // A managed database as UpCloud's /1.3/database answers it (test/fixtures/upcloud/dbapi-notes.md §2),
-// with the values a local instance really has: loopback host, its own port, no TLS.
-import { limitsFor, parsePlan } from '../../drivers/databases/plan-limits.js';
-import type { BaseBackup } from '../../drivers/databases/types.js';
+// with the values its instance really has: the host and address filter its driver serves it on, its
+// own port, the limits its driver gives the plan, no TLS.
+import type { BaseBackup, DatabaseEngine, ManagedDatabaseDriver } from '../../drivers/databases/types.js';
 import { declaredDatabases, declaredUsers, engineOf } from './declared.js';
 import type { ManagedDatabaseRow, ManagedInstanceRow } from '../../db/repositories/managed-databases.js';
 
@@ -24,20 +24,22 @@ function majorOf(engine: string, version: string | null): string | null {
  * `secrets` is undefined for callers who may not see passwords: the URI and users then carry none.
  */
 export function serviceObject(
+  driver: Pick<ManagedDatabaseDriver, 'planLimits' | 'endpoint'>,
   row: ManagedDatabaseRow,
   instance: ManagedInstanceRow | undefined,
   secrets: Secrets | undefined,
 ): Record<string, unknown> {
   const engine = engineOf(row.type);
-  const shape = safeShape(row.plan);
-  const host = '127.0.0.1';
+  const ref = { id: row.uuid, engine };
+  const endpoint = driver.endpoint(ref);
+  const host = endpoint.host;
   const port = instance?.port ?? null;
   const ready = port !== null && instance?.applied_plan !== null && instance?.applied_plan !== undefined;
   const admin = instance?.admin_username ?? 'upadmin';
   const adminAuth = secrets
     ? `${encodeURIComponent(admin)}:${encodeURIComponent(secrets.admin)}`
     : encodeURIComponent(admin);
-  const limits = safeLimits(engine, row.plan);
+  const limits = safeLimits(driver, engine, row.plan);
   const storageUsed = instance?.storage_bytes ?? null;
   const storageLimit = (limits?.storageMiB ?? 0) * 1024 * 1024;
   const writeBlocked = storageLimit > 0 && storageUsed !== null && storageUsed > storageLimit;
@@ -89,7 +91,7 @@ export function serviceObject(
         : { valkey_version: version };
   metadata.storage_used_bytes = storageUsed;
   metadata.storage_limit_bytes = storageLimit || null;
-  metadata.memory_limit_mib = limits?.budgetMiB ?? null;
+  metadata.memory_limit_mib = limits?.memoryMiB ?? null;
   metadata.process_restarts = instance?.restarts ?? 0;
   metadata.last_process_restart = instance?.last_restart_at
     ? { time: upcloudTime(instance.last_restart_at), reason: instance.last_restart_reason }
@@ -98,7 +100,7 @@ export function serviceObject(
   const properties: Record<string, unknown> = {
     version: majorOf(engine, version),
     automatic_utility_network_ip_filter: false,
-    ip_filter: ['127.0.0.1/32'],
+    ip_filter: endpoint.ipFilter,
     public_access: false,
   };
   if (engine !== 'valkey') Object.assign(properties, { backup_hour: 0, backup_minute: 0 });
@@ -126,7 +128,7 @@ export function serviceObject(
     state: row.state,
     powered: instance ? instance.powered === 1 : true,
     termination_protection: false,
-    node_count: shape?.nodes ?? 1,
+    node_count: limits?.nodes ?? 1,
     create_time: upcloudTime(row.created_at),
     update_time: upcloudTime(row.updated_at),
     service_uri: serviceUri,
@@ -181,17 +183,9 @@ function parseBackups(text: string | undefined): BaseBackup[] {
   }
 }
 
-function safeShape(plan: string) {
+function safeLimits(driver: Pick<ManagedDatabaseDriver, 'planLimits'>, engine: DatabaseEngine, plan: string) {
   try {
-    return parsePlan(plan);
-  } catch {
-    return undefined;
-  }
-}
-
-function safeLimits(engine: ReturnType<typeof engineOf>, plan: string) {
-  try {
-    return limitsFor(engine, plan);
+    return driver.planLimits(engine, plan);
   } catch {
     return undefined;
   }

@@ -6,7 +6,13 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { charsetProblems } from '../charsets.js';
-import { limitsFor, limitsForMemory, type EngineLimits } from '../plan-limits.js';
+import {
+  baseBackupRetention,
+  limitsFor,
+  limitsForMemory,
+  parsePlan,
+  type EngineLimits,
+} from '../plan-limits.js';
 import {
   PermanentDriverError,
   type DatabaseEngine,
@@ -15,6 +21,7 @@ import {
   type InstanceSpec,
   type InstanceStatus,
   type ManagedDatabaseDriver,
+  type RecoveredCopy,
 } from '../types.js';
 import type { LocalEngine } from './engine.js';
 import { mariadbEngine } from './mariadb.js';
@@ -47,6 +54,9 @@ const ENGINES: Record<DatabaseEngine, LocalEngine> = {
   mysql: mariadbEngine,
   valkey: valkeyEngine,
 };
+
+/** Where a copy for an instance to adopt is recovered: beside its files, so that it is moved, not copied. */
+const CLONE_WORK = 'clone-work';
 
 /** The template's admin password, in a copied instance until its first ensureAccess (root-only, 0600). */
 const BOOTSTRAP_FILE = 'bootstrap.password';
@@ -95,8 +105,23 @@ export interface LocalDriverOptions {
 export interface LocalDatabaseDriver extends ManagedDatabaseDriver {
   /** `<dataDir>/databases/<uuid>`: where an instance's files are. */
   instanceDir(id: string): string;
+  /**
+   * Berth's own superuser connection URI of a running instance (PostgreSQL, MariaDB): a maintenance
+   * account, never the admin a team receives. For the local operations driver (./operations.ts).
+   */
+  maintenanceUri(ref: InstanceRef, port: number): string;
   /** Builds the engine templates now, so that the first provisioning is as fast as the later ones. */
   warmUp(): Promise<void>;
+}
+
+/** Whether a managed-database driver is this one (the local operations work on its instances only). */
+export function isLocalDatabaseDriver(driver: ManagedDatabaseDriver): driver is LocalDatabaseDriver {
+  const local = driver as Partial<LocalDatabaseDriver>;
+  return (
+    driver.name === 'local' &&
+    typeof local.instanceDir === 'function' &&
+    typeof local.maintenanceUri === 'function'
+  );
 }
 
 export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDatabaseDriver {
@@ -111,6 +136,9 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
     if (!/^[A-Za-z0-9-]{1,64}$/.test(id)) throw new Error(`invalid instance id '${id}'`);
     return path.join(base, id);
   };
+  /** `<base>/<uuid>/clone-work`: where recoverCopy puts a copy. */
+  const isCloneWork = (dir: string): boolean =>
+    path.basename(dir) === CLONE_WORK && path.dirname(path.dirname(path.resolve(dir))) === path.resolve(base);
   const stateFile = (root: string) => path.join(root, 'berth-instance.json');
 
   function readState(root: string): InstanceFile | undefined {
@@ -283,6 +311,34 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
       },
       pgExtensions: availablePgExtensions(),
     }),
+    planLimits(engine, plan) {
+      const limits = limitsFor(engine, plan);
+      return {
+        nodes: parsePlan(plan).nodes,
+        memoryMiB: limits.budgetMiB,
+        storageMiB: limits.storageMiB,
+        maxConnections: limits.maxConnections,
+        baseBackupRetention: baseBackupRetention(plan),
+      };
+    },
+    // Every instance listens on loopback only (docs/security.md): this host's clients alone reach it.
+    endpoint: () => ({ host: '127.0.0.1', ipFilter: ['127.0.0.1/32'] }),
+    health(ref, record) {
+      // Files under another data dir are another Berth's instance (two Berths on one store).
+      if (record.location !== null && !isUnder(record.location, options.dataDir)) {
+        return Promise.resolve({ state: 'elsewhere' as const });
+      }
+      const root = dirOf(ref.id);
+      const pid = ENGINES[ref.engine].pidOf(root);
+      if (pid !== null)
+        return Promise.resolve({ state: 'running' as const, pid, storageBytes: treeSize(root) });
+      // A pid recorded and no server: it died (Berth clears the pid when it stops one on purpose).
+      return Promise.resolve(
+        record.pid !== null
+          ? { state: 'crashed' as const, reason: `process ${record.pid} exited` }
+          : { state: 'stopped' as const },
+      );
+    },
     logs: (ref, tail) => Promise.resolve(tailLines(ENGINES[ref.engine].logFile(dirOf(ref.id)), tail)),
     instanceDir: dirOf,
     maintenanceUri: (ref, port) => maintenanceUri(dirOf(ref.id), ref.engine, port),
@@ -292,8 +348,25 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
       if (!state || ENGINES[spec.engine].pidOf(root) === null) return false;
       return state.settings !== JSON.stringify(limitsOf(spec).settings);
     },
-    restorableBackups: (ref) => restorableBackups(dirOf(ref.id)),
-    recoverCopy: (ref, options) => recoverCopy(dirOf(ref.id), options),
+    restorableBackups: (ref) => Promise.resolve(restorableBackups(dirOf(ref.id))),
+    async recoverCopy(ref, options): Promise<RecoveredCopy> {
+      // Beside the adopting instance's files, on their file system: the copy is moved into place.
+      const work = path.join(dirOf(options.for.id), CLONE_WORK);
+      fs.rmSync(work, { recursive: true, force: true });
+      fs.mkdirSync(work, { mode: 0o711 });
+      try {
+        const copy = await recoverCopy(dirOf(ref.id), { ...options, work, keepRunning: false });
+        return { handle: work, adminPassword: copy.adminPassword };
+      } catch (error) {
+        fs.rmSync(work, { recursive: true, force: true });
+        throw error;
+      }
+    },
+    discardCopy(copy) {
+      // Only a copy this driver made (a handle is a path here: nothing else is removed).
+      if (isCloneWork(copy.handle)) fs.rmSync(copy.handle, { recursive: true, force: true });
+      return Promise.resolve();
+    },
     async warmUp() {
       if (options.useTemplates === false) return;
       for (const engine of Object.keys(ENGINES) as DatabaseEngine[]) {
@@ -332,10 +405,13 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
           throw new PermanentDriverError(`${spec.engine} cannot adopt a copy of another instance`);
         }
         engine.validate(spec);
+        if (copy.handle !== path.join(root, CLONE_WORK)) {
+          throw new Error(`instance ${spec.id} adopts only a copy recovered for it`);
+        }
         if (!engine.isInitialised(root)) throw new Error(`instance ${spec.id} has no data`);
         await stopInstance(spec);
         try {
-          await engine.adoptCopy(root, copy.dataDir);
+          await engine.adoptCopy(root, path.join(copy.handle, 'data'));
           // The copy's admin has the source's password: ensureAccess opens it with that once.
           fs.writeFileSync(path.join(root, BOOTSTRAP_FILE), copy.adminPassword, { mode: 0o600 });
           const runtime = await bootAndConverge(spec, false);
@@ -379,4 +455,9 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
         return engine.baseBackup(root, spec, state.port, retain);
       }),
   };
+}
+
+function isUnder(child: string, parent: string): boolean {
+  const relative = path.relative(path.resolve(parent), path.resolve(child));
+  return relative !== '' && !relative.startsWith('..') && !path.isAbsolute(relative);
 }

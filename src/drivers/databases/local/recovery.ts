@@ -7,7 +7,7 @@ import { DEFAULT_PG_BIN_DIR, pgBinDirFor } from '../operations/common.js';
 import { clonePostgres, flushWalToArchive } from '../operations/clone.js';
 import { runCommand } from '../operations/exec.js';
 import { OperationError } from '../operations/errors.js';
-import type { DatabaseEngine, RecoverCopyOptions, RecoveredCopy, RestorableBackup } from '../types.js';
+import type { DatabaseEngine, RestorableBackup } from '../types.js';
 import { MAINTENANCE_USER, instanceAccount, maintenancePassword } from './accounts.js';
 import { baseBackupsOf, walArchiveOf } from './postgres.js';
 import { freePort } from './process.js';
@@ -34,12 +34,36 @@ export function restorableBackups(root: string): RestorableBackup[] {
   return result.sort((a, b) => a.finishedAt.localeCompare(b.finishedAt));
 }
 
+export interface LocalRecoverOptions {
+  backup: RestorableBackup;
+  /** ISO 8601; undefined: replay the whole archive. */
+  recoveryTime: string | undefined;
+  /** An empty directory for the copy, on the file system the copy will be used on. */
+  work: string;
+  keepRunning: boolean;
+  /** The instance's running major (its binaries replay the WAL). */
+  major: number | undefined;
+  /** Where the instance listens (its WAL is flushed to the archive first). */
+  port: number;
+}
+
+/** A copy recovered on this host: its directory, binaries and account, and where it runs (if it does). */
+export interface LocalCopy {
+  dataDir: string;
+  port: number;
+  binDir: string;
+  /** The OS account the copy's server runs as. */
+  runAs?: string;
+  /** The password of the copy's superuser (the source's maintenance account): it opens the copy once. */
+  adminPassword: string;
+}
+
 /**
  * The instance's data at a point in time, or as it is now: the base backup (lz4 tar) restored into
  * `<work>/data` and the WAL archive replayed onto it (to the time, or to its end), on the instance's
  * own major, then promoted. The cluster is left running on a free port, or stopped.
  */
-export async function recoverCopy(root: string, options: RecoverCopyOptions): Promise<RecoveredCopy> {
+export async function recoverCopy(root: string, options: LocalRecoverOptions): Promise<LocalCopy> {
   const { backup, work } = options;
   const backupDir = path.join(baseBackupsOf(root), backup.name);
   if (!fs.existsSync(backupDir))

@@ -19,6 +19,7 @@ import {
 import { pgEnv, withMysql, withPg } from './connect.js';
 import { dumpMigrate } from './dump.js';
 import { OperationError } from './errors.js';
+import { parseRecoveryTime } from '../types.js';
 import { runCommand } from './exec.js';
 import { parseConnectionUri, type ConnectionSpec } from './source-uri.js';
 
@@ -104,23 +105,8 @@ export function listBaseBackups(root: string): BaseBackupInfo[] {
     .sort((a, b) => a.finishedAt.localeCompare(b.finishedAt));
 }
 
-/** Parses and bounds a recovery time: valid, not in the future. */
-export function parseRecoveryTime(value: string | Date, now: Date = new Date()): Date {
-  const time = value instanceof Date ? value : new Date(value);
-  if (Number.isNaN(time.getTime()) || (typeof value === 'string' && !/^\d{4}-\d{2}-\d{2}T/.test(value))) {
-    throw new OperationError(
-      'RECOVERY_TIME_INVALID',
-      `recovery_time ${String(value)} is not an ISO-8601 timestamp`,
-    );
-  }
-  if (time.getTime() > now.getTime()) {
-    throw new OperationError(
-      'RECOVERY_TIME_IN_FUTURE',
-      `recovery_time ${time.toISOString()} is in the future`,
-    );
-  }
-  return time;
-}
+// Parses and bounds a recovery time (valid, not in the future): the interface's, as requests check it.
+export { parseRecoveryTime };
 
 /** The newest base backup that was complete at `time`; the WAL archive covers the rest. */
 export function pickBaseBackup(backups: readonly BaseBackupInfo[], time: Date): BaseBackupInfo {

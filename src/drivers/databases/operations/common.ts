@@ -37,33 +37,8 @@ export function pgToolDir(version: string | number, tool: string): string {
 export const PG_SYSTEM_DATABASES = new Set(['template0', 'template1']);
 export const MYSQL_SYSTEM_DATABASES = new Set(['mysql', 'information_schema', 'performance_schema', 'sys']);
 
-export type MigrationMethod = 'dump' | 'replication';
-
-/** One entry of migration-status `databases`, in UpCloud's wire shape. */
-export interface DatabaseMigrationStatus {
-  dbname: string;
-  /** `pg_dump`, `mysqldump` (UpCloud's name for the MySQL dump method) or `replication`. */
-  method: 'pg_dump' | 'mysqldump' | 'replication';
-  status: 'pending' | 'running' | 'done' | 'failed' | 'syncing';
-  error?: string;
-}
-
-/** GET /1.3/database/{uuid}/migration-status, in UpCloud's wire shape. */
-export interface MigrationStatus {
-  status: 'running' | 'done' | 'failed';
-  method: '' | 'pg_dump' | 'mysqldump' | 'replication';
-  error?: string;
-  seconds_behind_master: number;
-  source_active: boolean;
-  databases: DatabaseMigrationStatus[];
-}
-
-/** One item of a task's `result_codes`. */
-export interface ResultCode {
-  code: string;
-  message: string;
-  dbname?: string;
-}
+// The shapes the operations answer with are their interface's (../types.ts).
+export type { DatabaseMigrationStatus, MigrationMethod, MigrationStatus, ResultCode } from '../types.js';
 
 /** `ignore_dbs` arrives as UpCloud's comma-separated string or as a list. */
 export function parseIgnoreDbs(ignoreDbs: string | readonly string[] | undefined): Set<string> {

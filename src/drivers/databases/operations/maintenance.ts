@@ -7,11 +7,9 @@ import { withMysql, withPg } from './connect.js';
 import { OperationError } from './errors.js';
 import { parseConnectionUri } from './source-uri.js';
 
-export interface PendingUpdate {
-  kind: 'minor_version' | 'configuration';
-  /** One sentence, as UpCloud's `maintenance.pending_updates[].description`. */
-  description: string;
-}
+import type { PendingUpdate } from '../types.js';
+
+export type { PendingUpdate };
 
 export interface MaintenanceInput {
   /** Admin URI of the managed database. */

@@ -5,7 +5,6 @@ import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from 'typebox';
 import type { RouteDeps } from '../../deps.js';
 import { AppError } from '../../../domain/errors.js';
-import { serviceObject } from '../../../services/managed-databases/view.js';
 import { principalOf } from '../../types.js';
 import { NoContent } from '../../schemas/common.js';
 import { ServiceListResponse, ServiceResponse } from '../../schemas/dbapi.js';
@@ -51,7 +50,11 @@ export function registerManagedDatabaseApiRoutes(app: FastifyInstance, deps: Rou
       });
       return page.map(({ row, instance, role }) => {
         const owner = role === 'owner';
-        return serviceObject(row, instance, owner && instance ? service.credentialsOf(instance) : undefined);
+        return service.serviceObject(
+          row,
+          instance,
+          owner && instance ? service.credentialsOf(instance) : undefined,
+        );
       });
     },
   );
@@ -77,7 +80,7 @@ export function registerManagedDatabaseApiRoutes(app: FastifyInstance, deps: Rou
       const instance = await deps.services.managedDatabases.findInstance(row.id);
       const secrets =
         role === 'owner' && instance ? deps.services.managedDatabases.credentialsOf(instance) : undefined;
-      const object = serviceObject(row, instance, secrets);
+      const object = deps.services.managedDatabases.serviceObject(row, instance, secrets);
       // Asked live for the one database shown (not for listings): what the next maintenance applies.
       const pending = await deps.services.dbOperations.pendingUpdates(row, instance);
       return { ...object, maintenance: { ...(object.maintenance as object), pending_updates: pending } };
@@ -130,7 +133,11 @@ export function registerManagedDatabaseApiRoutes(app: FastifyInstance, deps: Rou
       await service.requestPower(row.uuid, request.body.powered);
       const fresh = await service.databaseFor(userId, row.uuid, 'owner');
       const instance = await deps.services.managedDatabases.findInstance(row.id);
-      return serviceObject(fresh.row, instance, instance ? service.credentialsOf(instance) : undefined);
+      return service.serviceObject(
+        fresh.row,
+        instance,
+        instance ? service.credentialsOf(instance) : undefined,
+      );
     },
   );
 }

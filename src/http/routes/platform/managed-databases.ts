@@ -5,7 +5,6 @@
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from 'typebox';
 import type { RouteDeps } from '../../deps.js';
-import { serviceObject } from '../../../services/managed-databases/view.js';
 import { principalOf } from '../../types.js';
 import { platformErrors } from '../../schemas/errors.js';
 import {
@@ -40,7 +39,7 @@ export function registerManagedDatabasePanelRoutes(app: FastifyInstance, deps: R
       );
       const instance = await service.findInstance(row.id);
       const secrets = role === 'owner' && instance ? service.credentialsOf(instance) : undefined;
-      const object = serviceObject(row, instance, secrets);
+      const object = service.serviceObject(row, instance, secrets);
       return {
         data: {
           uuid: row.uuid,
