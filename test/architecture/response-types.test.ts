@@ -42,6 +42,9 @@ const DERIVED = [
   'MigrationStatus',
   'Balance',
   'UsageEntry',
+  'SignedIn',
+  'Session',
+  'TeamCreated',
   // src/cli/client
   'ApplyResponse',
   'ResourceChange',

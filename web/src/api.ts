@@ -34,6 +34,11 @@ import type {
   UploadDeployingResponse,
 } from '../../src/http/schemas/runtime.js';
 import type { BalanceResponse, UsageResponse } from '../../src/http/schemas/tools-answers.js';
+import type {
+  Session as SessionSchema,
+  SignedInResponse,
+  TeamCreated as TeamCreatedResponse,
+} from '../../src/http/schemas/accounts.js';
 
 /** An answer that was not a success: the API's message, and its field errors (422) by field path. */
 export class ApiError extends Error {
@@ -174,19 +179,6 @@ export type Maintenance = Static<typeof MaintenanceResponse>;
 export type Balance = DataOf<typeof BalanceResponse>;
 export type UsageEntry = EntryOf<typeof UsageResponse>;
 
-// The accounts routes declare their answers in the route file (src/http/routes/platform/accounts.ts),
-// out of reach of a type-only import of the schemas: these two are still written here.
-export interface SignedIn {
-  user: { id: number; email: string };
-  session: { id: number };
-  csrf_token: string;
-}
-export interface Session {
-  id: number;
-  created_at: string;
-  last_seen_at: string;
-  expires_at: string;
-  user_agent: string | null;
-  address: string | null;
-  current: boolean;
-}
+export type SignedIn = DataOf<typeof SignedInResponse>;
+export type Session = Static<typeof SessionSchema>;
+export type TeamCreated = DataOf<typeof TeamCreatedResponse>;

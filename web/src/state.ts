@@ -1,6 +1,6 @@
 // What the whole panel shares: the signed-in user, their teams, and the team being looked at.
 import { computed, signal } from '@preact/signals';
-import { api, setCsrf, sessionEnded, type Team, type User } from './api';
+import { api, setCsrf, sessionEnded, type SignedIn, type Team, type User } from './api';
 
 export const user = signal<User | null>(null);
 /** false until the first session check has answered. */
@@ -39,7 +39,7 @@ export async function refreshUser(): Promise<void> {
 export async function loadSession(): Promise<void> {
   try {
     // Signed out answers { data: null } (not 401): a first load logs no error.
-    const session = await api.get<{ data: { csrf_token: string } | null }>('/api/v1/auth/session');
+    const session = await api.get<{ data: SignedIn | null }>('/api/v1/auth/session');
     if (session.data === null) {
       user.value = null;
       return;

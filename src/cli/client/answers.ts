@@ -3,6 +3,7 @@
 // it reads that the server does not send fails the type-check (test/architecture/response-types.test.ts
 // keeps copies from coming back).
 import type { Static, TSchema } from 'typebox';
+import type { SignedInResponse } from '../../http/schemas/accounts.js';
 import type {
   MaintenanceResponse,
   MigrationStatusResponse,
@@ -61,3 +62,4 @@ export type Task = Static<typeof TaskResponse>;
 export type MigrationStatus = Static<typeof MigrationStatusResponse>;
 export type Maintenance = Static<typeof MaintenanceResponse>;
 export type Balance = DataOf<typeof BalanceResponse>;
+export type SignedIn = DataOf<typeof SignedInResponse>;

@@ -108,7 +108,7 @@ function Sessions() {
       <ul>
         {list.data?.map((s) => (
           <li key={s.id}>
-            {s.user_agent ?? 'unknown browser'} from {s.address ?? '?'}, last seen {when(s.last_seen_at)},
+            {s.user_agent || 'unknown browser'} from {s.address || '?'}, last seen {when(s.last_seen_at)},
             ends {when(s.expires_at)}{' '}
             {s.current ? (
               <Badge value="this browser" />

@@ -1,7 +1,7 @@
 // The team: members (invite by e-mail, change a role, remove, leave), a new team; and the team's
 // notifications (the e-mails Berth sent or holds for it).
 import { useState } from 'preact/hooks';
-import { api, type Notification, type TeamDetail } from '../api';
+import { api, type Notification, type TeamCreated, type TeamDetail } from '../api';
 import { navigate } from '../router';
 import { chooseTeam, refreshUser, team, user } from '../state';
 import { Badge, Button, Empty, ErrorBox, Form, useAction, useLoad, when } from '../ui';
@@ -9,7 +9,7 @@ import { Badge, Button, Empty, ErrorBox, Form, useAction, useLoad, when } from '
 function NewTeam() {
   const [name, setName] = useState('');
   const [create, busy, error] = useAction(async () => {
-    const made = await api.post<{ data: { id: number } }>('/api/v1/teams', { name });
+    const made = await api.post<{ data: TeamCreated }>('/api/v1/teams', { name });
     await refreshUser();
     chooseTeam(made.data.id);
     setName('');

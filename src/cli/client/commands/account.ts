@@ -2,7 +2,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import { stringOption, type Command } from '../command.js';
-import type { IssuedCredential, Team, User } from '../answers.js';
+import type { IssuedCredential, SignedIn, Team, User } from '../answers.js';
 import { configPath, readConfig, writeConfig, type Profile } from '../config.js';
 import { Api, UsageError } from '../http.js';
 import { out, print, printJson, table } from '../output.js';
@@ -23,7 +23,7 @@ async function tokenBySignIn(api: Api, how: { email: string; password: string } 
       ? { path: '/api/v1/auth/sign-in-links/consume', json: { token: how.link.replace(/^.*#token=/, '') } }
       : { path: '/api/v1/auth/sign-in', json: { email: how.email, password: how.password } };
   const response = await api.send('POST', signIn.path, { credential: 'none', json: signIn.json });
-  const { data } = (await response.json()) as { data: { csrf_token: string } };
+  const { data } = (await response.json()) as { data: SignedIn };
   const session = {
     cookie: (response.headers.get('set-cookie') ?? '').split(';')[0]!,
     'x-csrf-token': data.csrf_token,

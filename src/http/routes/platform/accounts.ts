@@ -6,8 +6,9 @@ import { Type, type Static } from 'typebox';
 import { AppError } from '../../../domain/errors.js';
 import { csrfTokenOf, SESSION_DAYS, type SignedIn } from '../../../services/accounts.js';
 import { clearedSessionCookie, readCookie, SESSION_COOKIE, sessionCookie } from '../../cookies.js';
-import { Data, NoContent, Nullable, OneOf, Timestamp } from '../../schemas/common.js';
+import { Data, NoContent, OneOf } from '../../schemas/common.js';
 import { platformErrors } from '../../schemas/errors.js';
+import { Member, Session, SessionResponse, SignedInResponse, TeamCreated } from '../../schemas/accounts.js';
 import type { RouteDeps } from '../../deps.js';
 import { principalOf } from '../../types.js';
 
@@ -45,33 +46,6 @@ const MemberParams = Type.Object({
 });
 const IdParam = Type.Object({ id: Type.Integer({ minimum: 1 }) });
 
-const Session = Type.Object({
-  id: Type.Integer(),
-  created_at: Timestamp,
-  last_seen_at: Timestamp,
-  expires_at: Timestamp,
-  user_agent: Type.String(),
-  address: Type.String(),
-  current: Type.Boolean({ description: 'The session this call was made with' }),
-});
-const SignedInData = Type.Object({
-  user: Type.Object({ id: Type.Integer(), email: Type.String() }),
-  session: Session,
-  csrf_token: Type.String({ description: 'Send as X-CSRF-Token with every change made with the cookie' }),
-});
-const SignedInResponse = Data(
-  SignedInData,
-  'Signed in: the session cookie is set (HttpOnly); keep csrf_token for writes',
-);
-const SessionResponse = Data(
-  Nullable(SignedInData),
-  'The session and its csrf_token; null when signed out (no cookie, or its session ended: the cookie is cleared)',
-);
-const Member = Type.Object({ id: Type.Integer(), email: Type.String(), role: Role });
-const TeamCreated = Data(
-  Type.Object({ id: Type.Integer(), name: Type.String(), created_at: Timestamp, role: Role }),
-  'The new team; the caller is its owner',
-);
 const Accepted = Data(Type.Object({ message: Type.String() }), 'Accepted');
 
 export function registerAccountRoutes(
