@@ -27,6 +27,7 @@ import {
 import { ensureSystemAccount, findAccount, isRoot, removeSystemAccount } from '../os/users.js';
 import { GIB, placeOnVolume, shrinkRefusal, unmountImage } from '../os/disk-images.js';
 import type { ServiceRef, ServiceRunner, ServiceRuntime, ServiceSpec } from './types.js';
+import { createKeyedLock } from '../../domain/keyed-lock.js';
 
 const RABBIT_BIN = '/usr/lib/rabbitmq/bin';
 const RABBIT_LIB = '/usr/lib/rabbitmq/lib';
@@ -214,17 +215,10 @@ export function createRabbitmqRunner(deps: RabbitmqRunnerDeps): ServiceRunner {
   const servicesDir = path.join(deps.dataDir, 'services');
   const version = rabbitmqVersion();
   // One operation at a time per instance in this process: Berth's calls converge, they must not race.
-  const queues = new Map<string, Promise<unknown>>();
+  const locks = createKeyedLock();
 
   function serialized<T>(id: string, work: () => Promise<T>): Promise<T> {
-    const previous = queues.get(id) ?? Promise.resolve();
-    const next = previous.then(work, work);
-    const settled = next.catch(() => undefined);
-    queues.set(id, settled);
-    void settled.then(() => {
-      if (queues.get(id) === settled) queues.delete(id);
-    });
-    return next;
+    return locks.run(id, work);
   }
 
   const rootOf = (id: string): string => path.join(servicesDir, checkId(id));
