@@ -70,3 +70,20 @@ export function watchAdoptedExit(pid: number, startTime: number): AdoptedExit {
   });
   return { exited, hasExited: () => gone };
 }
+
+/** The processes (zombies aside) whose real user is `uid`, from one pass over /proc. */
+export function processesOfUser(uid: number): number[] {
+  const found: number[] = [];
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let status: string;
+    try {
+      status = fs.readFileSync(`/proc/${entry}/status`, 'utf8');
+    } catch {
+      continue; // exited meanwhile
+    }
+    if (/^State:\s+Z/m.test(status) || Number(/^Uid:\s+(\d+)/m.exec(status)?.[1]) !== uid) continue;
+    found.push(Number(entry));
+  }
+  return found;
+}

@@ -43,7 +43,7 @@ import {
   readOnlySystemArgs,
 } from '../os/bwrap.js';
 import { dropPrivileges, ensureSystemAccount, isRoot, removeSystemAccount } from '../os/users.js';
-import { descendants, processTree } from '../os/processes.js';
+import { descendants, processesOfUser, processTree } from '../os/processes.js';
 import {
   createMemoryGroup,
   detectCgroups,
@@ -436,7 +436,7 @@ export function createChromeRunner(deps: ChromeRunnerDeps): ChromeRunner {
     for (;;) {
       // bwrap's group: its death ends the jail's init, and the kernel then ends the whole jail.
       const group = signalGroup(browser.leader, 'SIGKILL');
-      const others = browser.uid !== undefined ? await signalUid(browser.uid, 'SIGKILL') : false;
+      const others = browser.uid !== undefined ? signalUid(browser.uid, 'SIGKILL') : false;
       if ((!group && !others) || Date.now() > deadline) return;
       await sleep(20);
     }
@@ -596,21 +596,17 @@ function signalGroup(pgid: number, signal: NodeJS.Signals): boolean {
 }
 
 /** Signals every process of user `uid` (never root's); false when there was none. */
-async function signalUid(uid: number, signal: NodeJS.Signals): Promise<boolean> {
+function signalUid(uid: number, signal: NodeJS.Signals): boolean {
   if (uid < 1) return false;
-  let found = false;
-  for (const entry of await fsp.readdir('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const status = await fsp.readFile(`/proc/${entry}/status`, 'utf8').catch(() => '');
-    if (/^State:\s+Z/m.test(status) || Number(/^Uid:\s+(\d+)/m.exec(status)?.[1]) !== uid) continue;
-    found = true;
+  const found = processesOfUser(uid);
+  for (const pid of found) {
     try {
-      process.kill(Number(entry), signal);
+      process.kill(pid, signal);
     } catch {
       // Exited meanwhile.
     }
   }
-  return found;
+  return found.length > 0;
 }
 
 class LineSplitter {

@@ -5,6 +5,7 @@ import { once } from 'node:events';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   descendants,
+  processesOfUser,
   processStartTime,
   processTree,
   watchAdoptedExit,
@@ -61,6 +62,18 @@ describe('process tree', () => {
     process.kill(sleep, 'SIGKILL');
     await expect(watched.exited).resolves.toEqual({ code: null, signal: null });
     expect(watched.hasExited()).toBe(true);
+  });
+
+  it("lists a user's processes, not its zombies", async () => {
+    const { shell, sleep } = await shellWithChild();
+    const uid = process.getuid!();
+    expect(processesOfUser(uid)).toEqual(expect.arrayContaining([shell.pid, sleep]));
+    expect(processesOfUser(uid + 1)).not.toContain(sleep);
+    shell.kill('SIGSTOP'); // it does not reap the sleep: a zombie, which is not listed
+    process.kill(sleep, 'SIGKILL');
+    await until(() => !processesOfUser(uid).includes(sleep));
+    expect(processesOfUser(uid)).toContain(shell.pid);
+    shell.kill('SIGKILL');
   });
 });
 

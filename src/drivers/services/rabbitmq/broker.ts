@@ -70,7 +70,7 @@ export const isPort = (value: unknown): value is number =>
   typeof value === 'number' && Number.isInteger(value) && value > 0 && value < 65536;
 
 /** Every process whose command line (NUL-separated arguments) satisfies `test`. */
-export function processes(test: (args: string[], pid: number) => boolean): number[] {
+function processes(test: (args: string[], pid: number) => boolean): number[] {
   const found: number[] = [];
   for (const entry of fs.readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
@@ -91,18 +91,6 @@ export function environOf(pid: number): string[] {
     return fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
   } catch {
     return [];
-  }
-}
-
-export function uidOf(pid: number): number | undefined {
-  try {
-    const line = fs
-      .readFileSync(`/proc/${pid}/status`, 'utf8')
-      .split('\n')
-      .find((l) => l.startsWith('Uid:'));
-    return line ? Number(line.split(/\s+/)[1]) : undefined;
-  } catch {
-    return undefined;
   }
 }
 

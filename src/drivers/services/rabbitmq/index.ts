@@ -24,6 +24,7 @@ import {
   waitUntil,
 } from '../../databases/local/process.js';
 import { GIB, placeOnVolume, shrinkRefusal, unmountImage } from '../../os/disk-images.js';
+import { processesOfUser } from '../../os/processes.js';
 import { ensureSystemAccount, findAccount, isRoot, removeSystemAccount } from '../../os/users.js';
 import type { ServiceRef, ServiceRunner, ServiceRuntime, ServiceSpec } from '../types.js';
 import {
@@ -39,12 +40,10 @@ import {
   logFile,
   nodeName,
   pidFile,
-  processes,
   rabbitmqVersion,
   readState,
   SERVER,
   terminateAll,
-  uidOf,
   USERNAME,
   vhostOf,
   wrapperPids,
@@ -332,7 +331,7 @@ export function createRabbitmqRunner(deps: RabbitmqRunnerDeps): ServiceRunner {
         const account = isRoot() ? findAccount(name) : undefined;
         if (account) {
           // Anything still running as the account (a CLI, a stray epmd) goes before the account does.
-          const left = processes((_args, pid) => uidOf(pid) === account.uid);
+          const left = processesOfUser(account.uid);
           if (left.length > 0) await terminateAll(left, 'SIGKILL', 5000);
         }
         await unmountImage(path.join(rootOf(id), 'mnesia'), { detach: true });
