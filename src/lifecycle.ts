@@ -3,7 +3,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { CONFIG_VARIABLES } from './config/index.js';
-import { processStartTime } from './drivers/runtime/local/sandbox.js';
+import { processStartTime } from './drivers/os/processes.js';
 import type { AppContext, CloseOptions } from './context.js';
 
 export interface Background {

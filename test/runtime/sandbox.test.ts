@@ -15,9 +15,9 @@ import {
   removeTree,
   type MemoryGroup,
 } from '../../src/drivers/os/cgroups.js';
+import { processStartTime } from '../../src/drivers/os/processes.js';
 import {
   ensureAppAccount,
-  processStartTime,
   removeAppAccount,
   sandboxCommandLine,
   spawnSandboxed,

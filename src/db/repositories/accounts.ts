@@ -1,21 +1,13 @@
 // People signing in: passwords, browser sessions, sign-in links, account mail, and the membership
 // changes a team's owners make. The only SQL about them.
-import type { Kysely, Transaction } from 'kysely';
-import type { AccountMailState, Role } from '../schema/foundation.js';
+import type { Kysely, Selectable, Transaction } from 'kysely';
+import type { AccountMailState, Role, SessionsTable } from '../schema/foundation.js';
 import type { Database } from '../schema/index.js';
 
 type Db = Kysely<Database> | Transaction<Database>;
 
-export interface SessionRow {
-  id: number;
-  user_id: number;
-  user_agent: string;
-  address: string;
-  created_at: string;
-  last_seen_at: string;
-  expires_at: string;
-  revoked_at: string | null;
-}
+/** A browser session as read back: every column but its token's hash. */
+export type SessionRow = Pick<Selectable<SessionsTable>, (typeof sessionColumns)[number]>;
 
 const sessionColumns = [
   'id',

@@ -4,28 +4,16 @@
 import type { Insertable, Kysely, Selectable, Transaction, Updateable } from 'kysely';
 import type { Database } from '../schema/index.js';
 import type { AppServiceInstancesTable } from '../schema/app-services.js';
+import type { ServicesTable } from '../schema/infrastructure.js';
 
 /** Which table a unit comes from: `services` or `container_services`. */
 export type ServiceSource = 'service' | 'container';
 
-/** A service or container service as apply stored it. */
-export interface ServiceRow {
-  source: ServiceSource;
-  id: number;
-  application_id: number;
-  name: string;
-  type: string;
-  version: string | null;
-  memory: string | null;
-  volume_size: string | null;
-  /** JSON of the non-secret settings (a container service's environment). */
-  settings: string;
-  /** Sealed JSON of the secret settings (sftp password), or null. */
-  secret_settings: string | null;
-  command: string | null;
-  created_at: string;
-  updated_at: string;
-}
+/**
+ * A service or container service as apply stored it: a `services` row without its change-detection
+ * hash (a container service has no secret settings and no command: null).
+ */
+export type ServiceRow = Omit<Selectable<ServicesTable>, 'secret_settings_hash'> & { source: ServiceSource };
 export type ServiceInstanceRow = Selectable<AppServiceInstancesTable>;
 type Db = Kysely<Database> | Transaction<Database>;
 

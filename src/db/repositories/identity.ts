@@ -1,26 +1,14 @@
 // Users, teams, memberships and credentials: the only SQL about identities.
-import type { Kysely, Transaction } from 'kysely';
-import type { CredentialKind, Role } from '../schema/foundation.js';
+import type { Kysely, Selectable, Transaction } from 'kysely';
+import type { CredentialKind, CredentialsTable, Role, TeamsTable } from '../schema/foundation.js';
 import type { Database } from '../schema/index.js';
 
 type Db = Kysely<Database> | Transaction<Database>;
 
-export interface TeamRow {
-  id: number;
-  name: string;
-  created_at: string;
-}
+export type TeamRow = Selectable<TeamsTable>;
 
-export interface CredentialRow {
-  id: number;
-  user_id: number;
-  kind: CredentialKind;
-  name: string;
-  hint: string;
-  created_at: string;
-  last_used_at: string | null;
-  revoked_at: string | null;
-}
+/** A credential as listed: without its lookup and secret hashes. */
+export type CredentialRow = Pick<Selectable<CredentialsTable>, (typeof credentialColumns)[number]>;
 
 const credentialColumns = [
   'id',

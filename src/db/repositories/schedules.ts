@@ -1,17 +1,14 @@
 // The SQL of an application's deletion schedule (src/services/scheduled-deletion/schedules.ts).
-import type { Kysely, Transaction } from 'kysely';
+import type { Kysely, Selectable, Transaction } from 'kysely';
 import type { Database } from '../schema/index.js';
 
 type Db = Kysely<Database> | Transaction<Database>;
 
-export interface ScheduleRow {
-  id: number;
-  name: string;
-  team_id: number;
-  scheduled_deletion_at: string | null;
-  deletion_warning_7d_for: string | null;
-  deletion_warning_1d_for: string | null;
-}
+/** An application's deletion schedule: its columns of `applications` (the markers are scheduled deletion's). */
+export type ScheduleRow = Pick<
+  Selectable<Database['applications']>,
+  'id' | 'name' | 'team_id' | 'scheduled_deletion_at' | 'deletion_warning_7d_for' | 'deletion_warning_1d_for'
+>;
 
 export function createScheduleRepository(db: Db) {
   return {

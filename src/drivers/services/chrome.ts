@@ -33,6 +33,7 @@ import type { Readable, Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import type { Logger } from 'pino';
+import { createKeyedLock } from '../../domain/keyed-lock.js';
 import { CHROMIUM_PATH } from '../chromium/engine.js';
 import {
   BWRAP_PATH,
@@ -42,6 +43,7 @@ import {
   readOnlySystemArgs,
 } from '../os/bwrap.js';
 import { dropPrivileges, ensureSystemAccount, isRoot, removeSystemAccount } from '../os/users.js';
+import { descendants, processesOfUser, processTree } from '../os/processes.js';
 import {
   createMemoryGroup,
   detectCgroups,
@@ -182,7 +184,7 @@ export function createChromeRunner(deps: ChromeRunnerDeps): ChromeRunner {
   const executable = deps.executablePath ?? CHROMIUM_PATH;
   const startTimeoutMs = deps.startTimeoutMs ?? 30_000;
   const instances = new Map<string, Instance>();
-  const queues = new Map<string, Promise<unknown>>();
+  const locks = createKeyedLock();
   /** Set once a sandboxed start failed for want of a usable sandbox: later ones go without. */
   let sandboxUnusable = false;
 
@@ -199,14 +201,7 @@ export function createChromeRunner(deps: ChromeRunnerDeps): ChromeRunner {
   /** One operation per instance at a time: a supervisor's start never races a stop or a delete. */
   function serial<T>(id: string, work: () => Promise<T>): Promise<T> {
     if (!INSTANCE_ID.test(id)) return Promise.reject(new Error(`invalid service instance id '${id}'`));
-    const previous = queues.get(id) ?? Promise.resolve();
-    const next = previous.then(work, work);
-    const settled = next.catch(() => undefined);
-    queues.set(id, settled);
-    void settled.then(() => {
-      if (queues.get(id) === settled) queues.delete(id);
-    });
-    return next;
+    return locks.run(id, work);
   }
 
   function instanceOf(id: string): Instance {
@@ -441,7 +436,7 @@ export function createChromeRunner(deps: ChromeRunnerDeps): ChromeRunner {
     for (;;) {
       // bwrap's group: its death ends the jail's init, and the kernel then ends the whole jail.
       const group = signalGroup(browser.leader, 'SIGKILL');
-      const others = browser.uid !== undefined ? await signalUid(browser.uid, 'SIGKILL') : false;
+      const others = browser.uid !== undefined ? signalUid(browser.uid, 'SIGKILL') : false;
       if ((!group && !others) || Date.now() > deadline) return;
       await sleep(20);
     }
@@ -569,20 +564,8 @@ function jailedExit(
 /** The first process under `root` (the jail's chain) that runs `executable`: Chromium's browser process. */
 async function browserProcess(root: number, executable: string): Promise<number | undefined> {
   const target = await fsp.realpath(executable).catch(() => executable);
-  const children = new Map<number, number[]>();
-  for (const entry of await fsp.readdir('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const stat = await fsp.readFile(`/proc/${entry}/stat`, 'utf8').catch(() => '');
-    if (stat === '') continue;
-    // After the command name (which may hold spaces and parentheses): the state, then the parent.
-    const parent = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-    children.set(parent, [...(children.get(parent) ?? []), Number(entry)]);
-  }
-  const queue = [root];
-  for (let index = 0; index < queue.length; index++) {
-    const pid = queue[index]!;
+  for (const pid of descendants(processTree(), root)) {
     if ((await fsp.readlink(`/proc/${pid}/exe`).catch(() => '')) === target) return pid;
-    queue.push(...(children.get(pid) ?? []));
   }
   return undefined;
 }
@@ -613,21 +596,17 @@ function signalGroup(pgid: number, signal: NodeJS.Signals): boolean {
 }
 
 /** Signals every process of user `uid` (never root's); false when there was none. */
-async function signalUid(uid: number, signal: NodeJS.Signals): Promise<boolean> {
+function signalUid(uid: number, signal: NodeJS.Signals): boolean {
   if (uid < 1) return false;
-  let found = false;
-  for (const entry of await fsp.readdir('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const status = await fsp.readFile(`/proc/${entry}/status`, 'utf8').catch(() => '');
-    if (/^State:\s+Z/m.test(status) || Number(/^Uid:\s+(\d+)/m.exec(status)?.[1]) !== uid) continue;
-    found = true;
+  const found = processesOfUser(uid);
+  for (const pid of found) {
     try {
-      process.kill(Number(entry), signal);
+      process.kill(pid, signal);
     } catch {
       // Exited meanwhile.
     }
   }
-  return found;
+  return found.length > 0;
 }
 
 class LineSplitter {

@@ -21,6 +21,7 @@ import type { Logger } from 'pino';
 import ssh2 from 'ssh2';
 import { BWRAP_PATH, DIE_WITH_BERTH, ISOLATION_ARGS, readOnlySystemArgs } from '../os/bwrap.js';
 import { dropPrivileges, isRoot } from '../os/users.js';
+import { processTree } from '../os/processes.js';
 import { SFTP_SERVER_SOURCE } from './sftp-server-source.js';
 import type { ServiceRef, ServiceRunner, ServiceRuntime, ServiceSpec } from './types.js';
 
@@ -430,18 +431,7 @@ function ssh2Modules(): { dir: string; version: string } {
 
 /** The deepest process below `outer` (bwrap → its namespace's init → node), or `outer` itself. */
 function serverPid(outer: number): number {
-  const children = new Map<number, number[]>();
-  for (const entry of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    let stat: string;
-    try {
-      stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
-    } catch {
-      continue;
-    }
-    const parent = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-    children.set(parent, [...(children.get(parent) ?? []), Number(entry)]);
-  }
+  const children = processTree();
   let pid = outer;
   for (let depth = 0; depth < 4; depth++) {
     const below = children.get(pid);

@@ -48,6 +48,7 @@ import { maintenanceUri, recoverCopy, restorableBackups } from './recovery.js';
 import { createMemoryGroup, detectCgroups, removeTree, type CgroupSupport } from '../../os/cgroups.js';
 import { imageSize, mountImage, placeOnVolume, shrinkRefusal, unmountImage } from '../../os/disk-images.js';
 import { valkeyEngine } from './valkey.js';
+import { createKeyedLock } from '../../../domain/keyed-lock.js';
 
 const ENGINES: Record<DatabaseEngine, LocalEngine> = {
   pg: postgresEngine,
@@ -126,7 +127,7 @@ export function isLocalDatabaseDriver(driver: ManagedDatabaseDriver): driver is 
 
 export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDatabaseDriver {
   const base = path.join(options.dataDir, 'databases');
-  const locks = new Map<string, Promise<unknown>>();
+  const locks = createKeyedLock();
   const cgroups = options.cgroups === undefined ? detectCgroups() : (options.cgroups ?? undefined);
   /** The image of an instance's volume (docs/services.md): beside the instances, root's only. */
   const imageOf = (id: string): string => path.join(base, '.volumes', `${path.basename(dirOf(id))}.ext4`);
@@ -151,14 +152,7 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
 
   /** One operation per instance at a time: a supervisor restart must not race a plan change. */
   function serialized<T>(id: string, work: () => Promise<T>): Promise<T> {
-    const previous = locks.get(id) ?? Promise.resolve();
-    const next = previous.then(work, work);
-    const settled = next.catch(() => undefined);
-    locks.set(id, settled);
-    void settled.then(() => {
-      if (locks.get(id) === settled) locks.delete(id);
-    });
-    return next;
+    return locks.run(id, work);
   }
 
   async function choosePort(preferred: number | undefined): Promise<number> {

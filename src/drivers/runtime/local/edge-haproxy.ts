@@ -35,7 +35,8 @@ import { freePort } from '../../net/ports.js';
 import { ensureSystemAccount, isRoot, SHARED_ACCOUNTS } from '../../os/users.js';
 import type { EdgeOptions, EdgeProxy, Upstream } from './edge.js';
 import { loadCertificatePairs } from './edge-tls.js';
-import { OutputFollower, processStartTime } from './sandbox.js';
+import { processStartTime, watchAdoptedExit } from '../../os/processes.js';
+import { OutputFollower } from './sandbox.js';
 
 export interface HaproxyEdgeOptions extends Omit<EdgeOptions, 'tls'> {
   /**
@@ -134,9 +135,6 @@ interface EdgeState {
   slots: Array<Pick<Slot, 'name' | 'state' | 'upstreams'>>;
   table: Array<[string, string | null]>;
 }
-
-/** How often the exit of an adopted HAProxy (not Berth's child: no exit event) is looked for. */
-const ADOPTED_POLL_MS = 200;
 
 /** One exchange with the runtime API: a command line, the whole answer. */
 function ask(socket: string, line: string): Promise<string> {
@@ -775,16 +773,7 @@ async function runningLeftover(
   if (tlsPort !== undefined && tlsPort !== 0 && tlsPort !== state.tlsPort) return undefined;
   const info = await ask(files.socket, 'show info').catch(() => '');
   if (!new RegExp(`^Pid: ${state.pid}$`, 'm').test(info)) return undefined;
-  let gone = false;
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    const timer = setInterval(() => {
-      if (processStartTime(state.pid) === state.startTime) return;
-      clearInterval(timer);
-      gone = true;
-      resolve({ code: null, signal: null });
-    }, ADOPTED_POLL_MS);
-    timer.unref();
-  });
+  const { exited, hasExited } = watchAdoptedExit(state.pid, state.startTime);
   return {
     state,
     process: {
@@ -797,7 +786,7 @@ async function runningLeftover(
         }
       },
       exited,
-      hasExited: () => gone,
+      hasExited,
     },
   };
 }

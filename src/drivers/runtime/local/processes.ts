@@ -234,22 +234,3 @@ export async function exitReason(
   if (exit.signal) return { reason: `killed by ${exit.signal}`, oom };
   return { reason: `exited with ${exit.code ?? 'no code'}`, oom };
 }
-
-/**
- * How long a process that ended by itself waits before it is started again: 1 s, doubling up to 30 s
- * while it keeps failing; one that ran a minute without trouble starts over at 1 s.
- */
-export class RestartBackoff {
-  private static readonly START_MS = 1000;
-  private static readonly CAP_MS = 30_000;
-  private static readonly STABLE_MS = 60_000;
-  private nextMs = RestartBackoff.START_MS;
-
-  /** The delay before the next start of a process that ran `ranMs`. */
-  next(ranMs: number): number {
-    if (ranMs >= RestartBackoff.STABLE_MS) this.nextMs = RestartBackoff.START_MS;
-    const delay = this.nextMs;
-    this.nextMs = Math.min(RestartBackoff.CAP_MS, this.nextMs * 2);
-    return delay;
-  }
-}

@@ -9,17 +9,16 @@ import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { AppSpec, InstanceState, InstanceStatus, RuntimeEvent } from '../driver.js';
 import { freePort } from '../../net/ports.js';
-import { AppLogs } from './logs.js';
+import type { AppLogs } from './logs.js';
 import {
   adoptLaunch,
-  exitReason,
   launch,
   removeOutput,
-  RestartBackoff,
   RUN_MOUNT,
   type LaunchContext,
   type Launched,
 } from './processes.js';
+import { followProcess, Restarts } from './restarts.js';
 import type { SandboxRecord } from './sandbox.js';
 
 /** How often readiness is polled while a replica starts. */
@@ -101,8 +100,6 @@ interface Launch {
 export class Replica {
   state: InstanceState = 'starting';
   port: number | null = null;
-  restarts = 0;
-  lastRestartReason: string | null = null;
   healthy: boolean | null = null;
   startedAt: Date | null = null;
   /** The process the replica stands for (after a crash: the one that crashed, until the restart). */
@@ -115,9 +112,8 @@ export class Replica {
   private launches = 0;
   private stopping = false;
   private failures = 0;
-  private readonly backoff = new RestartBackoff();
+  private readonly restarts: Restarts;
   private liveness: NodeJS.Timeout | undefined;
-  private restartTimer: NodeJS.Timeout | undefined;
   /** Why the process last ended by itself. */
   private exitReason: string | undefined;
 
@@ -126,7 +122,14 @@ export class Replica {
     readonly release: string,
     private app: AppSpec,
     private readonly deps: ReplicaDeps,
-  ) {}
+  ) {
+    this.restarts = new Restarts({
+      appId: app.id,
+      name,
+      logs: deps.logs,
+      onEvent: (event) => deps.onEvent(event),
+    });
+  }
 
   /** Where the replica's port is: its application's address in its namespace, or the host's loopback. */
   get address(): string {
@@ -198,22 +201,13 @@ export class Replica {
 
   /** Logs the output of `launched` and handles its exit. */
   private follow(launched: Launched, instance: string, port: number, runDir: string): Launch {
-    const { logs } = this.deps;
-    const out = AppLogs.splitter((line) => logs.add(this.name, 'stdout', line));
-    const err = AppLogs.splitter((line) => logs.add(this.name, 'stderr', line));
-    launched.process.stdout.on('data', (chunk: Buffer) => out.write(chunk));
-    launched.process.stderr.on('data', (chunk: Buffer) => err.write(chunk));
     const started: Launch = { launched, instance, port, runDir, exited: Promise.resolve(), dead: false };
-    started.exited = launched.process.exited.then(async (exit) => {
-      out.end();
-      err.end();
-      // Read before the group goes: its OOM counter says whether the kernel killed it.
-      const ended = await exitReason(launched, exit, this.app.memoryBytes).catch(() => undefined);
-      await launched.group?.remove().catch(() => undefined);
+    const ended = followProcess(launched, this.deps.logs, this.name, this.app.memoryBytes);
+    started.exited = ended.then(({ reason, oom }) => {
       started.dead = true;
       // Ended on purpose (a stop, a kill for a restart), or a successor that was never adopted.
       if (this.stopping || started !== this.current) return;
-      this.onExit(ended?.reason ?? `exited with ${exit.code ?? exit.signal}`, ended?.oom ?? false);
+      this.onExit(reason, oom);
     });
     return started;
   }
@@ -225,24 +219,13 @@ export class Replica {
     this.state = 'crashed';
     this.port = null;
     void this.deps.onChange();
-    const ranMs = this.startedAt ? Date.now() - this.startedAt.getTime() : 0;
-    const delay = this.backoff.next(ranMs);
-    this.deps.logs.add(this.name, 'system', `${reason}; restarting in ${delay / 1000} s`);
-    this.deps.onEvent({
-      appId: this.app.id,
-      kind: oom ? 'oom_killed' : 'crashed',
-      instance: this.name,
-      message: reason,
-    });
-    this.restartTimer = setTimeout(() => void this.restart(reason), delay);
-    this.restartTimer.unref();
+    this.restarts.crashed(reason, oom, this.startedAt, (why) => void this.restart(why));
   }
 
   /** Starts it again after a crash or failed checks, and serves once it is ready. */
   private async restart(reason: string): Promise<void> {
     if (this.stopping) return;
-    this.restarts += 1;
-    this.lastRestartReason = reason;
+    this.restarts.begin(reason);
     this.state = 'restarting';
     await this.start().then(
       () => this.serveAgain(reason),
@@ -254,7 +237,7 @@ export class Replica {
   private async serveAgain(reason: string): Promise<void> {
     try {
       await this.waitReady(AbortSignal.timeout(10 * 60_000));
-      this.deps.onEvent({ appId: this.app.id, kind: 'restarted', instance: this.name, message: reason });
+      this.restarts.done(reason);
       this.watch();
     } catch (error) {
       this.notReady(error);
@@ -401,8 +384,7 @@ export class Replica {
       await this.restart(reason);
       return;
     }
-    this.restarts += 1;
-    this.lastRestartReason = reason;
+    this.restarts.begin(reason);
     this.become(next);
     this.state = 'starting';
     this.healthy = null;
@@ -429,7 +411,7 @@ export class Replica {
   async detach(): Promise<void> {
     this.stopping = true;
     this.stopLiveness();
-    if (this.restartTimer) clearTimeout(this.restartTimer);
+    this.restarts.cancel();
     await this.dropSuccessor();
   }
 
@@ -445,7 +427,7 @@ export class Replica {
       instance: current.instance,
       port: current.port,
       runDir: current.runDir,
-      restarts: this.restarts,
+      restarts: this.restarts.count,
       startedAt: this.startedAt?.toISOString() ?? null,
       sandbox,
     };
@@ -462,7 +444,7 @@ export class Replica {
     const replica = new Replica(record.name, record.release, app, deps);
     replica.launches = Number(/-(\d+)$/.exec(record.instance)?.[1] ?? 0);
     replica.become(replica.follow(launched, record.instance, record.port, record.runDir));
-    replica.restarts = record.restarts;
+    replica.restarts.count = record.restarts;
     if (record.startedAt) replica.startedAt = new Date(record.startedAt);
     replica.state = 'running';
     replica.healthy = app.health.enabled ? true : null;
@@ -474,7 +456,7 @@ export class Replica {
     this.stopping = true;
     this.state = 'stopping';
     this.stopLiveness();
-    if (this.restartTimer) clearTimeout(this.restartTimer);
+    this.restarts.cancel();
     const current = this.current;
     this.port = null;
     await Promise.all([this.dropSuccessor(), current ? this.terminate(current, drainMs) : undefined]);
@@ -488,8 +470,8 @@ export class Replica {
       pid: this.pid,
       port: this.port,
       startedAt: this.startedAt?.toISOString() ?? null,
-      restarts: this.restarts,
-      lastRestartReason: this.lastRestartReason,
+      restarts: this.restarts.count,
+      lastRestartReason: this.restarts.lastReason,
       healthy: this.app.health.enabled ? this.healthy : null,
       memoryLimitBytes: this.app.memoryBytes,
     };

@@ -60,6 +60,7 @@ import {
 } from '../../os/users.js';
 import type { MemoryGroup } from '../../os/cgroups.js';
 import { NSENTER } from '../../os/netns.js';
+import { descendants, processStartTime, processTree, watchAdoptedExit } from '../../os/processes.js';
 import { seccompProgram } from '../../os/seccomp.js';
 
 export interface SandboxBind {
@@ -244,22 +245,12 @@ export function adoptSandboxed(record: SandboxRecord): SandboxedProcess | undefi
     stdout: new OutputFollower(record.outputFiles.stdout, record.offsets.stdout),
     stderr: new OutputFollower(record.outputFiles.stderr, record.offsets.stderr),
   };
-  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    const timer = setInterval(() => {
-      if (processStartTime(record.pid) === record.startTime) return;
-      clearInterval(timer);
-      resolve({ code: null, signal: null });
-    }, ADOPTED_POLL_MS);
-    timer.unref();
-  });
-  return sandboxHandle(record.pid, streams, exit, () => ({
+  const { exited } = watchAdoptedExit(record.pid, record.startTime);
+  return sandboxHandle(record.pid, streams, exited, () => ({
     ...record,
     offsets: { stdout: streams.stdout.offset, stderr: streams.stderr.offset },
   }));
 }
-
-/** How often the exit of an adopted sandbox (not Berth's child: no exit event) is looked for. */
-const ADOPTED_POLL_MS = 200;
 
 function sandboxHandle(
   pid: number,
@@ -423,34 +414,6 @@ function feed(stream: unknown, data: string | Buffer): void {
   stream.end(data);
 }
 
-/** Each process's children, from one pass over /proc. */
-function processTree(): Map<number, number[]> {
-  const children = new Map<number, number[]>();
-  for (const entry of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    let stat: string;
-    try {
-      stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
-    } catch {
-      continue; // exited meanwhile
-    }
-    // The command name may hold spaces and parentheses: the fields after the last ')' are fixed
-    // (state, then the parent's pid).
-    const parent = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-    const siblings = children.get(parent) ?? [];
-    siblings.push(Number(entry));
-    children.set(parent, siblings);
-  }
-  return children;
-}
-
-/** `pid` and everything below it in `tree`, parents before children. */
-function descendants(tree: Map<number, number[]>, pid: number): number[] {
-  const found = [pid];
-  for (let index = 0; index < found.length; index++) found.push(...(tree.get(found[index]!) ?? []));
-  return found;
-}
-
 function signalQuietly(pid: number, signal: NodeJS.Signals): void {
   try {
     process.kill(pid, signal);
@@ -462,20 +425,6 @@ function signalQuietly(pid: number, signal: NodeJS.Signals): void {
 /** Opens an output file for appending (root's alone), created when missing. */
 function openOutput(file: string): number {
   return fs.openSync(file, fs.constants.O_WRONLY | fs.constants.O_APPEND | fs.constants.O_CREAT, 0o600);
-}
-
-/** A process's start time in clock ticks since boot, or undefined when it is gone (or a zombie). */
-export function processStartTime(pid: number): number | undefined {
-  let stat: string;
-  try {
-    stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-  } catch {
-    return undefined;
-  }
-  // After the command name (which may hold spaces): state, ppid, … starttime is the 20th field.
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  if (fields[0] === 'Z') return undefined;
-  return Number(fields[19]);
 }
 
 /** Past this size a followed output file is emptied once Berth has read all of it. */

@@ -5,17 +5,16 @@
 // the old ones get SIGTERM then (a queue worker finishes its job), SIGKILL after the drain time. Like
 // a replica it outlives Berth, and the next Berth adopts it (WorkerRecord).
 import type { AppSpec, InstanceState, InstanceStatus, RuntimeEvent } from '../driver.js';
-import { AppLogs } from './logs.js';
+import type { AppLogs } from './logs.js';
 import {
   adoptLaunch,
   baseEnv,
-  exitReason,
   launch,
   removeOutput,
-  RestartBackoff,
   type LaunchContext,
   type Launched,
 } from './processes.js';
+import { followProcess, Restarts } from './restarts.js';
 import type { SandboxRecord } from './sandbox.js';
 
 export interface WorkerDeps {
@@ -38,16 +37,13 @@ export interface WorkerRecord {
 
 export class Worker {
   state: InstanceState = 'starting';
-  restarts = 0;
-  lastRestartReason: string | null = null;
   private startedAt: Date | null = null;
   private current: (Launched & { instance: string }) | undefined;
   /** Resolves once the current process has ended and its exit was handled. */
   private ended: Promise<void> = Promise.resolve();
   private launches = 0;
   private stopping = false;
-  private readonly backoff = new RestartBackoff();
-  private restartTimer: NodeJS.Timeout | undefined;
+  private readonly restarts: Restarts;
 
   /** `name` is the instance's: `worker-<service>`. */
   constructor(
@@ -56,7 +52,14 @@ export class Worker {
     private readonly app: AppSpec,
     private readonly command: string,
     private readonly deps: WorkerDeps,
-  ) {}
+  ) {
+    this.restarts = new Restarts({
+      appId: app.id,
+      name,
+      logs: deps.logs,
+      onEvent: (event) => deps.onEvent(event),
+    });
+  }
 
   /** Starts it; a start that fails is tried again with backoff, as an exit is. */
   run(): void {
@@ -87,47 +90,28 @@ export class Worker {
   private follow(launched: Launched & { instance: string }): void {
     this.current = launched;
     this.state = 'running';
-    const out = AppLogs.splitter((line) => this.deps.logs.add(this.name, 'stdout', line));
-    const err = AppLogs.splitter((line) => this.deps.logs.add(this.name, 'stderr', line));
-    launched.process.stdout.on('data', (chunk: Buffer) => out.write(chunk));
-    launched.process.stderr.on('data', (chunk: Buffer) => err.write(chunk));
-    this.ended = launched.process.exited.then(async (exit) => {
-      out.end();
-      err.end();
-      // Read before the group goes: its OOM counter says whether the kernel killed it.
-      const ended = await exitReason(launched, exit, this.app.memoryBytes).catch(() => undefined);
-      await launched.group?.remove().catch(() => undefined);
+    const ended = followProcess(launched, this.deps.logs, this.name, this.app.memoryBytes);
+    this.ended = ended.then(async ({ reason, oom }) => {
       await removeOutput(this.deps.context.layout, launched.instance).catch(() => undefined);
       if (this.current === launched) this.current = undefined;
       if (this.stopping) return;
-      this.onExit(ended?.reason ?? `exited with ${exit.code ?? exit.signal}`, ended?.oom ?? false);
+      this.onExit(reason, oom);
     });
   }
 
   private onExit(reason: string, oom: boolean): void {
     if (this.stopping) return;
     this.state = 'crashed';
-    const ranMs = this.startedAt ? Date.now() - this.startedAt.getTime() : 0;
-    const delay = this.backoff.next(ranMs);
-    this.deps.logs.add(this.name, 'system', `${reason}; restarting in ${delay / 1000} s`);
-    this.deps.onEvent({
-      appId: this.app.id,
-      kind: oom ? 'oom_killed' : 'crashed',
-      instance: this.name,
-      message: reason,
-    });
-    this.restartTimer = setTimeout(() => void this.restart(reason), delay);
-    this.restartTimer.unref();
+    this.restarts.crashed(reason, oom, this.startedAt, (why) => void this.restart(why));
   }
 
   private async restart(reason: string): Promise<void> {
     if (this.stopping) return;
-    this.restarts += 1;
-    this.lastRestartReason = reason;
+    this.restarts.begin(reason);
     this.state = 'restarting';
     try {
       await this.start();
-      this.deps.onEvent({ appId: this.app.id, kind: 'restarted', instance: this.name, message: reason });
+      this.restarts.done(reason);
     } catch (error) {
       // It could not even start (the release is gone, the sandbox failed): try again later.
       this.onExit(`did not start: ${(error as Error).message}`, false);
@@ -138,7 +122,7 @@ export class Worker {
   async stop(graceMs: number): Promise<void> {
     this.stopping = true;
     this.state = 'stopping';
-    if (this.restartTimer) clearTimeout(this.restartTimer);
+    this.restarts.cancel();
     const process = this.current?.process;
     if (process) {
       process.kill(graceMs > 0 ? 'SIGTERM' : 'SIGKILL');
@@ -152,7 +136,7 @@ export class Worker {
   /** Berth stops and leaves the worker running for the next Berth: no more restarts from this one. */
   detach(): void {
     this.stopping = true;
-    if (this.restartTimer) clearTimeout(this.restartTimer);
+    this.restarts.cancel();
   }
 
   /** What the next Berth needs to adopt this worker; undefined unless it runs. */
@@ -163,7 +147,7 @@ export class Worker {
       name: this.name,
       release: this.release,
       instance: this.current.instance,
-      restarts: this.restarts,
+      restarts: this.restarts.count,
       startedAt: this.startedAt?.toISOString() ?? null,
       sandbox,
     };
@@ -180,7 +164,7 @@ export class Worker {
     if (!launched) return undefined;
     const worker = new Worker(record.name, record.release, app, command, deps);
     worker.launches = Number(/-(\d+)$/.exec(record.instance)?.[1] ?? 0);
-    worker.restarts = record.restarts;
+    worker.restarts.count = record.restarts;
     worker.startedAt = record.startedAt ? new Date(record.startedAt) : new Date();
     worker.follow({ ...launched, instance: record.instance });
     return worker;
@@ -194,8 +178,8 @@ export class Worker {
       pid: this.current?.process.pid ?? null,
       port: null,
       startedAt: this.startedAt?.toISOString() ?? null,
-      restarts: this.restarts,
-      lastRestartReason: this.lastRestartReason,
+      restarts: this.restarts.count,
+      lastRestartReason: this.restarts.lastReason,
       healthy: null,
       memoryLimitBytes: this.app.memoryBytes,
     };
