@@ -12,7 +12,7 @@ import { pino } from 'pino';
 import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config/index.js';
 import { createContext } from '../../src/context.js';
-import { createGotenbergRunner } from '../../src/drivers/services/gotenberg.js';
+import { createGotenbergRunner } from '../../src/drivers/services/gotenberg/index.js';
 
 const { values } = parseArgs({
   options: {

@@ -23,7 +23,7 @@ import { stringify } from 'yaml';
 import type { InstanceSpec } from '../../src/drivers/databases/types.js';
 import { runtimeTag } from '../../src/drivers/runtime/local/index.js';
 import { createChromeRunner } from '../../src/drivers/services/chrome.js';
-import { createRabbitmqRunner } from '../../src/drivers/services/rabbitmq.js';
+import { createRabbitmqRunner } from '../../src/drivers/services/rabbitmq/index.js';
 import type { ServiceRunner, ServiceSpec } from '../../src/drivers/services/types.js';
 import { laravelServicesAppFiles } from '../../test/app-services/laravel-services-app.js';
 import { api, applyYaml, median, startBerth, type Berth, type DeploymentView } from './harness.js';

@@ -6,6 +6,7 @@
 // services are processes of the application itself: the runtime driver runs them, this file shows them. The connection environment it gives the application
 // is built here from the store (domain/app-services.ts names it); the platform API's services routes
 // call the use cases at the end.
+import { createKeyedLock } from '../../domain/keyed-lock.js';
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { SecretBox } from '../../crypto/secret-box.js';
@@ -146,7 +147,7 @@ export function createAppServicesService(deps: AppServicesDeps) {
   const repo = createAppServicesRepository(deps.db);
   const log = deps.logger.child({ component: 'app-services' });
   const now = () => iso(deps.clock.now());
-  const locks = new Map<string, Promise<unknown>>();
+  const locks = createKeyedLock();
   let supervisor: { stop(): Promise<void>; tick(): Promise<void> } | undefined;
   let closing = false;
 
@@ -163,15 +164,7 @@ export function createAppServicesService(deps: AppServicesDeps) {
 
   /** One operation per service at a time in this process (job, deployment, supervisor, restart). */
   function locked<T>(key: UnitKey, work: () => Promise<T>): Promise<T> {
-    const id = lockKey(key);
-    const previous = locks.get(id) ?? Promise.resolve();
-    const next = previous.then(work, work);
-    const settled = next.catch(() => undefined);
-    locks.set(id, settled);
-    void settled.then(() => {
-      if (locks.get(id) === settled) locks.delete(id);
-    });
-    return next;
+    return locks.run(lockKey(key), work);
   }
 
   const parse = (json: string | null): Record<string, unknown> => {
@@ -707,7 +700,7 @@ export function createAppServicesService(deps: AppServicesDeps) {
       if (closing) return;
       closing = true;
       await supervisor?.stop();
-      await Promise.all([...locks.values()]);
+      await locks.idle();
       if (options.keepRunning) return;
       const instances = await repo.provisioned().catch(() => []);
       await Promise.all(

@@ -14,7 +14,7 @@ import {
 } from '../../drivers/databases/types.js';
 import { engineOf } from '../managed-databases/declared.js';
 import { handles, type ClonePayload, type UpgradePayload } from '../jobs.js';
-import type { Kysely } from 'kysely';
+import type { Kysely, Selectable } from 'kysely';
 import type { Logger } from 'pino';
 import type { Database } from '../../db/schema/index.js';
 import { createDbOperationsRepository } from '../../db/repositories/db-operations.js';
@@ -77,7 +77,7 @@ export interface MigrationRequest {
   ssl: boolean;
 }
 
-export type TaskRow = ManagedDatabaseTasksTable;
+export type TaskRow = Selectable<ManagedDatabaseTasksTable>;
 
 /** UpCloud's task object; the operation carries the engine prefix (`pg_migration_check`). */
 export function taskObject(task: TaskRow, type: string): Record<string, unknown> {

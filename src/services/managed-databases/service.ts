@@ -1,6 +1,7 @@
 // The managed-database service: the provisioning job, daily base backups, deletion and power jobs,
 // the panel's "apply pending plan/zone change", and the stop of every instance at close. One service
 // per context (src/composition.ts), shared by the job handlers, the supervisor and the routes.
+import { createKeyedLock } from '../../domain/keyed-lock.js';
 import {
   PermanentDriverError,
   type InstanceSpec,
@@ -130,20 +131,13 @@ export function createManagedDatabaseService(deps: ManagedDatabaseDeps): Managed
   const repo = createManagedDatabaseRepository(deps.db);
   const now = () => iso(deps.clock.now());
   const log = deps.logger.child({ component: 'managed-databases' });
-  const locks = new Map<string, Promise<unknown>>();
+  const locks = createKeyedLock();
   const supervisors = new Set<Supervisor>();
   let closing = false;
 
   /** One operation per database at a time in this process (job, supervisor, panel action). */
   function locked<T>(uuid: string, work: () => Promise<T>): Promise<T> {
-    const previous = locks.get(uuid) ?? Promise.resolve();
-    const next = previous.then(work, work);
-    const settled = next.catch(() => undefined);
-    locks.set(uuid, settled);
-    void settled.then(() => {
-      if (locks.get(uuid) === settled) locks.delete(uuid);
-    });
-    return next;
+    return locks.run(uuid, work);
   }
 
   function credentialsOf(instance: ManagedInstanceRow) {
@@ -578,7 +572,7 @@ export function createManagedDatabaseService(deps: ManagedDatabaseDeps): Managed
       await Promise.all([...supervisors].map((s) => s.stop()));
       await warming;
       // Wait for operations in flight, then stop every instance of this data dir.
-      await Promise.all([...locks.values()]);
+      await locks.idle();
       if (options.keepRunning) return;
       const instances = await repo.provisionedInstances().catch(() => []);
       await Promise.all(

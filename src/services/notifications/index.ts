@@ -1,11 +1,15 @@
 // The mail outbox. Every message is a row first (recipient, subject, body, state, attempts) written in
 // the transaction of the state change that caused it; a job per message then sends it over SMTP and
 // retries with backoff. Without SMTP configured, messages stay `unsent` and visible through the API.
-import type { Kysely, Transaction } from 'kysely';
+import type { Insertable, Kysely, Transaction } from 'kysely';
 import type { Logger } from 'pino';
 import { iso, type Clock } from '../../domain/clock.js';
 import type { Database } from '../../db/schema/index.js';
-import type { NotificationKind, NotificationState } from '../../db/schema/scheduled-deletion.js';
+import type {
+  NotificationKind,
+  NotificationState,
+  NotificationsTable,
+} from '../../db/schema/scheduled-deletion.js';
 import { createNotificationRepository, type NotificationRow } from '../../db/repositories/notifications.js';
 import type { Mailer } from '../../drivers/mail/types.js';
 import { enqueue, jobKey, type JobType } from '../jobs.js';
@@ -16,16 +20,11 @@ type Db = Kysely<Database> | Transaction<Database>;
 export const NOTIFICATION_SEND_JOB = 'notifications.send' satisfies JobType;
 export const sendJobKey = (id: number): string => jobKey('notifications.send', { id });
 
-export interface NewNotification {
-  team_id: number;
-  application_id: number | null;
-  kind: NotificationKind;
-  dedupe_key: string;
-  recipient: string;
-  subject: string;
-  body: string;
-  scheduled_for: string | null;
-}
+/** A message to queue: the row's own columns; state, attempts and times are the queue's. */
+export type NewNotification = Pick<
+  Insertable<NotificationsTable>,
+  'team_id' | 'application_id' | 'kind' | 'dedupe_key' | 'recipient' | 'subject' | 'body' | 'scheduled_for'
+> & { application_id: number | null; scheduled_for: string | null };
 
 export interface NotificationView {
   id: number;

@@ -11,7 +11,7 @@ import { promisify } from 'node:util';
 import { Chromiumly, HtmlConverter, LibreOffice, MarkdownConverter, PDFEngines } from 'chromiumly';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SOFFICE_PATH } from '../../../src/drivers/libreoffice/engine.js';
-import { createGotenbergRunner, GOTENBERG_VERSION } from '../../../src/drivers/services/gotenberg.js';
+import { createGotenbergRunner, GOTENBERG_VERSION } from '../../../src/drivers/services/gotenberg/index.js';
 import type { ServiceRuntime, ServiceSpec } from '../../../src/drivers/services/types.js';
 import { createTestApp, type TestApp } from '../../helpers/app.js';
 import { freePort } from '../../helpers/processes.js';

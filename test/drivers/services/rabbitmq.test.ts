@@ -9,7 +9,7 @@ import path from 'node:path';
 import amqp from 'amqplib';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createRabbitmqRunner } from '../../../src/drivers/services/rabbitmq.js';
+import { createRabbitmqRunner } from '../../../src/drivers/services/rabbitmq/index.js';
 import type { ServiceRunner, ServiceRuntime, ServiceSpec } from '../../../src/drivers/services/types.js';
 import { isMounted } from '../../../src/drivers/os/disk-images.js';
 import { findAccount, isRoot } from '../../../src/drivers/os/users.js';
@@ -332,7 +332,7 @@ describe('rabbitmq service runner', () => {
   );
 
   it('falls back to vhost app for a vhost name it does not take', async () => {
-    const { vhostOf } = await import('../../../src/drivers/services/rabbitmq.js');
+    const { vhostOf } = await import('../../../src/drivers/services/rabbitmq/index.js');
     expect(vhostOf({ settings: { vhost: 'orders-1.eu_west' } })).toBe('orders-1.eu_west');
     for (const bad of ['', '-x', '../etc', 'a b', 'x'.repeat(64), '/', 7, null]) {
       expect(vhostOf({ settings: { vhost: bad } })).toBe('app');
