@@ -36,7 +36,17 @@ export async function bootstrapIfEmpty(ctx: AppContext): Promise<string | undefi
   return file;
 }
 
-export async function startServer(config: Config): Promise<RunningServer> {
+export async function startServer(
+  config: Config,
+  options: {
+    /**
+     * Called with the server once it serves, before it says it is ready: `berth serve` installs its
+     * signal handlers here, so a SIGTERM sent on reading the ready line stops it cleanly (not the
+     * default action that kills it).
+     */
+    onStarted?: (server: RunningServer) => void;
+  } = {},
+): Promise<RunningServer> {
   const ctx = await createContext(config);
   const bootstrapFile = await bootstrapIfEmpty(ctx);
   if (bootstrapFile)
@@ -57,6 +67,22 @@ export async function startServer(config: Config): Promise<RunningServer> {
     await ctx.close({ keepRunning: true });
     throw error;
   }
+  let stopping: Promise<void> | undefined;
+  const server: RunningServer = {
+    ctx,
+    app,
+    url,
+    stop(stopOptions = {}) {
+      stopping ??= (async () => {
+        await app.close(); // stops accepting, drains requests in flight
+        await background.stop(stopOptions); // waits for jobs in flight
+        await ctx.close(stopOptions);
+        clearServing(config.dataDir);
+      })();
+      return stopping;
+    },
+  };
+  options.onStarted?.(server);
   const endpoints = {
     api: url,
     s3: background.endpoints.s3,
@@ -72,21 +98,7 @@ export async function startServer(config: Config): Promise<RunningServer> {
     }, API reference ${endpoints.docs}`,
   );
 
-  let stopping: Promise<void> | undefined;
-  return {
-    ctx,
-    app,
-    url,
-    stop(options = {}) {
-      stopping ??= (async () => {
-        await app.close(); // stops accepting, drains requests in flight
-        await background.stop(options); // waits for jobs in flight
-        await ctx.close(options);
-        clearServing(config.dataDir);
-      })();
-      return stopping;
-    },
-  };
+  return server;
 }
 
 export function stopOnSignals(server: RunningServer): void {

@@ -124,7 +124,7 @@ async function main(argv: string[]): Promise<void> {
   // The server's modules (routes, engines) load only for `serve`: admin commands start in half the time.
   if (command === 'serve') {
     const { startServer, stopOnSignals } = await import('../main.js');
-    stopOnSignals(await startServer(config));
+    await startServer(config, { onStarted: stopOnSignals });
     return;
   }
   if (command !== 'admin') fail(`unknown command '${command}'; see berth --help`);
