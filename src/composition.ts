@@ -222,6 +222,8 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
         const events = createDeploymentRepository(ctx.db);
         const driver = createLocalRuntimeDriver({
           dataDir: config.dataDir,
+          // The store is made when a build or check first reads from it.
+          artifacts: { localFile: (key) => artifacts().localFile(key) },
           runtimesDir: runtime.runtimesDir,
           edge: {
             host: config.host,

@@ -3,6 +3,7 @@
 // maps the same calls onto a Deployment, Service, Ingress, PVCs, a Secret and a CronJob
 // (docs/runtime.md). As with the managed-database driver, Berth keeps the desired state in its store
 // and hands it over in full on every call: a driver converges on it, and a retry is always safe.
+import type { Readable } from 'node:stream';
 import type { ApplicationType } from '../../domain/applications.js';
 
 export interface HealthCheckSpec {
@@ -47,8 +48,8 @@ export interface AppSpec {
 /** Where a build's source comes from. */
 export type SourceSpec =
   | { kind: 'git'; url: string; branch?: string; commit?: string }
-  /** An uploaded tar.gz or zip, kept by Berth. */
-  | { kind: 'archive'; file: string }
+  /** An uploaded tar.gz or zip: its key in the artifact store (the driver fetches it from there). */
+  | { kind: 'archive'; key: string }
   /** No source: a wordpress application gets WordPress from the host's package. */
   | { kind: 'bundled' };
 
@@ -176,13 +177,13 @@ export interface AppRuntimeDriver {
   /** A one-off command in a fresh sandbox of `release`, with the secrets; output capped. */
   exec(app: AppSpec, release: string, command: string, step: StepContext): Promise<ExecResult>;
   /**
-   * Why an uploaded source archive could not be built from (not a .tar.gz or .zip, truncated, an entry
-   * it refuses, over its limits, no files), read through as a build would unpack it; undefined when it
-   * can be. Nothing is written.
+   * Why the uploaded source archive under artifact `key` could not be built from (not a .tar.gz or
+   * .zip, truncated, an entry it refuses, over its limits, no files), read through as a build would
+   * unpack it; undefined when it can be. Nothing is written.
    */
-  checkSourceArchive(file: string): Promise<string | undefined>;
-  /** The source a release was built from, as a tar.gz file, or undefined when it is gone. */
-  sourceArchive(appId: number, release: string): Promise<string | undefined>;
+  checkSourceArchive(key: string): Promise<string | undefined>;
+  /** The source a release was built from, as a tar.gz stream, or undefined when it is gone. */
+  sourceArchive(appId: number, release: string): Promise<Readable | undefined>;
   /**
    * Where the application's volumes are on this host (made when missing, owned by its account) and
    * that account, for services that work on its files (sftp); drivers that keep no files here omit it.

@@ -30,7 +30,7 @@ export interface DeploymentDeps {
   driver: () => AppRuntimeDriver;
   specs: SpecBuilder;
   /** Where uploaded source archives are kept (BERTH_ARTIFACT_STORE). */
-  artifacts: () => Pick<ArtifactStore, 'localFile'>;
+  artifacts: () => Pick<ArtifactStore, 'exists'>;
   /** Polls the job runner at once (a deployment should not wait for the next poll). */
   wakeJobs: () => void;
   /**
@@ -172,34 +172,31 @@ export function createDeploymentService(deps: DeploymentDeps) {
         step.log(`Reusing release ${release} (no build)`);
       } else {
         release = releaseName(deploymentId);
-        // The uploaded archive as a file on this host, through the artifact store (the local store's own
-        // file: a zip is read from its end, and the build reads it where it is).
-        const uploaded =
-          app.uploaded_source === null
-            ? undefined
-            : await deps.artifacts().localFile(sourceKey(appId, app.uploaded_source));
-        try {
-          const source = deps.specs.source(app, uploaded?.path, deployment.branch ?? undefined);
-          if (!source)
-            // Said in the terms of each client: the CLI, the dashboard and the API.
-            throw new Error(
-              `Nothing to build: the application names no repository and no source archive was ${app.uploaded_source === null ? 'uploaded' : 'kept (upload it again)'}; send one with \`berth deploy ${app.name} --source DIR\`, the application page's Upload source, or POST /api/v1/applications/${appId}/source`,
-            );
-          await enter('fetch');
-          await repo.update(deploymentId, { source: source.kind, release }, at());
-          checkAborted();
-          let building: Promise<void> = Promise.resolve();
-          const built = await driver.build(spec, release, source, {
-            ...step,
-            building: () => {
-              building = enter('build');
-            },
-          });
-          await building;
-          await repo.update(deploymentId, { branch: built.branch, commit_sha: built.commit }, at());
-        } finally {
-          await uploaded?.release();
-        }
+        // The uploaded archive, by its key in the artifact store (the driver fetches it from there).
+        const uploadedKey = app.uploaded_source === null ? undefined : sourceKey(appId, app.uploaded_source);
+        const uploaded = uploadedKey !== undefined && (await deps.artifacts().exists(uploadedKey));
+        const source = deps.specs.source(
+          app,
+          uploaded ? uploadedKey : undefined,
+          deployment.branch ?? undefined,
+        );
+        if (!source)
+          // Said in the terms of each client: the CLI, the dashboard and the API.
+          throw new Error(
+            `Nothing to build: the application names no repository and no source archive was ${app.uploaded_source === null ? 'uploaded' : 'kept (upload it again)'}; send one with \`berth deploy ${app.name} --source DIR\`, the application page's Upload source, or POST /api/v1/applications/${appId}/source`,
+          );
+        await enter('fetch');
+        await repo.update(deploymentId, { source: source.kind, release }, at());
+        checkAborted();
+        let building: Promise<void> = Promise.resolve();
+        const built = await driver.build(spec, release, source, {
+          ...step,
+          building: () => {
+            building = enter('build');
+          },
+        });
+        await building;
+        await repo.update(deploymentId, { branch: built.branch, commit_sha: built.commit }, at());
       }
       checkAborted();
       await enter('release');

@@ -339,14 +339,7 @@ export function createRuntimeService(deps: RuntimeServiceDeps) {
       try {
         // Read through before it is kept: an archive the build could not unpack is a 422 now, not a
         // 202 and a failed deployment later; nothing of it is stored.
-        const file = await store.localFile(key);
-        if (!file) throw new Error(`the uploaded source ${key} was removed while it was checked`);
-        let problem: string | undefined;
-        try {
-          problem = await deps.driver().checkSourceArchive(file.path);
-        } finally {
-          await file.release();
-        }
+        const problem = await deps.driver().checkSourceArchive(key);
         if (problem !== undefined)
           throw validationError({ body: [problem] }, `The source archive cannot be used: ${problem}`);
       } catch (error) {
@@ -366,12 +359,12 @@ export function createRuntimeService(deps: RuntimeServiceDeps) {
       return { size, uploaded_at: now(), deployment };
     },
 
-    async sourceDownload(userId: number, appId: number): Promise<string> {
+    async sourceDownload(userId: number, appId: number): Promise<Readable> {
       const row = await app(userId, appId);
       const live = row.live_deployment_id === null ? undefined : await repo.find(row.live_deployment_id);
-      const file = live?.release ? await deps.driver().sourceArchive(row.id, live.release) : undefined;
-      if (!file) throw new AppError('not_found', `Application ${row.id} has no deployed source`);
-      return file;
+      const source = live?.release ? await deps.driver().sourceArchive(row.id, live.release) : undefined;
+      if (!source) throw new AppError('not_found', `Application ${row.id} has no deployed source`);
+      return source;
     },
 
     /**

@@ -109,10 +109,10 @@ export function createSpecBuilder(deps: SpecDeps) {
      * The source of a new build: the repository when the document names one (at `branch` when asked),
      * else the last uploaded archive, else WordPress's bundled copy; undefined when there is none.
      */
-    source(row: ApplicationRow, uploadedFile: string | undefined, branch?: string): SourceSpec | undefined {
+    source(row: ApplicationRow, uploadedKey: string | undefined, branch?: string): SourceSpec | undefined {
       const repository = repositoryUrl(row);
       if (repository) return { kind: 'git', ...repository, ...(branch ? { branch } : {}) };
-      if (uploadedFile) return { kind: 'archive', file: uploadedFile };
+      if (uploadedKey) return { kind: 'archive', key: uploadedKey };
       if (row.type === 'wordpress') return { kind: 'bundled' };
       return undefined;
     },

@@ -37,6 +37,8 @@ export interface BuildDeps {
   timeoutMs: number;
   /** The registry, CA files and proxies of builds. */
   network: BuildNetwork;
+  /** An archive source's file on this host (the artifact store's), for the unpacking. */
+  archiveFile: string | undefined;
 }
 
 /** The build commands: the document's, or for a nodejs app without any, installing its dependencies. */
@@ -89,7 +91,7 @@ export async function buildRelease(
     } else if (source.kind === 'archive') {
       step.log('Unpacking the uploaded source archive');
       const unpacked = await extractArchive({
-        file: source.file,
+        file: requireArchive(deps.archiveFile),
         dest: work,
         maxBytes: ARCHIVE_MAX_BYTES,
         maxEntries: ARCHIVE_MAX_ENTRIES,
@@ -197,4 +199,9 @@ export async function chownTree(dir: string, uid: number, gid: number): Promise<
     if (entry.isDirectory()) await chownTree(file, uid, gid);
     else await fs.lchown(file, uid, gid);
   }
+}
+
+function requireArchive(file: string | undefined): string {
+  if (file === undefined) throw new Error('an archive source needs its file');
+  return file;
 }

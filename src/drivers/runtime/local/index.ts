@@ -10,6 +10,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import {
+  PermanentDriverError,
   type AppRuntimeDriver,
   type AppSpec,
   type ExecResult,
@@ -21,6 +22,7 @@ import {
   type StepContext,
 } from '../driver.js';
 import type { AddressGuard } from '../../net/guard.js';
+import type { ArtifactStore } from '../../artifacts/types.js';
 import { ArchiveError, checkArchive } from './archive.js';
 import { ARCHIVE_MAX_BYTES, ARCHIVE_MAX_ENTRIES, buildRelease } from './build.js';
 import { prepareBuildNetwork, readHostPackageConfig, type BuildNetwork } from './build-env.js';
@@ -59,6 +61,8 @@ import { workerInstanceName } from '../../../domain/app-services.js';
 
 export interface LocalRuntimeOptions {
   dataDir: string;
+  /** Where uploaded sources are: a build and the upload check read the archive as a file of this host. */
+  artifacts: Pick<ArtifactStore, 'localFile'>;
   /** Node.js runtimes, downloaded once (config.runtime.runtimesDir). */
   runtimesDir: string;
   /** `proxy`: the edge's data plane (config.runtime.edgeProxy; docs/decisions/0005-edge-data-plane.md). */
@@ -179,6 +183,14 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
     buildNetwork.catch(() => (buildNetwork = undefined));
     return buildNetwork;
   };
+
+  /** The uploaded archive under artifact `key`, as a file of this host; `release` when done. */
+  async function archiveFile(key: string) {
+    const file = await options.artifacts.localFile(key);
+    if (!file)
+      throw new PermanentDriverError('the uploaded source archive is no longer kept; upload it again');
+    return file;
+  }
 
   /** The application's directory and OS account, made when missing. */
   async function appFiles(appId: number) {
@@ -637,12 +649,19 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
       // First, with the log: a runtime downloaded now says so in the deployment's log.
       await nodeDir(app, step.log);
       const context = await launchContext(app);
-      return buildRelease(app, release, source, step, context, {
-        guard: options.guard,
-        allowFileUrls: options.allowFileUrls,
-        timeoutMs: options.deploymentTimeoutMs,
-        network: await network(),
-      });
+      // An uploaded archive is read where the store keeps it (a zip is read from its end).
+      const archive = source.kind === 'archive' ? await archiveFile(source.key) : undefined;
+      try {
+        return await buildRelease(app, release, source, step, context, {
+          guard: options.guard,
+          allowFileUrls: options.allowFileUrls,
+          timeoutMs: options.deploymentTimeoutMs,
+          network: await network(),
+          archiveFile: archive?.path,
+        });
+      } finally {
+        await archive?.release();
+      }
     },
 
     async hostFiles(appId, volumes) {
@@ -820,22 +839,28 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
       );
     },
 
-    async checkSourceArchive(file) {
+    async checkSourceArchive(key) {
+      const archive = await archiveFile(key);
       try {
-        await checkArchive({ file, maxBytes: ARCHIVE_MAX_BYTES, maxEntries: ARCHIVE_MAX_ENTRIES });
+        await checkArchive({
+          file: archive.path,
+          maxBytes: ARCHIVE_MAX_BYTES,
+          maxEntries: ARCHIVE_MAX_ENTRIES,
+        });
         return undefined;
       } catch (error) {
         if (error instanceof ArchiveError) return error.message;
         throw error;
+      } finally {
+        await archive.release();
       }
     },
 
     async sourceArchive(appId, release) {
       const file = appLayout(options.dataDir, appId).source(release);
-      return fs.access(file).then(
-        () => file,
-        () => undefined,
-      );
+      // Opened before it is answered with: one removed meanwhile is no source, not a broken stream.
+      const handle = await fs.open(file, 'r').catch(() => undefined);
+      return handle?.createReadStream({ autoClose: true });
     },
 
     async close(closeOptions = {}) {

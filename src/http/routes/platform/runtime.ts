@@ -2,7 +2,6 @@
 // rollback, suspend, resume, status, instances, deployments and their logs, application logs (live
 // as server-sent events with `follow=true`), one-off commands, source upload and download, delete.
 // Each route parses, calls one use case of services/applications/runtime.ts and shapes the answer.
-import fs from 'node:fs';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type, type Static, type TSchema } from 'typebox';
 import type { RouteDeps } from '../../deps.js';
@@ -440,14 +439,14 @@ export function registerRuntimeRoutes(app: FastifyInstance, deps: RouteDeps): vo
       },
     },
     async (request, reply) => {
-      const file = await service().sourceDownload(user(request), request.params.id);
+      const source = await service().sourceDownload(user(request), request.params.id);
       return reply
         .type('application/gzip')
         .header(
           'content-disposition',
           `attachment; filename="application-${request.params.id}-source.tar.gz"`,
         )
-        .send(fs.createReadStream(file));
+        .send(source);
     },
   );
 
