@@ -53,6 +53,11 @@ const AUTH_METHODS = new Set(['mysql_native_password', 'caching_sha2_password'])
 
 const dataOf = (root: string) => path.join(root, 'data');
 const socketOf = (root: string) => path.join(root, 'run', 'mysqld.sock');
+/**
+ * Its temporary files: the instance's own run directory (the account's, 0700, made at init: instances
+ * made before this have it too), not the host's /tmp, shared with every process and cleaned by others.
+ */
+const tmpOf = (root: string) => path.join(root, 'run');
 const pidFileOf = (root: string) => path.join(root, 'run', 'mysqld.pid');
 const argsFileOf = (root: string) => path.join(root, 'berth-mariadbd.json');
 
@@ -139,6 +144,7 @@ export const mariadbEngine: LocalEngine = {
       '--no-defaults',
       `--datadir=${dataOf(root)}`,
       ...(isRoot() ? [`--user=${accountOf(root)}`] : []),
+      `--tmpdir=${tmpOf(root)}`,
       '--auth-root-authentication-method=normal',
       '--skip-test-db',
       '--skip-name-resolve',
@@ -157,6 +163,7 @@ export const mariadbEngine: LocalEngine = {
       '--bind-address=127.0.0.1',
       `--socket=${socketOf(root)}`,
       `--pid-file=${pidFileOf(root)}`,
+      `--tmpdir=${tmpOf(root)}`,
       `--log-error=${path.join(root, 'log', 'error.log')}`,
       '--skip-name-resolve',
       '--performance-schema=OFF',
