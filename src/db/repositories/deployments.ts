@@ -147,6 +147,15 @@ export function createDeploymentRepository(db: Db) {
       return Number(result.numUpdatedRows) === 1;
     },
 
+    /** The newest deployment's id (0 when there is none). */
+    async lastId(): Promise<number> {
+      const row = await db
+        .selectFrom('deployments')
+        .select((eb) => eb.fn.max('id').as('id'))
+        .executeTakeFirst();
+      return Number(row?.id ?? 0);
+    },
+
     /** Deployments that were running when Berth stopped, or whose deadline passed. */
     unfinished: () =>
       db.selectFrom('deployments').selectAll().where('status', 'in', ['pending', 'running']).execute(),

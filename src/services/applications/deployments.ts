@@ -294,7 +294,12 @@ export function createDeploymentService(deps: DeploymentDeps) {
      */
     async reconcile(): Promise<void> {
       const now = clock.now();
+      // The API and the job runner work beside this: what this Berth deploys meanwhile is not an
+      // earlier Berth's to settle or start again (a deployment it runs is not "interrupted", an
+      // application it has just rolled out is not started a second time).
+      const earlier = await repo.lastId();
       for (const deployment of await repo.unfinished()) {
+        if (deployment.id > earlier) continue;
         if (deployment.status === 'running') {
           await repo.finish(
             deployment.id,
@@ -311,6 +316,7 @@ export function createDeploymentService(deps: DeploymentDeps) {
       }
       await repo.failInterruptedCommands(iso(now));
       for (const { id, live_deployment_id } of await repo.runnable()) {
+        if (live_deployment_id !== null && live_deployment_id > earlier) continue;
         const app = await infrastructure.findApplication(id);
         const live = live_deployment_id === null ? undefined : await repo.find(live_deployment_id);
         if (!app || !live?.release) continue;
