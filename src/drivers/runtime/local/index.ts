@@ -90,8 +90,12 @@ export interface LocalRuntimeOptions {
 /** Largest output a one-off command returns (and keeps in the command history). */
 const EXEC_OUTPUT_BYTES = 256 * 1024;
 const EXEC_TIMEOUT_MS = 10 * 60_000;
-/** The memory groups of what dies with Berth: builds, init and one-off commands, scheduler runs. */
-const DIES_WITH_BERTH = /^(build|init|exec|scheduler)-/;
+/**
+ * The memory groups of what dies with Berth and is named once per run: builds (`build-<release>`), init
+ * and one-off commands (`…-<release>-<time>`). Not the scheduler's (`scheduler-<n>` counts from 1 in
+ * every Berth: this one's first run may be in a group an earlier Berth made).
+ */
+const DIES_WITH_BERTH = /^(build|init|exec)-/;
 
 interface RunningApp {
   spec: AppSpec;
