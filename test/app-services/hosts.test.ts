@@ -5,28 +5,9 @@
 import net from 'node:net';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { stringify } from 'yaml';
 import type { ServiceRunner, ServiceSpec } from '../../src/drivers/services/types.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
-
-const data = <T>(response: { json<U>(): U }): T => response.json<{ data: T }>().data;
-
-function appDocument(name: string, services: unknown[]): string {
-  return stringify({
-    apiVersion: 'v1',
-    kind: 'Infrastructure',
-    metadata: { name, team: 'acme' },
-    spec: {
-      application: {
-        name,
-        type: 'nodejs',
-        repository: { url: `https://example.com/${name}.git`, branch: 'main' },
-        commands: { start: 'npm start' },
-      },
-      services,
-    },
-  });
-}
+import { appDocument, data } from './helpers.js';
 
 /** A rabbitmq runner that runs nothing: it answers with a host elsewhere and a location it is told. */
 function remoteRunner(locationOf: (spec: ServiceSpec) => string | null) {

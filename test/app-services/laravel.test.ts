@@ -14,8 +14,7 @@ import {
   type RuntimeHarness,
 } from '../runtime/helpers.js';
 import { laravelServicesAppFiles } from './laravel-services-app.js';
-
-const data = <T>(response: { json<U>(): U }): T => response.json<{ data: T }>().data;
+import { data } from './helpers.js';
 
 describe.each(DIALECTS.slice(0, 1))('a laravel application with its services (%s)', (dialect) => {
   let h: RuntimeHarness;

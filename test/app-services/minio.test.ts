@@ -23,27 +23,9 @@ import { LOOKUP_TTL_MS } from '../../src/drivers/objectstorage/local/server.js';
 import { networksAvailable, vethName } from '../../src/drivers/os/netns.js';
 import { runtimeTag } from '../../src/drivers/runtime/local/index.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
+import { appDocument, data } from './helpers.js';
 import { DIALECTS } from '../helpers/store.js';
 import { provisionStorage, refusal } from '../object-storage/helpers.js';
-
-const data = <T>(response: { json<U>(): U }): T => response.json<{ data: T }>().data;
-
-function appDocument(name: string, services: unknown[]): string {
-  return stringify({
-    apiVersion: 'v1',
-    kind: 'Infrastructure',
-    metadata: { name, team: 'acme' },
-    spec: {
-      application: {
-        name,
-        type: 'nodejs',
-        repository: { url: `https://example.com/${name}.git`, branch: 'main' },
-        commands: { start: 'npm start' },
-      },
-      services,
-    },
-  });
-}
 
 const TEAM_BUCKET = 'team-shared-bucket';
 

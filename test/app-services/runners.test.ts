@@ -22,6 +22,7 @@ import {
   type RuntimeHarness,
 } from '../runtime/helpers.js';
 import { runnerAppFiles } from './runner-app.js';
+import { data } from './helpers.js';
 
 interface ServiceView {
   name: string;
@@ -34,7 +35,6 @@ interface ServiceView {
   last_restart_reason: string | null;
 }
 
-const data = <T>(response: { json<U>(): U }): T => response.json<{ data: T }>().data;
 const SFTP_PASSWORD = 'uploader-pass-5Kq9';
 
 function document(name: string, repositoryUrl: string, withEverything: boolean): string {

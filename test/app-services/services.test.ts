@@ -27,6 +27,7 @@ import {
   type RuntimeHarness,
 } from '../runtime/helpers.js';
 import { serviceAppFiles } from './service-app.js';
+import { data } from './helpers.js';
 
 interface ServiceView {
   id: number;
@@ -38,8 +39,6 @@ interface ServiceView {
   port: number | null;
   restarts: number;
 }
-
-const data = <T>(response: { json<U>(): U }): T => response.json<{ data: T }>().data;
 
 function document(
   name: string,

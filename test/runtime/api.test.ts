@@ -6,7 +6,6 @@
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import https from 'node:https';
-import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -17,20 +16,7 @@ import {
   waitForDeployment,
   type RuntimeHarness,
 } from './helpers.js';
-import { nodeAppFiles } from './node-app.js';
-
-/** The application's files as a tar.gz, under one top-level directory as GitHub's archives have them. */
-function archiveOf(files: Record<string, string>): Buffer {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-archive-'));
-  try {
-    fs.mkdirSync(path.join(dir, 'shop-main'));
-    for (const [name, content] of Object.entries(files))
-      fs.writeFileSync(path.join(dir, 'shop-main', name), content);
-    return execFileSync('tar', ['-czf', '-', '-C', dir, 'shop-main']);
-  } finally {
-    fs.rmSync(dir, { recursive: true, force: true });
-  }
-}
+import { archiveOf, nodeAppFiles } from './node-app.js';
 
 /** Reads server-sent events from `url` until `done` says so; the connection is then closed. */
 async function readEvents(
@@ -132,7 +118,7 @@ describe('the runtime API', () => {
       method: 'POST',
       url: `/api/v1/applications/${applied.application_id}/source`,
       headers: { ...h.t.auth.platform, 'content-type': 'application/gzip' },
-      payload: archiveOf(nodeAppFiles('uploaded')),
+      payload: archiveOf(nodeAppFiles('uploaded'), 'shop-main'),
     });
     expect(upload.statusCode).toBe(202);
     const deploymentId = upload.json<{ data: { deployment: { id: number } } }>().data.deployment.id;

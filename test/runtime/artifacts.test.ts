@@ -4,7 +4,6 @@
 // the short-lived URL the store signs (GET /internal/artifacts/<key>?expires=…&signature=…): within its
 // time it answers the bytes, after it 403, with a tampered signature, one for another key or one made
 // under another signing key 403, a missing artifact 404, and a key with `..` is refused.
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -28,20 +27,7 @@ import {
   waitForDeployment,
   type RuntimeHarness,
 } from './helpers.js';
-import { nodeAppFiles } from './node-app.js';
-
-/** The application's files as a tar.gz, under one top-level directory as GitHub's archives have them. */
-function archiveOf(files: Record<string, string>): Buffer {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-archive-'));
-  try {
-    fs.mkdirSync(path.join(dir, 'app-main'));
-    for (const [name, content] of Object.entries(files))
-      fs.writeFileSync(path.join(dir, 'app-main', name), content);
-    return execFileSync('tar', ['-czf', '-', '-C', dir, 'app-main']);
-  } finally {
-    fs.rmSync(dir, { recursive: true, force: true });
-  }
-}
+import { archiveOf, nodeAppFiles } from './node-app.js';
 
 /** Every file under `dir`, relative to it (none when it does not exist). */
 function filesUnder(dir: string): string[] {

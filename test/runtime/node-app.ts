@@ -1,5 +1,9 @@
 // The Node.js application the runtime tests deploy: what it answers shows what it got (its build's
 // output, its secrets, its volume, its port), and a few paths misbehave on request.
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { stringify } from 'yaml';
 export const SERVER_JS = `
 const http = require('node:http');
@@ -88,4 +92,16 @@ export function nodeDocument(
       ...extra.spec,
     },
   });
+}
+
+/** The application's files as a tar.gz, under one top-level directory as GitHub's archives have them. */
+export function archiveOf(files: Record<string, string>, top = 'app-main'): Buffer {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-archive-'));
+  try {
+    fs.mkdirSync(path.join(dir, top));
+    for (const [name, content] of Object.entries(files)) fs.writeFileSync(path.join(dir, top, name), content);
+    return execFileSync('tar', ['-czf', '-', '-C', dir, top]);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 }
