@@ -7,11 +7,11 @@
 // be used, a cold `soffice --convert-to pdf` runs, jailed the same way.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
+import { processTree } from '../os/processes.js';
 import type { SystemAccount } from '../os/users.js';
 import { BWRAP_PATH, handOver, officeAccount, prepareProfile, sandboxArgs } from './sandbox.js';
 import { UNO_WORKER_PY } from './worker-script.js';
@@ -75,7 +75,7 @@ const IMPORT_FILTERS: Record<string, { filter: string; filterOptions: string }> 
  */
 function killGroup(child: ChildProcess | undefined): void {
   if (!child?.pid || child.exitCode !== null || child.signalCode !== null) return;
-  const inits = childrenOf(child.pid);
+  const inits = processTree().get(child.pid) ?? [];
   for (const init of inits) {
     try {
       process.kill(init, 'SIGKILL');
@@ -88,15 +88,6 @@ function killGroup(child: ChildProcess | undefined): void {
     process.kill(-child.pid, 'SIGKILL');
   } catch {
     child.kill('SIGKILL');
-  }
-}
-
-/** The processes `pid` forked (bwrap's: the namespace's init). */
-function childrenOf(pid: number): number[] {
-  try {
-    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').split(' ').filter(Boolean).map(Number);
-  } catch {
-    return [];
   }
 }
 
