@@ -498,8 +498,9 @@ export function createChromeRunner(deps: ChromeRunnerDeps): ChromeRunner {
     async status(ref) {
       const instance = instances.get(ref.id);
       const browser = instance?.browser;
-      // Dead, its exit not handled yet (the event comes a moment after the kill): wait for the reason.
-      if (browser && !browser.exited && !alive(browser.pid)) {
+      // No longer running (dead, or its DevTools pipe closed as it dies) but its exit not handled yet
+      // (the event comes a moment after the kill): wait for the reason.
+      if (browser && !browser.exited && (browser.link.closed || !alive(browser.pid))) {
         await Promise.race([browser.exit, sleep(2000)]);
       }
       const reason = instance?.reason ? { reason: instance.reason } : {};
