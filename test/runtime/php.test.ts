@@ -373,6 +373,7 @@ describe("Laravel's scheduler", () => {
   const schedulers: Scheduler[] = [];
   const app: AppSpec = {
     id: appId,
+    teamId: 1,
     name: 'cron',
     type: 'laravel',
     runtime: {},

@@ -19,6 +19,8 @@ export interface HealthCheckSpec {
 /** Everything a driver needs to run one application as its document says. */
 export interface AppSpec {
   id: number;
+  /** the owning team's id: labels on what a remote driver makes */
+  teamId: number;
   name: string;
   type: ApplicationType;
   /** As the document wrote them; the driver resolves them (`capabilities()` says what it offers). */

@@ -70,6 +70,7 @@ export function createSpecBuilder(deps: SpecDeps) {
       }
       return {
         id: row.id,
+        teamId: row.team_id,
         name: row.name,
         type: row.type,
         runtime: {
