@@ -322,6 +322,9 @@ describe('an application on Kubernetes', () => {
   it('fetches the release through the mounted Secret only: the URL is never in a pod spec', () => {
     const secret = find(objects, 'Secret', `release-${RELEASE}`);
     expect(secret.stringData).toEqual({ url: URL, sha256: SHA });
+    // What pruning a release selects: its Secret and its init Job.
+    expect(secret.metadata.labels?.['berth.dev/release']).toBe(RELEASE);
+    expect(find(objects, 'Job', `init-${RELEASE}`).metadata.labels?.['berth.dev/release']).toBe(RELEASE);
     for (const workload of workloads) {
       const pod = podSpec(workload);
       const fetch = first(pod.initContainers);

@@ -25,6 +25,8 @@ export const LABEL_TEAM = 'berth.dev/team';
 export const LABEL_APPLICATION = 'berth.dev/application';
 /** On pod templates: the release the pod runs (a new one rolls the Deployment). */
 export const ANNOTATION_RELEASE = 'berth.dev/release';
+/** On a release's own objects (its Secret, its init Job): what pruning a release selects. */
+export const LABEL_RELEASE = 'berth.dev/release';
 export const MANAGED_BY = 'berth';
 
 /** The port the application's container listens on (`PORT`), the Service's target. */

@@ -15,6 +15,7 @@ import {
   ingressName,
   LABEL_APPLICATION,
   LABEL_NAME,
+  LABEL_RELEASE,
   memoryQuantity,
   namespaceOf,
   storageQuantity,
@@ -73,10 +74,19 @@ const REVISION_HISTORY = 3;
 
 type Component = 'web' | 'worker' | 'init' | 'scheduler';
 
-const metadata = (app: AppSpec, o: KubernetesRenderOptions, name: string, component?: string) => ({
+const metadata = (
+  app: AppSpec,
+  o: KubernetesRenderOptions,
+  name: string,
+  component?: string,
+  release?: string,
+) => ({
   name: checkName(name, 'object name'),
   namespace: namespaceOf(o.namespacePrefix, app.id),
-  labels: component ? componentLabels(app.teamId, app.id, component) : baseLabels(app.teamId, app.id),
+  labels: {
+    ...(component ? componentLabels(app.teamId, app.id, component) : baseLabels(app.teamId, app.id)),
+    ...(release ? { [LABEL_RELEASE]: release } : {}),
+  },
 });
 
 const releaseSecretName = (release: string) => checkName(`release-${release}`, `release '${release}'`);
@@ -261,7 +271,7 @@ export function renderReleaseSecret(
   return {
     apiVersion: 'v1',
     kind: 'Secret',
-    metadata: metadata(app, o, releaseSecretName(release)),
+    metadata: metadata(app, o, releaseSecretName(release), undefined, release),
     type: 'Opaque',
     stringData: { url: artifact.url, sha256: artifact.sha256 },
   };
@@ -279,7 +289,7 @@ export function renderInitJob(
   return {
     apiVersion: 'batch/v1',
     kind: 'Job',
-    metadata: metadata(app, o, checkName(`init-${release}`, `release '${release}'`), 'init'),
+    metadata: metadata(app, o, checkName(`init-${release}`, `release '${release}'`), 'init', release),
     spec: {
       backoffLimit: 0,
       activeDeadlineSeconds: o.deploymentTimeoutSeconds,
