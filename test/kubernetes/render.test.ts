@@ -182,6 +182,22 @@ const main = (pod: Pod): Container => first(pod.containers);
 
 const RFC1123 = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
+/**
+ * A Secret's values, decoded. Secrets are rendered in `data`, never `stringData`: under server-side
+ * apply the manager owns only `stringData`'s keys, so a key dropped later would stay in `data`
+ * (kubernetes/kubernetes#108008), and a deleted application secret would stay in the pods' environment.
+ */
+function secretValues(secret: KubeObject): Record<string, string> {
+  expect(secret.kind).toBe('Secret');
+  expect(secret.stringData).toBeUndefined();
+  return Object.fromEntries(
+    Object.entries(secret.data as Record<string, string>).map(([key, value]) => [
+      key,
+      Buffer.from(value, 'base64').toString('utf8'),
+    ]),
+  );
+}
+
 describe('an application on Kubernetes', () => {
   const objects = everything();
   const workloads = objects.filter((o) => ['Deployment', 'Job', 'CronJob'].includes(o.kind));
@@ -321,7 +337,7 @@ describe('an application on Kubernetes', () => {
 
   it('fetches the release through the mounted Secret only: the URL is never in a pod spec', () => {
     const secret = find(objects, 'Secret', `release-${RELEASE}`);
-    expect(secret.stringData).toEqual({ url: URL, sha256: SHA });
+    expect(secretValues(secret)).toEqual({ url: URL, sha256: SHA });
     // What pruning a release selects: its Secret and its init Job.
     expect(secret.metadata.labels?.['berth.dev/release']).toBe(RELEASE);
     expect(find(objects, 'Job', `init-${RELEASE}`).metadata.labels?.['berth.dev/release']).toBe(RELEASE);
@@ -356,9 +372,9 @@ describe('an application on Kubernetes', () => {
 
   it('puts the environment in the Secret env with PORT and HOST, read by every container', () => {
     const env = find(objects, 'Secret', 'env');
-    expect(env.stringData).toMatchObject({ ...app.env, PORT: '8080', HOST: '0.0.0.0' });
+    expect(secretValues(env)).toMatchObject({ ...app.env, PORT: '8080', HOST: '0.0.0.0' });
     const overriding = renderEnvSecret({ ...app, env: { PORT: '3000' } }, options);
-    expect((overriding.stringData as Record<string, string>).PORT).toBe('8080');
+    expect(secretValues(overriding).PORT).toBe('8080');
     for (const workload of workloads) {
       const container = main(podSpec(workload));
       expect(container.envFrom).toEqual([{ secretRef: { name: 'env' } }]);
@@ -457,7 +473,7 @@ describe('an application on Kubernetes', () => {
     const container = main(podSpec(web));
     expect(container.image).toBe('node:20-bookworm-slim');
     expect(container.command).toEqual(['/bin/sh', '-c', 'npm start']);
-    expect(find(rendered, 'Secret', 'env').stringData).toMatchObject({ NODE_ENV: 'production' });
+    expect(secretValues(find(rendered, 'Secret', 'env'))).toMatchObject({ NODE_ENV: 'production' });
     const started = renderApplication(
       { ...node, runtime: {}, commands: { build: [], init: [], start: 'node server.js' } },
       RELEASE,
@@ -549,7 +565,7 @@ describe('services on Kubernetes', () => {
       expect(container.resources).toEqual({ requests: { memory: '512Mi' }, limits: { memory: '512Mi' } });
       expect(container.readinessProbe?.tcpSocket ?? container.readinessProbe?.httpGet).toBeDefined();
       // The password only in the Secret: the pod reads it through secretKeyRef or $(VAR).
-      expect(find(rendered.objects, 'Secret', name).stringData).toMatchObject({ password: base.password });
+      expect(secretValues(find(rendered.objects, 'Secret', name))).toMatchObject({ password: base.password });
       expect(JSON.stringify(set)).not.toContain(base.password);
       expect(JSON.stringify(service)).not.toContain(base.password);
     }
@@ -617,7 +633,7 @@ describe('services on Kubernetes', () => {
     expect(render({ type: 'minio', name: 'files' }).extra.bucket).toBe('app-7-files-9f1c2d3e');
     const gotenberg = render({ type: 'gotenberg', name: 'pdf' });
     expect(gotenberg.extra).toEqual({ path: `/${base.password}` });
-    expect(find(gotenberg.objects, 'Secret', 'svc-pdf').stringData).toMatchObject({
+    expect(secretValues(find(gotenberg.objects, 'Secret', 'svc-pdf'))).toMatchObject({
       'root-path': `/${base.password}/`,
     });
     expect(main(podSpec(find(gotenberg.objects, 'StatefulSet', 'svc-pdf'))).args).toEqual([

@@ -94,3 +94,15 @@ export function storageQuantity(gib: number): string {
     throw new Error(`volume_size: ${gib} is not a positive number of GiB`);
   return `${gib}Gi`;
 }
+
+/**
+ * A Secret's `data` (base64 values). Never `stringData`: under server-side apply the field manager
+ * owns only `stringData`'s keys, which the API server folds into `data`, so a key dropped from a later
+ * apply would stay in `data` (kubernetes/kubernetes#108008): a deleted secret would stay in the
+ * application's environment.
+ */
+export function secretData(values: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(values).map(([key, value]) => [key, Buffer.from(value, 'utf8').toString('base64')]),
+  );
+}

@@ -18,6 +18,7 @@ import {
   LABEL_RELEASE,
   memoryQuantity,
   namespaceOf,
+  secretData,
   storageQuantity,
   type KubeObject,
 } from '../../kubernetes/objects.js';
@@ -249,13 +250,13 @@ export function renderEnvSecret(app: AppSpec, o: KubernetesRenderOptions): KubeO
     kind: 'Secret',
     metadata: metadata(app, o, 'env'),
     type: 'Opaque',
-    stringData: {
+    data: secretData({
       BERTH_APP_NAME: app.name,
       ...(app.type === 'nodejs' ? { NODE_ENV: 'production' } : {}),
       ...app.env,
       PORT: String(APP_PORT),
       HOST: '0.0.0.0',
-    },
+    }),
   };
 }
 
@@ -273,7 +274,7 @@ export function renderReleaseSecret(
     kind: 'Secret',
     metadata: metadata(app, o, releaseSecretName(release), undefined, release),
     type: 'Opaque',
-    stringData: { url: artifact.url, sha256: artifact.sha256 },
+    data: secretData({ url: artifact.url, sha256: artifact.sha256 }),
   };
 }
 

@@ -15,6 +15,7 @@ import {
   LABEL_APPLICATION,
   LABEL_NAME,
   memoryQuantity,
+  secretData,
   storageQuantity,
   type KubeObject,
 } from '../../kubernetes/objects.js';
@@ -340,7 +341,7 @@ export function renderService(spec: ServiceSpec, o: ServiceRenderOptions): Rende
     kind: 'Secret',
     metadata,
     type: 'Opaque',
-    stringData: { password: spec.password, ...engine.secrets },
+    data: secretData({ password: spec.password, ...engine.secrets }),
   };
   const service: KubeObject = {
     apiVersion: 'v1',
