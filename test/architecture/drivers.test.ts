@@ -123,7 +123,13 @@ describe.each(DIALECTS)('Berth on drivers of every family that run nothing here 
 
     // The runtime received the application as the document says.
     const spec = runtime.specs.get(appId)!;
-    expect(spec).toMatchObject({ name: 'remote', replicas: 2, memoryBytes: 256 * 1024 * 1024 });
+    // The owning team's id: a remote driver labels what it makes with it.
+    expect(spec).toMatchObject({
+      name: 'remote',
+      teamId: t.user.team_id,
+      replicas: 2,
+      memoryBytes: 256 * 1024 * 1024,
+    });
     expect(spec.hostnames).toContain('remote.example.com');
     expect(spec.env).toMatchObject({ APP_SECRET: 'kept-sealed' });
     // The database service's host as its driver reported it, not this machine's loopback.
