@@ -23,6 +23,7 @@ import {
   renderEnvSecret,
   renderInitJob,
   renderNamespace,
+  renderPodTemplate,
   renderReleaseSecret,
   type KubernetesRenderOptions,
 } from '../../src/drivers/runtime/kubernetes/render.js';
@@ -506,6 +507,42 @@ describe('an application on Kubernetes', () => {
     ).toThrow(new RegExp(`worker '${worker}'`));
     expect(() => checkName('Upper', 'thing')).toThrow(/thing: .*lower-case/);
     expect(namespaceOf('berth-', 12)).toBe('berth-app-12');
+  });
+
+  it('refuses a volume mounted over what the pod runs from, or two at one path, naming them', () => {
+    const at = (...paths: string[]): AppSpec => ({
+      ...app,
+      volumes: paths.map((mountPath, i) => ({ name: `v${i}`, mountPath, volumeSize: 1 })),
+    });
+    for (const path of ['/', '/app', '/app/', '/berth', '/berth/release', '/berth/release/x'])
+      expect(() => renderApplication(at(path), RELEASE, options)).toThrow(
+        new RegExp(`volume 'v0': mount path '${path}' would hide what the pod runs from`),
+      );
+    expect(() => renderApplication(at('/data:x'), RELEASE, options)).toThrow(/volume 'v0': .* has a ':'/);
+    expect(() => renderApplication(at('/data', '/data/'), RELEASE, options)).toThrow(
+      /volumes 'v0' and 'v1' are both mounted at \/data/,
+    );
+    const fine = renderApplication(at('/var/www/html/storage', '/app/storage'), RELEASE, options);
+    expect(main(podSpec(find(fine, 'Deployment', 'web'))).volumeMounts).toEqual([
+      { name: 'app', mountPath: '/app' },
+      { name: 'vol-v0', mountPath: '/var/www/html/storage' },
+      { name: 'vol-v1', mountPath: '/app/storage' },
+    ]);
+  });
+
+  it('gives a one-off command’s Job the same pod template', () => {
+    const template = renderPodTemplate(app, RELEASE, options, 'exec', 'exec', 'php artisan about', 'Never');
+    const job: KubeObject = {
+      apiVersion: 'batch/v1',
+      kind: 'Job',
+      metadata: { name: 'exec-1', namespace, labels: baseLabels(3, 7) },
+      spec: { backoffLimit: 0, template },
+    };
+    validate(job);
+    const pod = podSpec(job);
+    expect(first(pod.initContainers).name).toBe('fetch-release');
+    expect(main(pod)).toMatchObject({ name: 'exec', command: ['/bin/sh', '-c', 'php artisan about'] });
+    expect(pod.restartPolicy).toBe('Never');
   });
 
   it('writes quantities as Kubernetes does', () => {

@@ -73,7 +73,8 @@ const PHP_SERVER_WORKERS = 4;
 /** Old ReplicaSets kept: a rollback re-applies the previous release's objects, it needs none. */
 const REVISION_HISTORY = 3;
 
-type Component = 'web' | 'worker' | 'init' | 'scheduler';
+/** The main container's name (`exec`: a one-off command's Job, which the driver names). */
+export type PodComponent = 'web' | 'worker' | 'init' | 'scheduler' | 'exec';
 
 const metadata = (
   app: AppSpec,
@@ -152,15 +153,38 @@ function probes(app: AppSpec, o: KubernetesRenderOptions): Record<string, unknow
 }
 
 /**
- * The pod template of every process of the application (web, a worker, init, the scheduler): the
- * fetch init container, then `component`'s container running `command` with the environment Secret,
- * the volumes and the limits.
+ * Where a volume is mounted: `mountPath` as the document gave it (already absolute, without `.` or
+ * `..`), unless it would hide or shadow what the pod runs from (`/`, the release at /app, the release
+ * Secret's directory) or has a `:`, which the API server refuses in a mount path.
  */
-function podTemplate(
+function volumeMountPath(volume: { name: string; mountPath: string }): string {
+  const path = volume.mountPath.replace(/\/+$/, '') || '/';
+  const hides =
+    path === '/' ||
+    path.startsWith(`${RELEASE_MOUNT}/`) ||
+    [APP_ROOT, RELEASE_MOUNT].some((p) => path === p || p.startsWith(`${path}/`));
+  if (hides)
+    throw new Error(
+      `volume '${volume.name}': mount path '${volume.mountPath}' would hide what the pod runs from (${APP_ROOT}, ${RELEASE_MOUNT})`,
+    );
+  if (path.includes(':'))
+    throw new Error(
+      `volume '${volume.name}': mount path '${volume.mountPath}' has a ':', which Kubernetes refuses`,
+    );
+  return path;
+}
+
+/**
+ * The pod template of every process of the application (web, a worker, init, the scheduler, a
+ * one-off command's Job): the fetch init container, then the main container (named `container`)
+ * running `command` with the environment Secret, the volumes and the limits. `labelName` is its
+ * `app.kubernetes.io/name` (`web`, `worker-<name>`, …).
+ */
+export function renderPodTemplate(
   app: AppSpec,
   release: string,
   o: KubernetesRenderOptions,
-  container: Component,
+  container: PodComponent,
   labelName: string,
   command: string,
   restartPolicy: 'Always' | 'Never',
@@ -174,8 +198,16 @@ function podTemplate(
   const volumes = app.volumes.map((v) => ({
     name: volumeClaimName(v.name),
     claim: volumeClaimName(v.name),
-    mountPath: v.mountPath,
+    mountPath: volumeMountPath(v),
   }));
+  const seen = new Map<string, string>();
+  for (const [index, volume] of volumes.entries()) {
+    const other = seen.get(volume.mountPath);
+    const name = app.volumes[index]?.name ?? '';
+    if (other !== undefined)
+      throw new Error(`volumes '${other}' and '${name}' are both mounted at ${volume.mountPath}`);
+    seen.set(volume.mountPath, name);
+  }
   return {
     metadata: {
       labels: componentLabels(app.teamId, app.id, labelName),
@@ -295,7 +327,7 @@ export function renderInitJob(
       backoffLimit: 0,
       activeDeadlineSeconds: o.deploymentTimeoutSeconds,
       // No ttlSecondsAfterFinished: alpha (off) on 1.20; the driver deletes finished Jobs itself.
-      template: podTemplate(app, release, o, 'init', 'init', script, 'Never'),
+      template: renderPodTemplate(app, release, o, 'init', 'init', script, 'Never'),
     },
   };
 }
@@ -320,7 +352,7 @@ function deployment(
       strategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } },
       progressDeadlineSeconds: o.deploymentTimeoutSeconds,
       revisionHistoryLimit: REVISION_HISTORY,
-      template: podTemplate(app, release, o, container, name, command, 'Always'),
+      template: renderPodTemplate(app, release, o, container, name, command, 'Always'),
     },
   };
 }
@@ -410,7 +442,7 @@ export function renderApplication(app: AppSpec, release: string, o: KubernetesRe
           metadata: { labels: componentLabels(app.teamId, app.id, 'scheduler') },
           spec: {
             backoffLimit: 0,
-            template: podTemplate(app, release, o, 'scheduler', 'scheduler', SCHEDULE_COMMAND, 'Never'),
+            template: renderPodTemplate(app, release, o, 'scheduler', 'scheduler', SCHEDULE_COMMAND, 'Never'),
           },
         },
       },
