@@ -470,6 +470,7 @@ describe('an application on Kubernetes', () => {
       runAsUser: 1000,
       runAsGroup: 1000,
       fsGroup: 1000,
+      fsGroupChangePolicy: 'OnRootMismatch',
     });
     const container = main(podSpec(web));
     expect(container.image).toBe('node:20-bookworm-slim');

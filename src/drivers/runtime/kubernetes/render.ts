@@ -218,8 +218,16 @@ export function renderPodTemplate(
       // The application has no business with the cluster's API, nor with the namespace's Service list.
       automountServiceAccountToken: false,
       enableServiceLinks: false,
-      // Every container runs as the image's own account; the emptyDir is writable by it.
-      securityContext: { runAsNonRoot: true, runAsUser: uid, runAsGroup: uid, fsGroup: uid },
+      // Every container runs as the image's own account; the emptyDir and the volumes are writable by
+      // it (a volume's files are chowned only when its root is not the group's yet: a large volume
+      // does not delay every start).
+      securityContext: {
+        runAsNonRoot: true,
+        runAsUser: uid,
+        runAsGroup: uid,
+        fsGroup: uid,
+        fsGroupChangePolicy: 'OnRootMismatch',
+      },
       initContainers: [
         {
           name: 'fetch-release',
