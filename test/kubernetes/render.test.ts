@@ -648,7 +648,9 @@ describe('services on Kubernetes', () => {
 
     const redis = render({ type: 'redis', name: 'cache' });
     const rc = main(podSpec(find(redis.objects, 'StatefulSet', 'svc-cache')));
-    expect(rc.args.slice(0, 2)).toEqual(['--requirepass', '$(REDIS_PASSWORD)']);
+    // The image's entrypoint is kept (it steps down from root for `redis-server`).
+    expect(rc.command).toBeUndefined();
+    expect(rc.args.slice(0, 3)).toEqual(['redis-server', '--requirepass', '$(REDIS_PASSWORD)']);
     expect(rc.args).toContain('>$(REDIS_PASSWORD)');
     expect(rc.env).toEqual([
       { name: 'REDIS_PASSWORD', valueFrom: { secretKeyRef: { name: 'svc-cache', key: 'password' } } },

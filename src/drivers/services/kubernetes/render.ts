@@ -193,8 +193,9 @@ function engineOf(spec: ServiceSpec, secretName: string, host: string): Engine {
         port: 6379,
         dataPath: '/data',
         env: [fromSecret('REDIS_PASSWORD')],
-        command: [server],
+        // Arguments only: the image's entrypoint steps down to its own account for `<engine>-server`.
         args: [
+          server,
           '--requirepass',
           '$(REDIS_PASSWORD)',
           '--user',
