@@ -58,6 +58,8 @@ const ref = { id: 'bench-gotenberg', type: 'gotenberg' };
 const runtime = await runner.provision({
   ...ref,
   applicationId: 1,
+  teamId: 1,
+  version: null,
   name: 'pdf',
   memoryMiB: 256,
   username: 'app',

@@ -225,6 +225,8 @@ function directStarters(berth: Berth) {
     id: randomUUID(),
     type,
     applicationId: 0,
+    teamId: 1,
+    version: null,
     name: type,
     memoryMiB,
     username: 'app',

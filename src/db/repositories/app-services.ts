@@ -74,6 +74,11 @@ export function createAppServicesRepository(db: Db) {
         .orderBy('id')
         .execute(),
 
+    /** The team that owns the application (labels on what a remote runner makes); undefined when gone. */
+    teamOf: async (appId: number): Promise<number | undefined> =>
+      (await db.selectFrom('applications').select('team_id').where('id', '=', appId).executeTakeFirst())
+        ?.team_id,
+
     /** The keys of the application's own secrets (they win over injected names). */
     secretKeys: async (appId: number): Promise<string[]> =>
       (await db.selectFrom('secrets').select('key').where('application_id', '=', appId).execute()).map(

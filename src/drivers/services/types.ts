@@ -12,8 +12,12 @@ export interface ServiceSpec {
   /** The document's type: `rabbitmq`, `sftp`, `minio`, `chrome-headless`, `gotenberg`, … */
   type: string;
   applicationId: number;
+  /** The team that owns the application: labels on what a remote runner makes. */
+  teamId: number;
   /** The service's name in the document (lower-case letters, digits, hyphens). */
   name: string;
+  /** The document's `version` (a container service's image tag), or null when it names none. */
+  version: string | null;
   /** The document's `memory` in MiB (256 when it names none): a cap where the runner can set one. */
   memoryMiB: number;
   /** The document's `volume_size` in GiB: the size of the instance's files where the runner keeps them. */

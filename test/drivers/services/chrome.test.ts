@@ -27,6 +27,8 @@ function specFor(dataDirPort: number | undefined, memoryMiB = 384): ServiceSpec 
     id: randomUUID(),
     type: 'chrome-headless',
     applicationId: 1,
+    teamId: 1,
+    version: null,
     name: 'browser',
     memoryMiB,
     port: dataDirPort,

@@ -30,6 +30,8 @@ const spec = (port: number): ServiceSpec => ({
   id: '6f1c9a52-0d7e-4b7a-9a57-3c1f0e2b8d11',
   type: 'gotenberg',
   applicationId: 1,
+  teamId: 1,
+  version: null,
   name: 'pdf',
   memoryMiB: 256,
   port,

@@ -32,6 +32,8 @@ function specOf(overrides: Partial<ServiceSpec> = {}): ServiceSpec {
     id: randomUUID(),
     type: 'rabbitmq',
     applicationId: 1,
+    teamId: 1,
+    version: null,
     name: 'queue',
     memoryMiB: 256,
     username: 'app',

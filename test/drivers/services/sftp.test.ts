@@ -63,6 +63,8 @@ async function makeSpec(overrides: Partial<ServiceSpec> = {}): Promise<ServiceSp
     id: randomUUID(),
     type: 'sftp',
     applicationId: 1,
+    teamId: 1,
+    version: null,
     name: 'files',
     memoryMiB: 256,
     port: await freePort(),
