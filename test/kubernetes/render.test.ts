@@ -560,7 +560,9 @@ describe('services on Kubernetes', () => {
     id: '9f1c2d3e-aaaa-bbbb-cccc-123456789abc',
     type: 'postgresql',
     applicationId: 7,
+    teamId: 3,
     name: 'db',
+    version: null,
     memoryMiB: 512,
     volumeGiB: 10,
     username: 'app',
@@ -569,7 +571,7 @@ describe('services on Kubernetes', () => {
     secrets: {},
     volumes: [],
   };
-  const serviceOptions = { namespace, teamId: 3, storageClass: 'fast' };
+  const serviceOptions = { namespace, storageClass: 'fast' };
   const render = (overrides: Partial<ServiceSpec>) =>
     renderService({ ...base, ...overrides }, serviceOptions);
 
@@ -698,6 +700,32 @@ describe('services on Kubernetes', () => {
       { name: 'main', port: 8123, targetPort: 8123, protocol: 'TCP' },
       { name: 'native', port: 9000, targetPort: 9000, protocol: 'TCP' },
     ]);
+  });
+
+  it('runs a container service at the document’s version, on the operator’s image when set', () => {
+    const image = (rendered: ReturnType<typeof render>) =>
+      main(podSpec(rendered.objects.find((o) => o.kind === 'StatefulSet') as KubeObject)).image;
+    const meili = render({ type: 'meilisearch', name: 'search', version: '1.12' });
+    expect(image(meili)).toBe('getmeili/meilisearch:v1.12');
+    expect(meili.version).toBe('v1.12');
+    expect(image(render({ type: 'clickhouse', name: 'olap', version: '25.3' }))).toBe(
+      'clickhouse/clickhouse-server:25.3',
+    );
+    expect(image(render({ type: 'gotenberg', name: 'pdf', version: 'latest' }))).toBe(
+      'gotenberg/gotenberg:latest',
+    );
+    const mirrored = renderService(
+      { ...base, type: 'clickhouse', name: 'olap', version: '24.3' },
+      { ...serviceOptions, images: { clickhouse: 'registry.local:5000/ch/server:24.8' } },
+    );
+    expect(image(mirrored)).toBe('registry.local:5000/ch/server:24.3');
+    // A database service's image is the operator's: its version is not a tag here.
+    expect(image(render({ version: '15' }))).toBe('postgres:16');
+    expect(() => render({ type: 'meilisearch', name: 'search', version: '1.12 --x' })).toThrow(
+      /search: version '1.12 --x' is not an image tag/,
+    );
+    // The spec's team labels the objects unless the options name one.
+    expect(render({ teamId: 9 }).objects[0]?.metadata.labels?.['berth.dev/team']).toBe('9');
   });
 
   it('refuses a container service setting that is no environment variable name, naming it', () => {

@@ -52,10 +52,14 @@ export function kubernetesUnsupportedServices(): Array<{ type: string; reason: s
 export interface ServiceRenderOptions {
   /** The application's namespace (`namespaceOf`). */
   namespace: string;
-  teamId: number;
+  /** The labels' team; the spec's own (`spec.teamId`) when omitted. */
+  teamId?: number;
   /** The PVCs' `storageClassName` when set. */
   storageClass?: string;
-  /** Images instead of the defaults, by type (a registry mirror, a pinned tag). */
+  /**
+   * Images instead of the defaults, by type (a registry mirror, a pinned tag). A container service's
+   * document `version` is the tag of whichever image it runs.
+   */
   images?: Partial<Record<KubernetesServiceType, string>>;
 }
 
@@ -316,6 +320,25 @@ function engineOf(spec: ServiceSpec, secretName: string, host: string): Engine {
   }
 }
 
+/** What a document's `version` must be to be an image tag (Docker's grammar). */
+const IMAGE_TAG = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/;
+
+/**
+ * `image` at tag `version` (a container service's document version; Meilisearch's tags are
+ * `v<version>`); unchanged when pinned by digest. An invalid tag is an error naming the service.
+ */
+function withVersion(spec: ServiceSpec, image: string): string {
+  if (spec.version === null || image.includes('@')) return image;
+  const tag = spec.type === 'meilisearch' && /^\d/.test(spec.version) ? `v${spec.version}` : spec.version;
+  if (!IMAGE_TAG.test(tag))
+    throw new Error(
+      `${spec.name}: version '${spec.version}' is not an image tag (letters, digits, '_', '.', '-')`,
+    );
+  const slash = image.lastIndexOf('/');
+  const colon = image.indexOf(':', slash + 1);
+  return `${colon >= 0 ? image.slice(0, colon) : image}:${tag}`;
+}
+
 /** The tag of an image reference (`latest` when it names none). */
 function tagOf(image: string): string {
   const last = image.slice(image.lastIndexOf('/') + 1);
@@ -330,8 +353,9 @@ export function renderService(spec: ServiceSpec, o: ServiceRenderOptions): Rende
   const name = checkName(`svc-${spec.name}`, `service '${spec.name}'`);
   if (!USER_NAME.test(spec.username)) throw new Error(`${spec.name}: invalid user name`);
   const engine = engineOf(spec, name, name);
-  const image = o.images?.[spec.type as KubernetesServiceType] ?? engine.image;
-  const labels = componentLabels(o.teamId, spec.applicationId, name);
+  const configured = o.images?.[spec.type as KubernetesServiceType] ?? engine.image;
+  const image = isContainerService(spec.type) ? withVersion(spec, configured) : configured;
+  const labels = componentLabels(o.teamId ?? spec.teamId, spec.applicationId, name);
   const metadata = { name, namespace: o.namespace, labels };
   const selector = { [LABEL_APPLICATION]: String(spec.applicationId), [LABEL_NAME]: name };
   const ports = [{ name: 'main', port: engine.port }, ...(engine.morePorts ?? [])];
