@@ -5,7 +5,13 @@ import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createKubeClient, loadKubeConfig, type KubeClient } from '../../src/drivers/kubernetes/client.js';
+import yaml from 'js-yaml';
+import {
+  createKubeClient,
+  loadKubeConfig,
+  type KubeClient,
+  type KubeObject,
+} from '../../src/drivers/kubernetes/client.js';
 import { BERTH_RIGHTS, berthClusterRole, describeRight } from '../../src/drivers/kubernetes/rights.js';
 import { BIN, ensureBuilt } from '../cli-client/helpers.js';
 import { startTestCluster, type TestCluster } from '../helpers/kubernetes/cluster.js';
@@ -35,6 +41,16 @@ function k8sCheck(env: Record<string, string>, ...args: string[]): Promise<Run> 
       },
     );
   });
+}
+
+/** The first yaml block of docs/runtime.md's section "Kubernetes: configuration and rights". */
+function documentedClusterRole(): KubeObject {
+  const doc = fs.readFileSync(path.join(ROOT, 'docs/runtime.md'), 'utf8');
+  const section = doc.slice(doc.indexOf('## Kubernetes: configuration and rights'));
+  const block = /```yaml\n([\s\S]*?)```/.exec(section)?.[1];
+  const role = yaml.load(block ?? '') as KubeObject;
+  expect(role).toMatchObject({ kind: 'ClusterRole', metadata: { name: 'berth' } });
+  return role;
 }
 
 const missingLines = (stdout: string): string[] =>
@@ -125,8 +141,10 @@ describe('berth admin k8s-check', { timeout: 120_000 }, () => {
       description: 'list replicasets.apps (cluster-wide)',
     });
 
-    // The ClusterRole docs/runtime.md gives grants all of them.
-    await admin.apply(berthClusterRole('berth'));
+    // The ClusterRole docs/runtime.md gives, as written there, is berthClusterRole() and grants all of them.
+    const documented = documentedClusterRole();
+    expect(documented.rules).toEqual(berthClusterRole().rules);
+    await admin.apply(documented);
     await bind('berth');
     await waitFor(async () =>
       (await restricted.reviewAccess({
