@@ -15,7 +15,7 @@ import {
 import { BERTH_RIGHTS, berthClusterRole, describeRight } from '../../src/drivers/kubernetes/rights.js';
 import { BIN, ensureBuilt } from '../cli-client/helpers.js';
 import { startTestCluster, type TestCluster } from '../helpers/kubernetes/cluster.js';
-import { freePort, waitFor } from '../helpers/processes.js';
+import { execFileAsync, freePort, waitFor } from '../helpers/processes.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
@@ -67,6 +67,22 @@ describe('berth admin k8s-check', { timeout: 120_000 }, () => {
   }, 300_000);
   afterAll(async () => {
     await cluster?.stop();
+  });
+
+  it('is in berth --help with the kubernetes flags', async () => {
+    const { stdout: help } = await execFileAsync(process.execPath, [BIN, '--help'], { cwd: ROOT });
+    expect(help).toContain('berth admin k8s-check [--json]');
+    for (const flag of [
+      '--kubeconfig',
+      '--k8s-ingress-class',
+      '--k8s-storage-class',
+      '--k8s-namespace-prefix',
+      '--k8s-ingress-namespace',
+      '--k8s-image-nodejs',
+      '--k8s-image-php',
+      '--k8s-image-fetch',
+    ])
+      expect(help).toContain(flag);
   });
 
   it('says an admin is granted every right, exit 0', async () => {

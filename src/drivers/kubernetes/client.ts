@@ -181,6 +181,11 @@ interface ApiResource {
 export function createKubeClient(kc: k8s.KubeConfig, options: { timeoutMs?: number } = {}): KubeClient {
   const server = kc.getCurrentCluster()?.server.replace(/\/+$/, '') ?? '';
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  // Connections kept alive between requests (a rollout's polls would each pay a TLS handshake); the TLS
+  // settings and credentials still come from the kubeconfig on every request. A proxy keeps its agent.
+  const pool = kc.getCurrentCluster()?.proxyUrl
+    ? undefined
+    : new https.Agent({ keepAlive: true, maxSockets: 16 });
 
   async function request(
     method: string,
@@ -201,6 +206,7 @@ export function createKubeClient(kc: k8s.KubeConfig, options: { timeoutMs?: numb
     };
     // Credentials, CA and proxy agent from the kubeconfig; a token file is read again on each request.
     await kc.applyToHTTPSOptions(opts);
+    if (pool && url.protocol === 'https:') opts.agent = pool;
     return new Promise<string>((resolve, reject) => {
       const req = (url.protocol === 'http:' ? http : https).request(url, opts, (res) => {
         const chunks: Buffer[] = [];
