@@ -7,8 +7,12 @@
 // the API server holds.
 import http from 'node:http';
 import https from 'node:https';
-import { Writable } from 'node:stream';
 import * as k8s from '@kubernetes/client-node';
+import { apiError, connectionDetail, KubernetesApiError, KubernetesUnreachableError } from './errors.js';
+import { execIn, type ExecOptions, type ExecResult } from './exec.js';
+
+export { KubernetesApiError, KubernetesUnreachableError } from './errors.js';
+export type { ExecOptions, ExecResult } from './exec.js';
 
 /**
  * A Kubernetes object as sent and answered: what every kind has, the rest as the API writes it.
@@ -24,47 +28,6 @@ export type KubeObject = {
     annotations?: Record<string, string>;
   };
 } & Record<string, unknown>;
-
-/** A failed answer of the API server: its status code, reason (`NotFound`, `Forbidden`…) and message. */
-export class KubernetesApiError extends Error {
-  constructor(
-    readonly statusCode: number,
-    readonly reason: string | undefined,
-    message: string,
-  ) {
-    super(message);
-    this.name = 'KubernetesApiError';
-  }
-}
-
-/** The API server could not be reached at all (refused, unresolvable, TLS refused, no answer in time). */
-export class KubernetesUnreachableError extends Error {
-  constructor(
-    readonly server: string,
-    readonly detail: string,
-  ) {
-    super(`cannot reach the Kubernetes API server ${server}: ${detail}`);
-    this.name = 'KubernetesUnreachableError';
-  }
-}
-
-export interface ExecOptions {
-  /** Output kept (stdout and stderr interleaved as they arrive); past it `truncated` is true. */
-  maxOutputBytes: number;
-  /** After this long the command's stream is closed and it answers exitCode null. */
-  timeoutMs: number;
-  /** Aborting closes the stream and rejects with the signal's reason (as the local driver's exec). */
-  signal?: AbortSignal;
-  /** Each chunk of output as it arrives (a deployment's log). */
-  onOutput?: (chunk: Buffer) => void;
-}
-
-export interface ExecResult {
-  /** null: no exit status came (timed out, or the stream ended without one). */
-  exitCode: number | null;
-  output: string;
-  truncated: boolean;
-}
 
 export interface PodLogOptions {
   tailLines?: number;
@@ -395,112 +358,4 @@ export function createKubeClient(kc: k8s.KubeConfig, options: { timeoutMs?: numb
 /** `/api/v1` for the core group, `/apis/<group>/<version>` for the others. */
 function apiRoot(apiVersion: string): string {
   return apiVersion.includes('/') ? `/apis/${apiVersion}` : `/api/${apiVersion}`;
-}
-
-/** The API's Status answer, read into an error (its message names the object; it holds no credential). */
-function apiError(statusCode: number, text: string): KubernetesApiError {
-  let status: { reason?: string; message?: string } = {};
-  try {
-    status = JSON.parse(text) as typeof status;
-  } catch {
-    // Not a Status (a proxy's page): its first line says enough.
-  }
-  const message = status.message ?? (text.split('\n')[0]?.slice(0, 200) || `HTTP ${statusCode}`);
-  return new KubernetesApiError(statusCode, status.reason, message);
-}
-
-function connectionDetail(error: Error & { code?: string }): string {
-  return error.code && !error.message.includes(error.code) ? `${error.code} ${error.message}` : error.message;
-}
-
-/** Any error of this module's calls or of @kubernetes/client-node, as one of this module's. */
-function wrapError(error: unknown, server: string): Error {
-  if (error instanceof KubernetesApiError || error instanceof KubernetesUnreachableError) return error;
-  if (error instanceof k8s.ApiException) {
-    const body = typeof error.body === 'string' ? error.body : JSON.stringify(error.body ?? '');
-    return apiError(error.code, body);
-  }
-  // The exec WebSocket's handshake: `Unexpected server response: 403`.
-  const message = (error as { message?: unknown }).message;
-  const text = typeof message === 'string' ? message : String(error);
-  const refused = /Unexpected server response: (\d{3})/.exec(text);
-  if (refused) return new KubernetesApiError(Number(refused[1]), undefined, text);
-  return new KubernetesUnreachableError(server, text);
-}
-
-/** An exec stream's V1Status, as an exit code: Success is 0, NonZeroExitCode carries its code. */
-function exitCodeOf(status: k8s.V1Status): number | undefined {
-  if (status.status === 'Success') return 0;
-  const cause = status.details?.causes?.find((c) => c.reason === 'ExitCode');
-  if (status.reason === 'NonZeroExitCode' && cause?.message !== undefined) return Number(cause.message);
-  return undefined;
-}
-
-async function execIn(
-  kc: k8s.KubeConfig,
-  server: string,
-  target: { namespace: string; pod: string; container: string; command: string[] },
-  options: ExecOptions,
-): Promise<ExecResult> {
-  options.signal?.throwIfAborted();
-  const chunks: Buffer[] = [];
-  let kept = 0;
-  let truncated = false;
-  const collector = () =>
-    new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        options.onOutput?.(chunk);
-        const room = options.maxOutputBytes - kept;
-        if (chunk.length > room) truncated = true;
-        if (room > 0) {
-          const part = chunk.subarray(0, room);
-          chunks.push(part);
-          kept += part.length;
-        }
-        done();
-      },
-    });
-  let status: k8s.V1Status | undefined;
-  let socket: Awaited<ReturnType<k8s.Exec['exec']>>;
-  try {
-    socket = await new k8s.Exec(kc).exec(
-      target.namespace,
-      target.pod,
-      target.container,
-      target.command,
-      collector(),
-      collector(),
-      null,
-      false,
-      (answer) => (status = answer),
-    );
-  } catch (error) {
-    const wrapped = wrapError(error, server);
-    if (wrapped instanceof KubernetesApiError)
-      wrapped.message = `exec in pod ${target.namespace}/${target.pod} (${target.container}) refused: ${wrapped.message}`;
-    throw wrapped;
-  }
-  let timedOut = false;
-  await new Promise<void>((resolve) => {
-    const close = () => socket.close();
-    const timer = setTimeout(() => {
-      timedOut = true;
-      close();
-    }, options.timeoutMs);
-    options.signal?.addEventListener('abort', close, { once: true });
-    const done = () => {
-      clearTimeout(timer);
-      options.signal?.removeEventListener('abort', close);
-      resolve();
-    };
-    if (socket.readyState === socket.CLOSED) done();
-    else socket.addEventListener('close', done);
-  });
-  options.signal?.throwIfAborted();
-  const output = Buffer.concat(chunks).toString('utf8');
-  const code = status && !timedOut ? exitCodeOf(status) : undefined;
-  // A Failure without an exit code is the API's refusal (no such container, not running…).
-  if (status && !timedOut && code === undefined && status.status !== 'Success')
-    throw new KubernetesApiError(status.code ?? 500, status.reason, status.message ?? 'exec failed');
-  return { exitCode: code ?? null, output, truncated };
 }
