@@ -30,6 +30,9 @@ Usage:
   berth admin maintenance on|off      put every replica in (or out of) maintenance mode (503)
   berth admin stop-all                stop what serves the applications (replicas, edge, services,
                                       databases) while Berth is down; the next berth serve starts them
+  berth admin k8s-check [--json]      whether the kubernetes runtime driver's cluster (--kubeconfig,
+                                      BERTH_KUBECONFIG) is reachable and grants every right Berth needs,
+                                      each missing one named; exit 1 when not
   berth --help                        this text
 
 Client commands (against a Berth server; berth login first, or BERTH_URL and BERTH_TOKEN):
@@ -112,6 +115,7 @@ async function main(argv: string[]): Promise<void> {
       credits: { type: 'string' },
       'password-stdin': { type: 'boolean' },
       'sign-in-link': { type: 'boolean' },
+      json: { type: 'boolean' },
     },
   });
   const [command, sub, arg] = positionals;
@@ -128,6 +132,14 @@ async function main(argv: string[]): Promise<void> {
     return;
   }
   if (command !== 'admin') fail(`unknown command '${command}'; see berth --help`);
+
+  // The cluster only, not Berth's store: it checks a cluster before Berth is set to use it.
+  if (sub === 'k8s-check') {
+    const { runK8sCheck } = await import('./k8s-check.js');
+    const streams = { stdout: process.stdout, stderr: process.stderr };
+    process.exitCode = await runK8sCheck(config, { json: values.json === true, ...streams });
+    return;
+  }
 
   const { createContext } = await import('../context.js');
   const ctx = await createContext(config, {});

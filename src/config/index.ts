@@ -1,4 +1,5 @@
 // The one place that reads process.env. Everything else receives a frozen Config.
+import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import ipaddr from 'ipaddr.js';
@@ -34,6 +35,23 @@ export interface Config {
   readonly drivers: Readonly<DriverChoice>;
   /** Applications: where they are served, how they are fetched, deployed and checked. */
   readonly runtime: Readonly<RuntimeSettings>;
+  /** The cluster of the `kubernetes` runtime driver, and how it lays applications out there. */
+  readonly kubernetes: Readonly<KubernetesSettings>;
+}
+
+export interface KubernetesSettings {
+  /** Kubeconfig file (BERTH_KUBECONFIG, else KUBECONFIG); undefined: the pod's service account. */
+  kubeconfig: string | undefined;
+  /** `spec.ingressClassName` of every Ingress; undefined: the cluster's default class. */
+  ingressClass: string | undefined;
+  /** `storageClassName` of every PersistentVolumeClaim; undefined: the cluster's default class. */
+  storageClass: string | undefined;
+  /** Each application's namespace is `<prefix>app-<id>`. */
+  namespacePrefix: string;
+  /** Namespace of the ingress controller: the one whose pods the NetworkPolicy admits. */
+  ingressNamespace: string;
+  /** Stock images the pods run; `{version}` is the application's runtime version. */
+  images: Readonly<{ nodejs: string; php: string; fetch: string }>;
 }
 
 export interface RuntimeSettings {
@@ -80,7 +98,7 @@ export interface RuntimeSettings {
 export const DRIVERS = {
   managedDatabases: ['local'],
   objectStorage: ['local'],
-  runtime: ['local'],
+  runtime: ['local', 'kubernetes'],
   services: ['local'],
   tools: ['local'],
   artifacts: ['local'],
@@ -145,6 +163,14 @@ export interface ConfigOverrides {
   appCpuCores?: string;
   buildRegistry?: string;
   buildEnv?: string;
+  kubeconfig?: string;
+  k8sIngressClass?: string;
+  k8sStorageClass?: string;
+  k8sNamespacePrefix?: string;
+  k8sIngressNamespace?: string;
+  k8sImageNodejs?: string;
+  k8sImagePhp?: string;
+  k8sImageFetch?: string;
 }
 
 /** Environment variable behind each setting; `berth serve --<flag>` overrides it. */
@@ -259,7 +285,7 @@ export const CONFIG_VARIABLES: Record<keyof ConfigOverrides, { env: string; flag
   runtimeDriver: {
     env: 'BERTH_RUNTIME_DRIVER',
     flag: 'runtime-driver',
-    doc: 'what runs applications: local (sandboxed processes on this machine behind the edge proxy; default)',
+    doc: 'what runs applications: local (sandboxed processes on this machine behind the edge proxy; default) or kubernetes (a cluster, BERTH_KUBECONFIG)',
   },
   serviceDriver: {
     env: 'BERTH_SERVICE_DRIVER',
@@ -366,11 +392,69 @@ export const CONFIG_VARIABLES: Record<keyof ConfigOverrides, { env: string; flag
     flag: 'build-env',
     doc: 'variables for every build command, NAME=value separated by spaces, such as HTTPS_PROXY=http://proxy:3128',
   },
+  kubeconfig: {
+    env: 'BERTH_KUBECONFIG',
+    flag: 'kubeconfig',
+    doc: "kubeconfig file of the kubernetes runtime driver's cluster (default: KUBECONFIG, else the pod's service account)",
+  },
+  k8sIngressClass: {
+    env: 'BERTH_K8S_INGRESS_CLASS',
+    flag: 'k8s-ingress-class',
+    doc: "ingress class of the applications' Ingresses (default: the cluster's default class)",
+  },
+  k8sStorageClass: {
+    env: 'BERTH_K8S_STORAGE_CLASS',
+    flag: 'k8s-storage-class',
+    doc: "storage class of the applications' volumes (default: the cluster's default class)",
+  },
+  k8sNamespacePrefix: {
+    env: 'BERTH_K8S_NAMESPACE_PREFIX',
+    flag: 'k8s-namespace-prefix',
+    doc: "each application's namespace is <prefix>app-<id> (default berth-)",
+  },
+  k8sIngressNamespace: {
+    env: 'BERTH_K8S_INGRESS_NAMESPACE',
+    flag: 'k8s-ingress-namespace',
+    doc: 'namespace of the ingress controller, the only other one admitted to the applications (default ingress-nginx)',
+  },
+  k8sImageNodejs: {
+    env: 'BERTH_K8S_IMAGE_NODEJS',
+    flag: 'k8s-image-nodejs',
+    doc: 'image of Node.js pods, {version} the major (default node:{version}-bookworm-slim)',
+  },
+  k8sImagePhp: {
+    env: 'BERTH_K8S_IMAGE_PHP',
+    flag: 'k8s-image-php',
+    doc: 'image of PHP pods, {version} the PHP version (default php:{version}-apache)',
+  },
+  k8sImageFetch: {
+    env: 'BERTH_K8S_IMAGE_FETCH',
+    flag: 'k8s-image-fetch',
+    doc: 'image of the init container that fetches a release into the pod (default alpine:3.20)',
+  },
 };
 
 /** Names BERTH_BUILD_ENV may set: upper case, and none Berth sets itself for the sandbox. */
 const BUILD_ENV_NAME = /^[A-Z_][A-Z0-9_]*$/;
 const BUILD_ENV_RESERVED = ['PATH', 'HOME', 'BERTH_APP_NAME'];
+
+/** A DNS label (RFC 1123): a namespace or ingress class name. */
+const DNS_LABEL = /^(?=.{1,63}$)[a-z0-9]([a-z0-9-]*[a-z0-9])?$/;
+/** A DNS subdomain (RFC 1123): a storage class name. */
+const DNS_SUBDOMAIN = /^(?=.{1,253}$)[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/;
+/**
+ * An image reference as the distribution spec writes it: `[registry[:port]/]path[:tag][@sha256:…]`,
+ * `{version}` standing for part of the tag. It reaches pod specs only, but nothing in it may read as
+ * an option or hold a space.
+ */
+const IMAGE_REFERENCE = new RegExp(
+  String.raw`^(?=.{1,255}$)` +
+    String.raw`(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]{1,5})?/)?` +
+    String.raw`[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*` +
+    String.raw`(?::(?:[\w]|\{version\})(?:[\w.-]|\{version\}){0,127})?(?:@sha256:[a-f0-9]{64})?$`,
+);
+/** A namespace prefix: `<prefix>app-<id>` stays a DNS label whatever the id. */
+const NAMESPACE_PREFIX = /^[a-z][a-z0-9-]{0,19}$/;
 
 const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
@@ -529,6 +613,61 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     return 'namespace';
   };
 
+  /** A name the cluster checks as `pattern`, optional or with a default. */
+  const clusterName = (
+    key: keyof ConfigOverrides,
+    pattern: RegExp,
+    accepted: string,
+    fallback?: string,
+  ): string | undefined => {
+    const value = raw(key) ?? fallback;
+    if (value === undefined || pattern.test(value)) return value;
+    problems.push(`${CONFIG_VARIABLES[key].env} must be ${accepted}, got '${value}'`);
+    return fallback;
+  };
+  const image = (key: keyof ConfigOverrides, fallback: string): string =>
+    clusterName(
+      key,
+      IMAGE_REFERENCE,
+      'an image reference such as registry.example:5000/node:{version}-bookworm-slim (no spaces, no leading -)',
+      fallback,
+    )!;
+
+  const kubernetes = (): KubernetesSettings => {
+    // KUBECONFIG may list several files (kubectl merges them): Berth takes the first.
+    const file = raw('kubeconfig') ?? env.KUBECONFIG?.split(path.delimiter).find(Boolean);
+    return {
+      kubeconfig: file === undefined ? undefined : path.resolve(file),
+      ingressClass: clusterName(
+        'k8sIngressClass',
+        DNS_LABEL,
+        "a DNS label (lower-case letters, digits and '-', at most 63)",
+      ),
+      storageClass: clusterName(
+        'k8sStorageClass',
+        DNS_SUBDOMAIN,
+        "a DNS subdomain (lower-case letters, digits, '-' and '.', at most 253)",
+      ),
+      namespacePrefix: clusterName(
+        'k8sNamespacePrefix',
+        NAMESPACE_PREFIX,
+        "a letter, then lower-case letters, digits and '-', at most 20 in all",
+        'berth-',
+      )!,
+      ingressNamespace: clusterName(
+        'k8sIngressNamespace',
+        DNS_LABEL,
+        "a namespace name (lower-case letters, digits and '-', at most 63)",
+        'ingress-nginx',
+      )!,
+      images: Object.freeze({
+        nodejs: image('k8sImageNodejs', 'node:{version}-bookworm-slim'),
+        php: image('k8sImagePhp', 'php:{version}-apache'),
+        fetch: image('k8sImageFetch', 'alpine:3.20'),
+      }),
+    };
+  };
+
   const config: Config = {
     port,
     host,
@@ -582,12 +721,23 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
       buildRegistry: raw('buildRegistry')?.replace(/\/*$/, '/'),
       buildEnv: Object.freeze(buildEnv()),
     }),
+    kubernetes: Object.freeze(kubernetes()),
   };
   if (!isHttpUrl(config.runtime.gitBaseUrl))
     problems.push(`BERTH_GIT_BASE_URL must be an http(s) URL, got '${config.runtime.gitBaseUrl}'`);
   const registry = config.runtime.buildRegistry;
   if (registry !== undefined && !isHttpUrl(registry))
     problems.push(`BERTH_BUILD_REGISTRY must be an http(s) URL, got '${registry}'`);
+  // The kubernetes driver cannot start without a cluster to talk to: said at start, not at first deploy.
+  if (config.drivers.runtime === 'kubernetes') {
+    const file = config.kubernetes.kubeconfig;
+    if (file !== undefined && !isFile(file))
+      problems.push(`BERTH_KUBECONFIG must name a kubeconfig file, '${file}' is none`);
+    else if (file === undefined && !env.KUBERNETES_SERVICE_HOST)
+      problems.push(
+        'BERTH_RUNTIME_DRIVER=kubernetes needs a cluster: set BERTH_KUBECONFIG (or KUBECONFIG) to a kubeconfig file, or run Berth in a pod with a service account (KUBERNETES_SERVICE_HOST)',
+      );
+  }
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze(config);
 }
@@ -605,6 +755,14 @@ function isAddressOrCidr(text: string): boolean {
   try {
     ipaddr.parseCIDR(text);
     return true;
+  } catch {
+    return false;
+  }
+}
+
+function isFile(file: string): boolean {
+  try {
+    return fs.statSync(file).isFile();
   } catch {
     return false;
   }

@@ -1,4 +1,6 @@
+import fs from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config/index.js';
 
@@ -105,12 +107,12 @@ describe('config', () => {
     expect(loadConfig({}, { toolsDriver: 'local' }).drivers.tools).toBe('local');
     let error: unknown;
     try {
-      loadConfig({ BERTH_TOOLS_DRIVER: 'gotenberg', BERTH_RUNTIME_DRIVER: 'kubernetes' });
+      loadConfig({ BERTH_TOOLS_DRIVER: 'gotenberg', BERTH_RUNTIME_DRIVER: 'nomad' });
     } catch (e) {
       error = e;
     }
     expect((error as ConfigError).problems).toEqual([
-      "BERTH_RUNTIME_DRIVER must be one of local, got 'kubernetes'",
+      "BERTH_RUNTIME_DRIVER must be one of local, kubernetes, got 'nomad'",
       "BERTH_TOOLS_DRIVER must be one of local, got 'gotenberg'",
     ]);
   });
@@ -140,5 +142,122 @@ describe('config', () => {
       "BERTH_BUILD_ENV must be NAME=value entries separated by spaces, names matching [A-Z_][A-Z0-9_]* other than PATH, HOME, BERTH_APP_NAME, got 'ok=1', 'PATH=/x', 'NOVALUE'",
       "BERTH_BUILD_REGISTRY must be an http(s) URL, got 'ftp://mirror/'",
     ]);
+  });
+
+  it('takes the kubernetes settings with their defaults, the cluster from BERTH_KUBECONFIG, else KUBECONFIG', () => {
+    const defaults = loadConfig({});
+    expect(defaults.drivers.runtime).toBe('local');
+    expect(defaults.kubernetes).toEqual({
+      kubeconfig: undefined,
+      ingressClass: undefined,
+      storageClass: undefined,
+      namespacePrefix: 'berth-',
+      ingressNamespace: 'ingress-nginx',
+      images: { nodejs: 'node:{version}-bookworm-slim', php: 'php:{version}-apache', fetch: 'alpine:3.20' },
+    });
+    expect(Object.isFrozen(defaults.kubernetes)).toBe(true);
+    expect(Object.isFrozen(defaults.kubernetes.images)).toBe(true);
+    // KUBECONFIG is read through the config layer; kubectl's list of files gives its first.
+    expect(loadConfig({ KUBECONFIG: '/k/one:/k/two' }).kubernetes.kubeconfig).toBe('/k/one');
+    expect(loadConfig({ KUBECONFIG: '/k/one', BERTH_KUBECONFIG: 'relative/kc' }).kubernetes.kubeconfig).toBe(
+      path.resolve('relative/kc'),
+    );
+    expect(loadConfig({ BERTH_KUBECONFIG: '/k/env' }, { kubeconfig: '/k/flag' }).kubernetes.kubeconfig).toBe(
+      '/k/flag',
+    );
+    const set = loadConfig(
+      {
+        BERTH_K8S_INGRESS_CLASS: 'nginx',
+        BERTH_K8S_STORAGE_CLASS: 'fast.ssd-1',
+        BERTH_K8S_NAMESPACE_PREFIX: 'prod-b1-',
+        BERTH_K8S_INGRESS_NAMESPACE: 'kube-system',
+        BERTH_K8S_IMAGE_NODEJS: 'registry.example:5000/base/node:{version}-slim',
+        BERTH_K8S_IMAGE_PHP: 'php:{version}-fpm@sha256:' + 'a'.repeat(64),
+      },
+      { k8sImageFetch: 'busybox:1.36' },
+    ).kubernetes;
+    expect(set).toEqual({
+      kubeconfig: undefined,
+      ingressClass: 'nginx',
+      storageClass: 'fast.ssd-1',
+      namespacePrefix: 'prod-b1-',
+      ingressNamespace: 'kube-system',
+      images: {
+        nodejs: 'registry.example:5000/base/node:{version}-slim',
+        php: 'php:{version}-fpm@sha256:' + 'a'.repeat(64),
+        fetch: 'busybox:1.36',
+      },
+    });
+  });
+
+  it('names each bad kubernetes setting, all in one error', () => {
+    let error: unknown;
+    try {
+      loadConfig({
+        BERTH_K8S_INGRESS_CLASS: 'Nginx',
+        BERTH_K8S_STORAGE_CLASS: 'fast_ssd',
+        BERTH_K8S_NAMESPACE_PREFIX: '1berth-',
+        BERTH_K8S_INGRESS_NAMESPACE: 'ingress.nginx',
+        BERTH_K8S_IMAGE_NODEJS: '--privileged',
+        BERTH_K8S_IMAGE_PHP: 'php:8 apache',
+        BERTH_K8S_IMAGE_FETCH: 'alpine:$(id)',
+      });
+    } catch (e) {
+      error = e;
+    }
+    expect((error as ConfigError).problems).toEqual([
+      "BERTH_K8S_INGRESS_CLASS must be a DNS label (lower-case letters, digits and '-', at most 63), got 'Nginx'",
+      "BERTH_K8S_STORAGE_CLASS must be a DNS subdomain (lower-case letters, digits, '-' and '.', at most 253), got 'fast_ssd'",
+      "BERTH_K8S_NAMESPACE_PREFIX must be a letter, then lower-case letters, digits and '-', at most 20 in all, got '1berth-'",
+      "BERTH_K8S_INGRESS_NAMESPACE must be a namespace name (lower-case letters, digits and '-', at most 63), got 'ingress.nginx'",
+      "BERTH_K8S_IMAGE_NODEJS must be an image reference such as registry.example:5000/node:{version}-bookworm-slim (no spaces, no leading -), got '--privileged'",
+      "BERTH_K8S_IMAGE_PHP must be an image reference such as registry.example:5000/node:{version}-bookworm-slim (no spaces, no leading -), got 'php:8 apache'",
+      "BERTH_K8S_IMAGE_FETCH must be an image reference such as registry.example:5000/node:{version}-bookworm-slim (no spaces, no leading -), got 'alpine:$(id)'",
+    ]);
+    // A prefix past 20 characters would leave `<prefix>app-<id>` too little of a namespace name's 63.
+    expect(() => loadConfig({ BERTH_K8S_NAMESPACE_PREFIX: 'a'.repeat(21) })).toThrow(
+      'BERTH_K8S_NAMESPACE_PREFIX',
+    );
+    expect(loadConfig({ BERTH_K8S_NAMESPACE_PREFIX: 'a'.repeat(20) }).kubernetes.namespacePrefix).toBe(
+      'a'.repeat(20),
+    );
+  });
+
+  it('starts the kubernetes runtime driver only with a kubeconfig file or inside a pod', () => {
+    const problems = (env: NodeJS.ProcessEnv): string[] => {
+      try {
+        loadConfig(env);
+        return [];
+      } catch (e) {
+        return (e as ConfigError).problems;
+      }
+    };
+    const missing = path.join(os.tmpdir(), 'berth-no-such-kubeconfig');
+    expect(problems({ BERTH_RUNTIME_DRIVER: 'kubernetes', BERTH_KUBECONFIG: missing })).toEqual([
+      `BERTH_KUBECONFIG must name a kubeconfig file, '${missing}' is none`,
+    ]);
+    expect(problems({ BERTH_RUNTIME_DRIVER: 'kubernetes', KUBECONFIG: os.tmpdir() })).toEqual([
+      `BERTH_KUBECONFIG must name a kubeconfig file, '${os.tmpdir()}' is none`,
+    ]);
+    expect(problems({ BERTH_RUNTIME_DRIVER: 'kubernetes' })).toEqual([
+      'BERTH_RUNTIME_DRIVER=kubernetes needs a cluster: set BERTH_KUBECONFIG (or KUBECONFIG) to a kubeconfig file, or run Berth in a pod with a service account (KUBERNETES_SERVICE_HOST)',
+    ]);
+    // With it reported beside the other bad values.
+    expect(problems({ BERTH_RUNTIME_DRIVER: 'kubernetes', BERTH_PORT: 'x' })).toHaveLength(2);
+    // The local driver does not look for a cluster.
+    expect(problems({ BERTH_KUBECONFIG: missing })).toEqual([]);
+    expect(problems({ BERTH_RUNTIME_DRIVER: 'kubernetes', KUBERNETES_SERVICE_HOST: '10.96.0.1' })).toEqual(
+      [],
+    );
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-config-'));
+    try {
+      const file = path.join(dir, 'kubeconfig');
+      fs.writeFileSync(file, 'apiVersion: v1\nkind: Config\n');
+      const config = loadConfig({ BERTH_RUNTIME_DRIVER: 'kubernetes', KUBECONFIG: file });
+      expect(config.drivers.runtime).toBe('kubernetes');
+      expect(config.kubernetes.kubeconfig).toBe(file);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
