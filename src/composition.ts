@@ -49,6 +49,11 @@ import { createBackgroundWork } from './jobs/index.js';
 import type { JobHandler, JobRunner } from './jobs/runner.js';
 import type { AppRuntimeDriver } from './drivers/runtime/driver.js';
 import { createLocalRuntimeDriver } from './drivers/runtime/local/index.js';
+import { appLayout } from './drivers/runtime/local/layout.js';
+import { DEFAULT_NODE_MAJOR } from './drivers/runtime/local/node-runtime.js';
+import { createKubernetesRuntimeDriver } from './drivers/runtime/kubernetes/index.js';
+import { createKubernetesServiceRunner } from './drivers/services/kubernetes/index.js';
+import { lazyKubeClient } from './drivers/kubernetes/lazy.js';
 import { createAddressGuard } from './drivers/net/guard.js';
 import { createDeploymentRepository } from './db/repositories/deployments.js';
 import { iso } from './domain/clock.js';
@@ -214,44 +219,79 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
     }
   };
 
+  /** The local runtime: what runs applications here, and what builds them for a remote one. */
+  const localRuntime = once((): AppRuntimeDriver => {
+    const { runtime } = config;
+    const events = createDeploymentRepository(ctx.db);
+    const driver = createLocalRuntimeDriver({
+      dataDir: config.dataDir,
+      // The store is made when a build or check first reads from it.
+      artifacts: { localFile: (key) => artifacts().localFile(key) },
+      runtimesDir: runtime.runtimesDir,
+      edge: {
+        host: config.host,
+        port: runtime.edgePort,
+        tlsPort: runtime.edgeTlsPort,
+        proxy: runtime.edgeProxy,
+      },
+      guard: createAddressGuard({ allow: runtime.sourcesAllowPrivate }),
+      allowFileUrls: runtime.sourcesAllowFileUrls,
+      deploymentTimeoutMs: runtime.deploymentTimeoutSeconds * 1000,
+      drainMs: runtime.drainSeconds * 1000,
+      appLimits: { pidsMax: runtime.appPidsMax, cpuCores: runtime.appCpuCores },
+      build: { registry: runtime.buildRegistry, env: runtime.buildEnv },
+      network: runtime.appNetwork,
+      // What applications may reach on the host besides their services and the edge.
+      publicPorts: [config.port, config.s3Port],
+      onEvent: (event) => {
+        ctx.logger.info(
+          { app: event.appId, instance: event.instance },
+          `application ${event.kind}: ${event.message}`,
+        );
+        events
+          .recordEvent(event.appId, event, iso(ctx.clock.now()))
+          .catch((error: unknown) => ctx.logger.warn({ err: error }, 'runtime event not recorded'));
+      },
+      log: ctx.logger,
+    });
+    ctx.onClose((options) => driver.close(options));
+    return driver;
+  });
+  /** The kubernetes driver's cluster, connected on first use (docs/runtime.md, Kubernetes). */
+  const kubeClient = once(() =>
+    lazyKubeClient(config.kubernetes.kubeconfig ? { kubeconfig: config.kubernetes.kubeconfig } : {}),
+  );
   const runtimeDriver = once((): AppRuntimeDriver => {
     if (overrides.runtimeDriver) return overrides.runtimeDriver;
-    const { runtime } = config;
+    const { runtime, kubernetes } = config;
     switch (config.drivers.runtime) {
-      case 'local': {
-        const events = createDeploymentRepository(ctx.db);
-        const driver = createLocalRuntimeDriver({
-          dataDir: config.dataDir,
-          // The store is made when a build or check first reads from it.
-          artifacts: { localFile: (key) => artifacts().localFile(key) },
-          runtimesDir: runtime.runtimesDir,
-          edge: {
-            host: config.host,
-            port: runtime.edgePort,
-            tlsPort: runtime.edgeTlsPort,
-            proxy: runtime.edgeProxy,
+      case 'local':
+        return localRuntime();
+      case 'kubernetes': {
+        const driver = createKubernetesRuntimeDriver({
+          client: kubeClient(),
+          // Builds run here, in the local runtime's sandbox; their releases go to the cluster as archives.
+          builder: localRuntime(),
+          releaseDir: (appId, release) => appLayout(config.dataDir, appId).release(release),
+          artifacts: artifacts(),
+          render: {
+            namespacePrefix: kubernetes.namespacePrefix,
+            ...(kubernetes.ingressClass ? { ingressClass: kubernetes.ingressClass } : {}),
+            ...(kubernetes.storageClass ? { storageClass: kubernetes.storageClass } : {}),
+            images: kubernetes.images,
+            defaultNodeMajor: String(DEFAULT_NODE_MAJOR),
+            deploymentTimeoutSeconds: runtime.deploymentTimeoutSeconds,
+            ingressNamespace: kubernetes.ingressNamespace,
+            // One application never holds more than its whole team may.
+            quota: {
+              memoryBytes: config.quotas.memoryMiB * 1024 * 1024,
+              ...(runtime.appCpuCores !== undefined ? { cpuCores: runtime.appCpuCores } : {}),
+            },
           },
-          guard: createAddressGuard({ allow: runtime.sourcesAllowPrivate }),
-          allowFileUrls: runtime.sourcesAllowFileUrls,
           deploymentTimeoutMs: runtime.deploymentTimeoutSeconds * 1000,
-          drainMs: runtime.drainSeconds * 1000,
-          appLimits: { pidsMax: runtime.appPidsMax, cpuCores: runtime.appCpuCores },
-          build: { registry: runtime.buildRegistry, env: runtime.buildEnv },
-          network: runtime.appNetwork,
-          // What applications may reach on the host besides their services and the edge.
-          publicPorts: [config.port, config.s3Port],
-          onEvent: (event) => {
-            ctx.logger.info(
-              { app: event.appId, instance: event.instance },
-              `application ${event.kind}: ${event.message}`,
-            );
-            events
-              .recordEvent(event.appId, event, iso(ctx.clock.now()))
-              .catch((error: unknown) => ctx.logger.warn({ err: error }, 'runtime event not recorded'));
-          },
           log: ctx.logger,
         });
-        ctx.onClose((options) => driver.close(options));
+        ctx.onClose(() => driver.close());
         return driver;
       }
     }
@@ -287,6 +327,17 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
   ]);
   /** The service types that are not databases, on the service driver (BERTH_SERVICE_DRIVER). */
   const otherServiceRunners = (): ServiceRunner[] => {
+    // On Kubernetes every type it runs is a StatefulSet in the application's namespace, the database
+    // types too (listed later, it takes them from the managed-database adapter).
+    if (config.drivers.runtime === 'kubernetes')
+      return [
+        createKubernetesServiceRunner({
+          client: kubeClient(),
+          namespacePrefix: config.kubernetes.namespacePrefix,
+          ...(config.kubernetes.storageClass ? { storageClass: config.kubernetes.storageClass } : {}),
+          readyTimeoutMs: config.runtime.deploymentTimeoutSeconds * 1000,
+        }),
+      ];
     switch (config.drivers.services) {
       case 'local':
         return localServiceRunners();

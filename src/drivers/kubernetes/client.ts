@@ -10,24 +10,12 @@ import https from 'node:https';
 import * as k8s from '@kubernetes/client-node';
 import { apiError, connectionDetail, KubernetesApiError, KubernetesUnreachableError } from './errors.js';
 import { execIn, type ExecOptions, type ExecResult } from './exec.js';
+import { FIELD_MANAGER, type KubeObject } from './objects.js';
 
 export { KubernetesApiError, KubernetesUnreachableError } from './errors.js';
 export type { ExecOptions, ExecResult } from './exec.js';
 
-/**
- * A Kubernetes object as sent and answered: what every kind has, the rest as the API writes it.
- * (Stands in until src/drivers/kubernetes/objects.ts, which owns the rendered objects, lands.)
- */
-export type KubeObject = {
-  apiVersion: string;
-  kind: string;
-  metadata: {
-    name: string;
-    namespace?: string;
-    labels?: Record<string, string>;
-    annotations?: Record<string, string>;
-  };
-} & Record<string, unknown>;
+export type { KubeObject } from './objects.js';
 
 export interface PodLogOptions {
   tailLines?: number;
@@ -114,7 +102,6 @@ export interface KubeClient {
   ): Promise<ExecResult>;
 }
 
-export const FIELD_MANAGER = 'berth';
 /** Most a request (not exec) may take: a server that accepts and never answers is unreachable. */
 const DEFAULT_TIMEOUT_MS = 30_000;
 

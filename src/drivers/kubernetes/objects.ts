@@ -106,3 +106,11 @@ export function secretData(values: Record<string, string>): Record<string, strin
     Object.entries(values).map(([key, value]) => [key, Buffer.from(value, 'utf8').toString('base64')]),
   );
 }
+
+/** On a service's objects: the instance (Berth's uuid) a runner finds them by, wherever they are. */
+export const LABEL_SERVICE_INSTANCE = 'berth.dev/service-instance';
+
+/** An application's namespace, as the runtime and the service runner both apply it. */
+export function namespaceObject(name: string, teamId: number, appId: number): KubeObject {
+  return { apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels: baseLabels(teamId, appId) } };
+}

@@ -17,6 +17,7 @@ import {
   LABEL_NAME,
   LABEL_RELEASE,
   memoryQuantity,
+  namespaceObject,
   namespaceOf,
   secretData,
   storageQuantity,
@@ -273,11 +274,7 @@ export function renderPodTemplate(
 }
 
 export function renderNamespace(app: AppSpec, o: KubernetesRenderOptions): KubeObject {
-  return {
-    apiVersion: 'v1',
-    kind: 'Namespace',
-    metadata: { name: namespaceOf(o.namespacePrefix, app.id), labels: baseLabels(app.teamId, app.id) },
-  };
+  return namespaceObject(namespaceOf(o.namespacePrefix, app.id), app.teamId, app.id);
 }
 
 /**

@@ -14,6 +14,7 @@ import {
   componentLabels,
   LABEL_APPLICATION,
   LABEL_NAME,
+  LABEL_SERVICE_INSTANCE,
   memoryQuantity,
   secretData,
   storageQuantity,
@@ -355,7 +356,10 @@ export function renderService(spec: ServiceSpec, o: ServiceRenderOptions): Rende
   const engine = engineOf(spec, name, name);
   const configured = o.images?.[spec.type as KubernetesServiceType] ?? engine.image;
   const image = isContainerService(spec.type) ? withVersion(spec, configured) : configured;
-  const labels = componentLabels(o.teamId ?? spec.teamId, spec.applicationId, name);
+  const labels = {
+    ...componentLabels(o.teamId ?? spec.teamId, spec.applicationId, name),
+    [LABEL_SERVICE_INSTANCE]: spec.id,
+  };
   const metadata = { name, namespace: o.namespace, labels };
   const selector = { [LABEL_APPLICATION]: String(spec.applicationId), [LABEL_NAME]: name };
   const ports = [{ name: 'main', port: engine.port }, ...(engine.morePorts ?? [])];
