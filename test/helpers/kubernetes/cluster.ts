@@ -67,17 +67,22 @@ export interface TestCluster {
 const ADMIN_USER = 'admin';
 const RESTRICTED_USER = 'berth-restricted';
 
+export interface TestClusterOptions {
+  /** more kube-apiserver flags (feature gates, admission plugins…), after the helper's own */
+  apiServerFlags?: string[];
+}
+
 /** Starts a cluster; a port taken between asking for it and binding it makes one more try. */
-export async function startTestCluster(): Promise<TestCluster> {
+export async function startTestCluster(options: TestClusterOptions = {}): Promise<TestCluster> {
   for (const binary of ['kube-apiserver', 'kube-controller-manager', 'kube-scheduler']) {
     if (!fs.existsSync(path.join(K8S_BIN, binary)))
       throw new Error(`${path.join(K8S_BIN, binary)} is missing: run scripts/install-kubernetes-testenv.sh`);
   }
   try {
-    return await startOnce();
+    return await startOnce(options);
   } catch (error) {
     if (!(error instanceof Error) || !/address already in use/.test(error.message)) throw error;
-    return startOnce();
+    return startOnce(options);
   }
 }
 
@@ -89,7 +94,7 @@ interface Proc {
   exitCode?: number | null;
 }
 
-async function startOnce(): Promise<TestCluster> {
+async function startOnce(options: TestClusterOptions): Promise<TestCluster> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-k8s-'));
   const procs: Proc[] = [];
   let stopped = false;
@@ -184,6 +189,7 @@ async function startOnce(): Promise<TestCluster> {
         // self-signed and, without --kubelet-certificate-authority, not verified.
         '--kubelet-preferred-address-types=InternalIP',
         '--profiling=false',
+        ...(options.apiServerFlags ?? []),
       ]),
     );
     await waitUntil(
@@ -320,7 +326,9 @@ function launch(
 ): Proc {
   const log = path.join(dir, `${name}.log`);
   const fd = fs.openSync(log, 'a');
-  const child = spawn(command, args, {
+  // A parent-death signal: a test process that dies without stop() (killed, timed out) takes its
+  // cluster with it.
+  const child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', command, ...args], {
     cwd,
     detached: false,
     stdio: ['ignore', fd, fd],
@@ -362,10 +370,12 @@ async function waitUntil(procs: Proc[], ready: () => Promise<boolean>, timeoutMs
   let lastError: unknown;
   for (;;) {
     const dead = procs.find((p) => p.exitCode !== undefined);
-    if (dead)
+    if (dead) {
+      const where = path.dirname(dead.log);
       throw new Error(
-        `${dead.name} exited (${dead.exitCode}) while the test cluster started:\n${tail(dead.log)}`,
+        `${dead.name} exited (${dead.exitCode}) while the test cluster in ${where} started:\n${tail(dead.log)}`,
       );
+    }
     try {
       if (await ready()) return;
     } catch (error) {

@@ -142,14 +142,23 @@ try {
 } catch (error) {
   if (code(error) !== 409) throw error;
 }
-const registered = await core.readNode({ name: NODE });
-registered.status = nodeStatus;
-await core.replaceNodeStatus({ name: NODE, body: registered });
+/** Read, change, write back; the controllers change the node meanwhile (409), then again. */
+async function updateNode(change: (node: k8s.V1Node) => Promise<unknown>): Promise<void> {
+  for (;;) {
+    try {
+      await change(await core.readNode({ name: NODE }));
+      return;
+    } catch (error) {
+      if (code(error) !== 409) throw error;
+    }
+  }
+}
+await updateNode((node) => core.replaceNodeStatus({ name: NODE, body: { ...node, status: nodeStatus } }));
 // What the node-lifecycle controller (off in the test cluster) does once a kubelet reports Ready: drop
 // the not-ready taint the TaintNodesByCondition admission plugin put on at registration.
-const untaint = await core.readNode({ name: NODE });
-untaint.spec = { ...untaint.spec, taints: [] };
-await core.replaceNode({ name: NODE, body: untaint });
+await updateNode((node) =>
+  core.replaceNode({ name: NODE, body: { ...node, spec: { ...node.spec, taints: [] } } }),
+);
 console.log(`node registered, kubelet API on port ${kubeletPort}`);
 
 // --- pods ---
