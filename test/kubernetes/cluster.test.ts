@@ -96,7 +96,8 @@ describe('the Kubernetes test control plane', () => {
     apps = kc.makeApiClient(k8s.AppsV1Api);
     batch = kc.makeApiClient(k8s.BatchV1Api);
     await apply({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS, labels: LABELS } });
-  });
+    // The start's own waits (30 s for the API server, 30 s for the rest) under a loaded machine.
+  }, 90_000);
   afterAll(async () => {
     await cluster?.stop();
   });

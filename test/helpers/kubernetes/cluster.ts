@@ -148,6 +148,15 @@ async function startOnce(options: TestClusterOptions): Promise<TestCluster> {
     const server = `https://127.0.0.1:${apiPort}`;
     const caPath = path.join(pki, 'ca.crt');
 
+    const kubeconfigPath = path.join(dir, 'admin.kubeconfig');
+    const restrictedKubeconfigPath = path.join(dir, 'restricted.kubeconfig');
+    const componentKubeconfig = path.join(dir, 'components.kubeconfig');
+    const kubeletKubeconfig = path.join(dir, 'kubelet.kubeconfig');
+    writeKubeconfig(kubeconfigPath, server, caPath, ADMIN_USER, adminToken);
+    writeKubeconfig(restrictedKubeconfigPath, server, caPath, RESTRICTED_USER, restrictedToken);
+    writeKubeconfig(componentKubeconfig, server, caPath, 'berth-test-components', componentToken);
+    writeKubeconfig(kubeletKubeconfig, server, caPath, 'berth-fake-kubelet', kubeletToken);
+
     const etcdUrl = `http://127.0.0.1:${etcdPort}`;
     const peerUrl = `http://127.0.0.1:${peerPort}`;
     procs.push(
@@ -192,20 +201,28 @@ async function startOnce(options: TestClusterOptions): Promise<TestCluster> {
         ...(options.apiServerFlags ?? []),
       ]),
     );
+    // The fake kubelet's start (tsx) overlaps the API server's; it registers the node once it answers.
+    procs.push(
+      launch(
+        dir,
+        'fake-kubelet',
+        process.execPath,
+        ['--import', 'tsx', path.join(HERE, 'fake-kubelet.ts')],
+        {
+          KUBECONFIG: kubeletKubeconfig,
+          BERTH_FAKE_KUBELET_DIR: path.join(dir, 'kubelet'),
+          // The API server does not verify the kubelet's certificate: its own one will do.
+          BERTH_FAKE_KUBELET_TLS_CERT: path.join(pki, 'apiserver.crt'),
+          BERTH_FAKE_KUBELET_TLS_KEY: path.join(pki, 'apiserver.key'),
+        },
+        REPO,
+      ),
+    );
     await waitUntil(
       procs,
       async () => (await httpsGet(`${server}/readyz`, caPath, adminToken)) === 200,
       30_000,
     );
-
-    const kubeconfigPath = path.join(dir, 'admin.kubeconfig');
-    const restrictedKubeconfigPath = path.join(dir, 'restricted.kubeconfig');
-    const componentKubeconfig = path.join(dir, 'components.kubeconfig');
-    const kubeletKubeconfig = path.join(dir, 'kubelet.kubeconfig');
-    writeKubeconfig(kubeconfigPath, server, caPath, ADMIN_USER, adminToken);
-    writeKubeconfig(restrictedKubeconfigPath, server, caPath, RESTRICTED_USER, restrictedToken);
-    writeKubeconfig(componentKubeconfig, server, caPath, 'berth-test-components', componentToken);
-    writeKubeconfig(kubeletKubeconfig, server, caPath, 'berth-fake-kubelet', kubeletToken);
 
     const componentAuth = [
       `--kubeconfig=${componentKubeconfig}`,
@@ -231,20 +248,6 @@ async function startOnce(options: TestClusterOptions): Promise<TestCluster> {
         `--secure-port=${schedulerPort}`,
         `--cert-dir=${path.join(dir, 'scheduler-certs')}`,
       ]),
-      launch(
-        dir,
-        'fake-kubelet',
-        process.execPath,
-        ['--import', 'tsx', path.join(HERE, 'fake-kubelet.ts')],
-        {
-          KUBECONFIG: kubeletKubeconfig,
-          BERTH_FAKE_KUBELET_DIR: path.join(dir, 'kubelet'),
-          // The API server does not verify the kubelet's certificate: its own one will do.
-          BERTH_FAKE_KUBELET_TLS_CERT: path.join(pki, 'apiserver.crt'),
-          BERTH_FAKE_KUBELET_TLS_KEY: path.join(pki, 'apiserver.key'),
-        },
-        REPO,
-      ),
     );
 
     const kc = new k8s.KubeConfig();

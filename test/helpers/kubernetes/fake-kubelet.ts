@@ -133,14 +133,20 @@ const nodeStatus: k8s.V1NodeStatus = {
     bootID: '',
   },
 };
-try {
-  await core.createNode({
-    body: {
-      metadata: { name: NODE, labels: { 'kubernetes.io/hostname': NODE, 'kubernetes.io/os': 'linux' } },
-    },
-  });
-} catch (error) {
-  if (code(error) !== 409) throw error;
+// Started beside the API server: it registers the node as soon as the API server answers.
+for (const deadline = Date.now() + 60_000; ;) {
+  try {
+    await core.createNode({
+      body: {
+        metadata: { name: NODE, labels: { 'kubernetes.io/hostname': NODE, 'kubernetes.io/os': 'linux' } },
+      },
+    });
+    break;
+  } catch (error) {
+    if (code(error) === 409) break;
+    if (Date.now() > deadline) throw error;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
 }
 /** Read, change, write back; the controllers change the node meanwhile (409), then again. */
 async function updateNode(change: (node: k8s.V1Node) => Promise<unknown>): Promise<void> {
