@@ -127,6 +127,15 @@ describe('the Kubernetes test control plane', () => {
     expect(claim.status?.capacity?.storage).toBe('3Gi');
     const volume = await core.readPersistentVolume({ name: claim.spec?.volumeName ?? '' });
     expect(volume.spec?.storageClassName).toBe(TEST_STORAGE_CLASS);
+    // berth-test is the default class: a claim that names none gets it.
+    const unnamed = await core.createNamespacedPersistentVolumeClaim({
+      namespace: NS,
+      body: {
+        metadata: { name: 'no-class' },
+        spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } },
+      },
+    });
+    expect(unnamed.spec?.storageClassName).toBe(TEST_STORAGE_CLASS);
 
     const rolledOut = await waitFor(async () => {
       const d = await apps.readNamespacedDeployment({ name: 'web', namespace: NS });

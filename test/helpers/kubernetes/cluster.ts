@@ -303,13 +303,20 @@ async function bootstrapObjects(kc: k8s.KubeConfig): Promise<void> {
     {
       apiVersion: 'networking.k8s.io/v1',
       kind: 'IngressClass',
-      metadata: { name: TEST_INGRESS_CLASS },
+      // Default classes, as a cluster's usually are: objects that name none get these.
+      metadata: {
+        name: TEST_INGRESS_CLASS,
+        annotations: { 'ingressclass.kubernetes.io/is-default-class': 'true' },
+      },
       spec: { controller: 'k8s.io/ingress-nginx' },
     } as k8s.KubernetesObject,
     {
       apiVersion: 'storage.k8s.io/v1',
       kind: 'StorageClass',
-      metadata: { name: TEST_STORAGE_CLASS },
+      metadata: {
+        name: TEST_STORAGE_CLASS,
+        annotations: { 'storageclass.kubernetes.io/is-default-class': 'true' },
+      },
       // The fake kubelet is this class's (external) provisioner.
       provisioner: 'berth.dev/fake-kubelet',
       reclaimPolicy: 'Delete',
