@@ -13,6 +13,8 @@
 # Application services: rabbitmq-server (a `rabbitmq` service: Berth starts one node per service with
 # its own epmd on free loopback ports, never the system service); e2fsprogs and mount (a service's
 # volume_size: an ext4 image, loop-mounted).
+# Kubernetes tests: etcd-server (the test control plane's store; scripts/install-kubernetes-testenv.sh
+# builds the control plane itself, with its build-only packages; docs/testing-kubernetes.md).
 set -euo pipefail
 
 PACKAGES=(
@@ -28,6 +30,7 @@ PACKAGES=(
   haproxy
   rabbitmq-server
   nftables iproute2
+  etcd-server
 )
 
 missing=()

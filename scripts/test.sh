@@ -6,6 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-system.sh
 bash scripts/install-node.sh
+# The Kubernetes tests' control plane: built once (about 10 minutes cold), then a no-op.
+bash scripts/install-kubernetes-testenv.sh
 . scripts/node-env.sh
 # Typecheck, lint, format check and build are independent and each one single-threaded: side by side
 # they use every core. Each one's output is shown when all have ended; any failure fails the script.

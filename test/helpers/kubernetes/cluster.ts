@@ -67,17 +67,22 @@ export interface TestCluster {
 const ADMIN_USER = 'admin';
 const RESTRICTED_USER = 'berth-restricted';
 
+export interface TestClusterOptions {
+  /** more kube-apiserver flags (feature gates, admission plugins…), after the helper's own */
+  apiServerFlags?: string[];
+}
+
 /** Starts a cluster; a port taken between asking for it and binding it makes one more try. */
-export async function startTestCluster(): Promise<TestCluster> {
+export async function startTestCluster(options: TestClusterOptions = {}): Promise<TestCluster> {
   for (const binary of ['kube-apiserver', 'kube-controller-manager', 'kube-scheduler']) {
     if (!fs.existsSync(path.join(K8S_BIN, binary)))
       throw new Error(`${path.join(K8S_BIN, binary)} is missing: run scripts/install-kubernetes-testenv.sh`);
   }
   try {
-    return await startOnce();
+    return await startOnce(options);
   } catch (error) {
     if (!(error instanceof Error) || !/address already in use/.test(error.message)) throw error;
-    return startOnce();
+    return startOnce(options);
   }
 }
 
@@ -89,7 +94,7 @@ interface Proc {
   exitCode?: number | null;
 }
 
-async function startOnce(): Promise<TestCluster> {
+async function startOnce(options: TestClusterOptions): Promise<TestCluster> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-k8s-'));
   const procs: Proc[] = [];
   let stopped = false;
@@ -143,6 +148,15 @@ async function startOnce(): Promise<TestCluster> {
     const server = `https://127.0.0.1:${apiPort}`;
     const caPath = path.join(pki, 'ca.crt');
 
+    const kubeconfigPath = path.join(dir, 'admin.kubeconfig');
+    const restrictedKubeconfigPath = path.join(dir, 'restricted.kubeconfig');
+    const componentKubeconfig = path.join(dir, 'components.kubeconfig');
+    const kubeletKubeconfig = path.join(dir, 'kubelet.kubeconfig');
+    writeKubeconfig(kubeconfigPath, server, caPath, ADMIN_USER, adminToken);
+    writeKubeconfig(restrictedKubeconfigPath, server, caPath, RESTRICTED_USER, restrictedToken);
+    writeKubeconfig(componentKubeconfig, server, caPath, 'berth-test-components', componentToken);
+    writeKubeconfig(kubeletKubeconfig, server, caPath, 'berth-fake-kubelet', kubeletToken);
+
     const etcdUrl = `http://127.0.0.1:${etcdPort}`;
     const peerUrl = `http://127.0.0.1:${peerPort}`;
     procs.push(
@@ -184,22 +198,31 @@ async function startOnce(): Promise<TestCluster> {
         // self-signed and, without --kubelet-certificate-authority, not verified.
         '--kubelet-preferred-address-types=InternalIP',
         '--profiling=false',
+        ...(options.apiServerFlags ?? []),
       ]),
+    );
+    // The fake kubelet's start (tsx) overlaps the API server's; it registers the node once it answers.
+    procs.push(
+      launch(
+        dir,
+        'fake-kubelet',
+        process.execPath,
+        ['--import', 'tsx', path.join(HERE, 'fake-kubelet.ts')],
+        {
+          KUBECONFIG: kubeletKubeconfig,
+          BERTH_FAKE_KUBELET_DIR: path.join(dir, 'kubelet'),
+          // The API server does not verify the kubelet's certificate: its own one will do.
+          BERTH_FAKE_KUBELET_TLS_CERT: path.join(pki, 'apiserver.crt'),
+          BERTH_FAKE_KUBELET_TLS_KEY: path.join(pki, 'apiserver.key'),
+        },
+        REPO,
+      ),
     );
     await waitUntil(
       procs,
       async () => (await httpsGet(`${server}/readyz`, caPath, adminToken)) === 200,
       30_000,
     );
-
-    const kubeconfigPath = path.join(dir, 'admin.kubeconfig');
-    const restrictedKubeconfigPath = path.join(dir, 'restricted.kubeconfig');
-    const componentKubeconfig = path.join(dir, 'components.kubeconfig');
-    const kubeletKubeconfig = path.join(dir, 'kubelet.kubeconfig');
-    writeKubeconfig(kubeconfigPath, server, caPath, ADMIN_USER, adminToken);
-    writeKubeconfig(restrictedKubeconfigPath, server, caPath, RESTRICTED_USER, restrictedToken);
-    writeKubeconfig(componentKubeconfig, server, caPath, 'berth-test-components', componentToken);
-    writeKubeconfig(kubeletKubeconfig, server, caPath, 'berth-fake-kubelet', kubeletToken);
 
     const componentAuth = [
       `--kubeconfig=${componentKubeconfig}`,
@@ -225,20 +248,6 @@ async function startOnce(): Promise<TestCluster> {
         `--secure-port=${schedulerPort}`,
         `--cert-dir=${path.join(dir, 'scheduler-certs')}`,
       ]),
-      launch(
-        dir,
-        'fake-kubelet',
-        process.execPath,
-        ['--import', 'tsx', path.join(HERE, 'fake-kubelet.ts')],
-        {
-          KUBECONFIG: kubeletKubeconfig,
-          BERTH_FAKE_KUBELET_DIR: path.join(dir, 'kubelet'),
-          // The API server does not verify the kubelet's certificate: its own one will do.
-          BERTH_FAKE_KUBELET_TLS_CERT: path.join(pki, 'apiserver.crt'),
-          BERTH_FAKE_KUBELET_TLS_KEY: path.join(pki, 'apiserver.key'),
-        },
-        REPO,
-      ),
     );
 
     const kc = new k8s.KubeConfig();
@@ -294,13 +303,20 @@ async function bootstrapObjects(kc: k8s.KubeConfig): Promise<void> {
     {
       apiVersion: 'networking.k8s.io/v1',
       kind: 'IngressClass',
-      metadata: { name: TEST_INGRESS_CLASS },
+      // Default classes, as a cluster's usually are: objects that name none get these.
+      metadata: {
+        name: TEST_INGRESS_CLASS,
+        annotations: { 'ingressclass.kubernetes.io/is-default-class': 'true' },
+      },
       spec: { controller: 'k8s.io/ingress-nginx' },
     } as k8s.KubernetesObject,
     {
       apiVersion: 'storage.k8s.io/v1',
       kind: 'StorageClass',
-      metadata: { name: TEST_STORAGE_CLASS },
+      metadata: {
+        name: TEST_STORAGE_CLASS,
+        annotations: { 'storageclass.kubernetes.io/is-default-class': 'true' },
+      },
       // The fake kubelet is this class's (external) provisioner.
       provisioner: 'berth.dev/fake-kubelet',
       reclaimPolicy: 'Delete',
@@ -320,7 +336,9 @@ function launch(
 ): Proc {
   const log = path.join(dir, `${name}.log`);
   const fd = fs.openSync(log, 'a');
-  const child = spawn(command, args, {
+  // A parent-death signal: a test process that dies without stop() (killed, timed out) takes its
+  // cluster with it.
+  const child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', command, ...args], {
     cwd,
     detached: false,
     stdio: ['ignore', fd, fd],
@@ -362,10 +380,12 @@ async function waitUntil(procs: Proc[], ready: () => Promise<boolean>, timeoutMs
   let lastError: unknown;
   for (;;) {
     const dead = procs.find((p) => p.exitCode !== undefined);
-    if (dead)
+    if (dead) {
+      const where = path.dirname(dead.log);
       throw new Error(
-        `${dead.name} exited (${dead.exitCode}) while the test cluster started:\n${tail(dead.log)}`,
+        `${dead.name} exited (${dead.exitCode}) while the test cluster in ${where} started:\n${tail(dead.log)}`,
       );
+    }
     try {
       if (await ready()) return;
     } catch (error) {

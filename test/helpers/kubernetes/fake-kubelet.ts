@@ -133,23 +133,38 @@ const nodeStatus: k8s.V1NodeStatus = {
     bootID: '',
   },
 };
-try {
-  await core.createNode({
-    body: {
-      metadata: { name: NODE, labels: { 'kubernetes.io/hostname': NODE, 'kubernetes.io/os': 'linux' } },
-    },
-  });
-} catch (error) {
-  if (code(error) !== 409) throw error;
+// Started beside the API server: it registers the node as soon as the API server answers.
+for (const deadline = Date.now() + 60_000; ;) {
+  try {
+    await core.createNode({
+      body: {
+        metadata: { name: NODE, labels: { 'kubernetes.io/hostname': NODE, 'kubernetes.io/os': 'linux' } },
+      },
+    });
+    break;
+  } catch (error) {
+    if (code(error) === 409) break;
+    if (Date.now() > deadline) throw error;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
 }
-const registered = await core.readNode({ name: NODE });
-registered.status = nodeStatus;
-await core.replaceNodeStatus({ name: NODE, body: registered });
+/** Read, change, write back; the controllers change the node meanwhile (409), then again. */
+async function updateNode(change: (node: k8s.V1Node) => Promise<unknown>): Promise<void> {
+  for (;;) {
+    try {
+      await change(await core.readNode({ name: NODE }));
+      return;
+    } catch (error) {
+      if (code(error) !== 409) throw error;
+    }
+  }
+}
+await updateNode((node) => core.replaceNodeStatus({ name: NODE, body: { ...node, status: nodeStatus } }));
 // What the node-lifecycle controller (off in the test cluster) does once a kubelet reports Ready: drop
 // the not-ready taint the TaintNodesByCondition admission plugin put on at registration.
-const untaint = await core.readNode({ name: NODE });
-untaint.spec = { ...untaint.spec, taints: [] };
-await core.replaceNode({ name: NODE, body: untaint });
+await updateNode((node) =>
+  core.replaceNode({ name: NODE, body: { ...node, spec: { ...node.spec, taints: [] } } }),
+);
 console.log(`node registered, kubelet API on port ${kubeletPort}`);
 
 // --- pods ---
