@@ -529,6 +529,7 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
       quotas: config.quotas,
       deployments: deployments(),
       runtimeCapabilities: () => runtimeDriver().capabilities(),
+      runsServiceType: (type) => serviceRunners().some((runner) => runner.types.includes(type)),
       serviceCapabilities: () => managedDatabaseDriver().capabilities?.(),
       charsetProblems: (engine, database) =>
         managedDatabaseDriver().charsetProblems?.(engine, database) ?? [],

@@ -147,6 +147,10 @@ export function connectionUrl(c: ServiceConnection): string {
     case 'chrome-headless':
     case 'gotenberg':
       return `http://${c.host}:${c.port}${basePath(c)}`;
+    case 'meilisearch':
+      return `http://${c.host}:${c.port}`;
+    case 'clickhouse':
+      return `http://${auth}@${c.host}:${c.port}`;
     default:
       return `redis://${auth}@${c.host}:${c.port}`;
   }
@@ -228,6 +232,19 @@ function namesOf(appType: ApplicationType, c: ServiceConnection): Record<string,
       break;
     case 'gotenberg':
       env.GOTENBERG_URL = url;
+      break;
+    // Laravel Scout's names; the key is the instance's master key.
+    case 'meilisearch':
+      env.MEILISEARCH_HOST = url;
+      env.MEILISEARCH_KEY = c.password;
+      break;
+    case 'clickhouse':
+      env.CLICKHOUSE_URL = url;
+      env.CLICKHOUSE_HOST = c.host;
+      env.CLICKHOUSE_PORT = port;
+      env.CLICKHOUSE_USER = c.username;
+      env.CLICKHOUSE_PASSWORD = c.password;
+      env.CLICKHOUSE_DATABASE = c.database ?? DEFAULT_SERVICE_DATABASE;
       break;
   }
   return env;

@@ -253,7 +253,8 @@ describe('an application on Kubernetes', () => {
       type: 'RollingUpdate',
       rollingUpdate: { maxUnavailable: 0, maxSurge: 1 },
     });
-    expect(spec(web).progressDeadlineSeconds).toBe(600);
+    // Half the deployment timeout: the controller answers before the deployment's own deadline.
+    expect(spec(web).progressDeadlineSeconds).toBe(300);
     expect(spec(web).selector).toEqual({
       matchLabels: { 'berth.dev/application': '7', 'app.kubernetes.io/name': 'web' },
     });

@@ -23,6 +23,7 @@ export function planApply(input: PlanInputs): ApplyPlan {
     state: input.state,
     now: input.now,
     hash: (value) => input.hash(value),
+    runsServiceType: input.runsServiceType,
     fail: (path, message) => (errors[path] ??= []).push(message),
     ops: [],
     lines: [],

@@ -114,3 +114,14 @@ export const LABEL_SERVICE_INSTANCE = 'berth.dev/service-instance';
 export function namespaceObject(name: string, teamId: number, appId: number): KubeObject {
   return { apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels: baseLabels(teamId, appId) } };
 }
+
+/** A workload (Deployment, StatefulSet) with one more annotation on its pod template. */
+export function annotatePodTemplate(object: KubeObject, key: string, value: string): KubeObject {
+  const spec = object.spec as { template: { metadata?: { annotations?: Record<string, string> } } };
+  const metadata = spec.template.metadata ?? {};
+  const annotations = { ...metadata.annotations, [key]: value };
+  return {
+    ...object,
+    spec: { ...spec, template: { ...spec.template, metadata: { ...metadata, annotations } } },
+  };
+}

@@ -56,6 +56,8 @@ export interface InfrastructureDeps {
   deployments: Pick<DeploymentService, 'request' | 'started'>;
   /** What the application runtime can provide (runtime versions, PHP extensions); undefined: not checked. */
   runtimeCapabilities?: () => RuntimeCapabilities;
+  /** Whether a runner of this Berth runs the service type (a change line notes the others unavailable). */
+  runsServiceType?: (type: string) => boolean;
   /** Drivers' checks run with the document's (what provisioning would refuse is refused at apply). */
   validationHooks: ValidationHooks;
   /** What the managed-database driver can make, for the services it runs (versions, extensions). */
@@ -501,7 +503,13 @@ export function createApplyService(deps: InfrastructureDeps) {
   const planned = new WeakMap<DesiredDocument, PlannedSnapshot>();
 
   function plan(doc: DesiredDocument, state: CurrentState, now: Date): ApplyPlan {
-    const result = planApply({ document: doc, state, now, hash: (v) => secretBox.keyedHash(v) });
+    const result = planApply({
+      document: doc,
+      state,
+      now,
+      hash: (v) => secretBox.keyedHash(v),
+      ...(deps.runsServiceType ? { runsServiceType: deps.runsServiceType } : {}),
+    });
     if (Object.keys(result.errors).length > 0) throw validationError(result.errors, VALIDATION_MESSAGE);
     return result;
   }

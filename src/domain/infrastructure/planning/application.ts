@@ -338,7 +338,7 @@ export function planContainerServices(p: Plan): void {
       });
       structured.container_services.push({ action: 'created', name: service.name, type: service.type });
       report(p, 'container_service', service.name, service.type, 'created');
-      const note = unavailableNote(service.type);
+      const note = unavailableNote(p, service.type);
       lines.push(line(subject, `created${note}`, `create ${lower(subject)}${note}`));
       p.needsDeployment = true;
       continue;
@@ -381,7 +381,7 @@ export function planContainerServices(p: Plan): void {
         'updated',
         fieldPaths(values, stored.settings),
       );
-      const note = unavailableNote(service.type);
+      const note = unavailableNote(p, service.type);
       lines.push(
         line(
           subject,
@@ -395,7 +395,8 @@ export function planContainerServices(p: Plan): void {
 }
 
 /** What a change line adds for a type that cannot run here: it is stored, and never reads `running`. */
-function unavailableNote(type: string): string {
+function unavailableNote(p: Plan, type: string): string {
+  if (p.runsServiceType?.(type)) return '';
   const reason = UNAVAILABLE_SERVICE_TYPES[type];
   return reason ? `; unavailable: ${reason}` : '';
 }

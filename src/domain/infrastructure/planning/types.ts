@@ -188,6 +188,8 @@ export interface PlanInputs {
   now: Date;
   /** Keyed hash of a secret value (SecretBox.keyedHash): compares without the stored plaintext. */
   hash(value: string): string;
+  /** Whether this Berth runs a service type (its runners); absent: the types no runner here has are not. */
+  runsServiceType?: (type: string) => boolean;
 }
 
 /** What every block planner reads and adds to while one document is planned. */
@@ -196,6 +198,7 @@ export interface Plan {
   state: CurrentState;
   now: Date;
   hash: (value: string) => string;
+  runsServiceType: ((type: string) => boolean) | undefined;
   fail: (path: string, message: string) => void;
   ops: Operation[];
   lines: ChangeLine[];

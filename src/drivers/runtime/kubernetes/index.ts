@@ -18,6 +18,7 @@ import { checkArtifactKey } from '../../artifacts/types.js';
 import type { KubeClient } from '../../kubernetes/client.js';
 import {
   ANNOTATION_RELEASE,
+  annotatePodTemplate,
   LABEL_APPLICATION,
   LABEL_NAME,
   LABEL_RELEASE,
@@ -33,7 +34,7 @@ import {
   type KubernetesRenderOptions,
 } from './render.js';
 import { hashArtifact, packRelease } from './releases.js';
-import { instanceName, instanceOf, parseLogLines, podState, type Pod } from './pods.js';
+import { instanceName, instanceOf, notReady, parseLogLines, podState, type Pod } from './pods.js';
 
 export interface KubernetesRuntimeOptions {
   client: KubeClient;
@@ -87,6 +88,11 @@ export function createKubernetesRuntimeDriver(options: KubernetesRuntimeOptions)
   const hashes = new Map<string, string>();
   /** What this Berth last applied of each application, for the release URLs' renewal. */
   const applied = new Map<number, { app: AppSpec; release: string }>();
+  /**
+   * What last rolled out (or was found running) of each application: a failed rollout goes back to
+   * it, with the spec it ran with (the failed one's start command may be what failed).
+   */
+  const served = new Map<number, { app: AppSpec; release: string }>();
   let renewal: NodeJS.Timeout | undefined;
   let renderOptions: KubernetesRenderOptions | undefined;
 
@@ -167,6 +173,19 @@ export function createKubernetesRuntimeDriver(options: KubernetesRuntimeOptions)
    * controller's message when its progress deadline passed.
    */
   async function awaitRollout(app: AppSpec, release: string, step: StepContext): Promise<void> {
+    try {
+      await waitForRollout(app, release, step);
+    } catch (error) {
+      // Cut short (the deployment's deadline, a cancel): the log says what kept the pods from ready.
+      const web = (await podsOf(app.id).catch(() => [])).filter(
+        (p) => p.metadata.labels?.[LABEL_NAME] === 'web',
+      );
+      for (const line of notReady(web)) step.log(`Not ready: ${line}`);
+      throw error;
+    }
+  }
+
+  async function waitForRollout(app: AppSpec, release: string, step: StepContext): Promise<void> {
     let reported = '';
     await wait(
       `the rollout of ${release}`,
@@ -232,7 +251,12 @@ export function createKubernetesRuntimeDriver(options: KubernetesRuntimeOptions)
   async function apply(app: AppSpec, release: string, log?: (line: string) => void): Promise<void> {
     const envVersion = await applyBase(app, release, log);
     const objects = renderApplication(app, release, await rendering());
-    for (const object of objects) await client.apply(withEnvVersion(object, envVersion));
+    for (const object of objects)
+      await client.apply(
+        object.kind === 'Deployment'
+          ? annotatePodTemplate(object, ANNOTATION_ENV_VERSION, envVersion)
+          : object,
+      );
     applied.set(app.id, { app, release });
   }
 
@@ -294,17 +318,19 @@ export function createKubernetesRuntimeDriver(options: KubernetesRuntimeOptions)
     },
 
     async rollout(app, release, step) {
-      const previous = liveRelease(await readDeployment(app.id));
+      const previous = served.get(app.id);
       await apply(app, release, step.log);
       step.log(`Applied release ${release} to namespace ${namespace(app.id)}`);
       try {
         await awaitRollout(app, release, step);
       } catch (error) {
-        // The old ReplicaSet kept serving (maxUnavailable 0): the Deployment goes back to it, so that the
-        // failed template stops trying; a first rollout goes to no replicas.
-        if (previous && previous !== release && (await this.hasRelease(app.id, previous))) {
-          await apply(app, previous).catch(() => undefined);
-          step.log(`Rolled back to ${previous}`);
+        // The old ReplicaSet kept serving (maxUnavailable 0): the Deployment goes back to its template,
+        // so that the failed one stops trying; a first rollout goes to no replicas.
+        if (previous) {
+          await apply(previous.app, previous.release).catch((undo: unknown) =>
+            options.log.warn({ err: undo, app: app.id }, 'the failed rollout was not undone'),
+          );
+          step.log(`Rolled back to ${previous.release}`);
         } else {
           await client.patchMerge(
             'apps/v1',
@@ -320,16 +346,19 @@ export function createKubernetesRuntimeDriver(options: KubernetesRuntimeOptions)
           throw new Error(`the rollout of ${release} failed: ${error.message}`);
         throw error;
       }
+      served.set(app.id, { app, release });
       step.log(`Routed ${app.hostnames.join(', ')} to ${release}`);
     },
 
     async ensureRunning(app, release) {
       await apply(app, release);
+      served.set(app.id, { app, release });
     },
 
     async stop(appId) {
       const ns = namespace(appId);
       applied.delete(appId);
+      served.delete(appId);
       const deployments = await client.list<Deployment>('apps/v1', 'Deployment', ns);
       for (const d of deployments)
         await client.patchMerge(
@@ -354,6 +383,7 @@ export function createKubernetesRuntimeDriver(options: KubernetesRuntimeOptions)
 
     async remove(appId) {
       applied.delete(appId);
+      served.delete(appId);
       const ns = namespace(appId);
       await client.remove('v1', 'Namespace', ns, undefined, { propagation: 'Background' });
       await wait(
@@ -470,26 +500,6 @@ export function createKubernetesRuntimeDriver(options: KubernetesRuntimeOptions)
       if (renewal) clearInterval(renewal);
       renewal = undefined;
       await builder.close();
-    },
-  };
-}
-
-/** A Deployment with the environment's version on its pod template; other objects as they are. */
-function withEnvVersion(object: KubeObject, version: string): KubeObject {
-  if (object.kind !== 'Deployment') return object;
-  const spec = object.spec as { template: { metadata?: { annotations?: Record<string, string> } } };
-  const metadata = spec.template.metadata ?? {};
-  return {
-    ...object,
-    spec: {
-      ...spec,
-      template: {
-        ...spec.template,
-        metadata: {
-          ...metadata,
-          annotations: { ...metadata.annotations, [ANNOTATION_ENV_VERSION]: version },
-        },
-      },
     },
   };
 }

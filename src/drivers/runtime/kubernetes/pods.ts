@@ -106,3 +106,14 @@ export function parseLogLines(text: string, source: string): LogLine[] {
         : { at: new Date(at).toISOString(), source, stream: 'stdout' as const, line: line.slice(space + 1) };
     });
 }
+
+/** Why each pod that is not ready is not (`web-…: CrashLoopBackOff, restarted 3 times`), for a log. */
+export function notReady(pods: Pod[]): string[] {
+  return pods.flatMap((pod) => {
+    const container = pod.status?.containerStatuses?.[0];
+    if (container?.ready) return [];
+    const why = container?.state?.waiting?.reason ?? pod.status?.phase ?? 'Pending';
+    const restarts = container?.restartCount ? `, restarted ${container.restartCount} times` : '';
+    return [`${pod.metadata.name}: ${why}${restarts}`];
+  });
+}

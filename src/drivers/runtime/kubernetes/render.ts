@@ -52,6 +52,15 @@ export interface KubernetesRenderOptions {
   volumeAccessMode?: 'ReadWriteOnce' | 'ReadWriteMany';
 }
 
+/**
+ * The Deployment controller's progress deadline: half the deployment timeout, at least 10 s. The
+ * deployment's own deadline also covers the fetch, the build and the init commands, so a controller
+ * deadline as long would never be the one that answers: the user would read "timed out" instead of the
+ * controller's reason (docs/decisions/0013).
+ */
+export const progressDeadlineSeconds = (deploymentTimeoutSeconds: number): number =>
+  Math.max(10, Math.floor(deploymentTimeoutSeconds / 2));
+
 /** Where the release Secret is mounted in the fetch container. */
 const RELEASE_MOUNT = '/berth/release';
 /** Where the release is unpacked and run from. */
@@ -355,7 +364,7 @@ function deployment(
       // Selectors are immutable: only what never changes between releases.
       selector: { matchLabels: { [LABEL_APPLICATION]: String(app.id), [LABEL_NAME]: name } },
       strategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } },
-      progressDeadlineSeconds: o.deploymentTimeoutSeconds,
+      progressDeadlineSeconds: progressDeadlineSeconds(o.deploymentTimeoutSeconds),
       revisionHistoryLimit: REVISION_HISTORY,
       template: renderPodTemplate(app, release, o, container, name, command, 'Always'),
     },
