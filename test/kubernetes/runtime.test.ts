@@ -64,7 +64,10 @@ const documentOf = (repositoryUrl: string, replicas: number, start = 'npm start'
     settings: { replicas },
     application: { commands: { build: ['node build.js'], init: ['echo migrated'], start } },
     spec: {
-      services: [{ name: 'db', type: 'postgresql' }],
+      services: [
+        { name: 'db', type: 'postgresql' },
+        { name: 'jobs', type: 'worker', command: 'node build.js' },
+      ],
       container_services: [{ name: 'search', type: 'meilisearch', version: '1.11', memory: '512Mi' }],
     },
   });
@@ -158,8 +161,28 @@ describe('applications on Kubernetes (BERTH_RUNTIME_DRIVER=kubernetes)', () => {
     expect(container.livenessProbe).toBeDefined();
     expect(container.startupProbe).toBeDefined();
     expect(container.volumeMounts).toContainEqual(expect.objectContaining({ mountPath: '/data' }));
-    // Reported a success only with both replicas of the release available, as the API server said.
     expect(d.status).toMatchObject({ availableReplicas: 2, updatedReplicas: 2, replicas: 2 });
+    // Reported a success only after the API server answered Berth the Deployment available: the last
+    // read of it before the deployment finished says so.
+    const finishedAt = Date.parse(
+      (await api('GET', `/api/v1/applications/${appId}/deployments/${deployment.id}`)).json<{
+        data: { finished_at: string };
+      }>().data.finished_at,
+    );
+    const reads = (await cluster.audit()).filter(
+      (e) =>
+        e.verb === 'get' &&
+        e.objectRef?.resource === 'deployments' &&
+        e.objectRef.namespace === ns &&
+        e.objectRef.name === 'web' &&
+        Date.parse((e as unknown as { stageTimestamp: string }).stageTimestamp) <= finishedAt,
+    );
+    const lastRead = reads.at(-1)?.responseObject as DeploymentObject | undefined;
+    expect(lastRead?.status).toMatchObject({ availableReplicas: 2, updatedReplicas: 2, replicas: 2 });
+    // The worker: a Deployment of its own, from the same release.
+    const worker = await kube.read<DeploymentObject>('apps/v1', 'Deployment', 'worker-jobs', ns);
+    expect(worker?.spec.template.spec.containers[0]!.command.join(' ')).toContain('node build.js');
+    expect(worker?.spec.template.metadata.annotations['berth.dev/release']).toBe(deployment.release);
 
     const service = (await kube.read('v1', 'Service', 'web', ns)) as KubeObject & {
       spec: { ports: Array<{ port: number; targetPort: number; protocol: string }> };
@@ -195,7 +218,8 @@ describe('applications on Kubernetes (BERTH_RUNTIME_DRIVER=kubernetes)', () => {
       30_000,
       'the services to run',
     );
-    expect(services.map((s) => s.name).sort()).toEqual(['db', 'search']);
+    // The worker runs too: its instance is the worker Deployment's pod.
+    expect(services.map((s) => s.name).sort()).toEqual(['db', 'jobs', 'search']);
 
     // Every object went through server-side apply as field manager berth.
     const events: AuditEvent[] = await cluster.audit();
@@ -223,6 +247,32 @@ describe('applications on Kubernetes (BERTH_RUNTIME_DRIVER=kubernetes)', () => {
     expect((await fetch(tampered)).status).toBe(403);
   });
 
+  it('reads logs through the log API and runs commands through exec', async () => {
+    const logs = (await api('GET', `/api/v1/applications/${appId}/logs?tail=5`)).json<{
+      data: Array<{ source: string; line: string }>;
+    }>().data;
+    expect(logs).toHaveLength(5);
+    // The fake kubelet's lines for the pods, named as instances: a pod's name, or worker-<name>.
+    for (const l of logs) expect(l.line).toMatch(/^fake log \S+\/(web|worker) line \d+$/);
+    expect(logs.some((l) => l.source.startsWith('web-'))).toBe(true);
+    const exec = await api('POST', `/api/v1/applications/${appId}/exec`, { command: 'php artisan about' });
+    expect(exec.statusCode).toBe(200);
+    expect(exec.json<{ data: { output: string; exit_code: number } }>().data).toMatchObject({
+      output: 'ran: /bin/sh -c php artisan about\n',
+      exit_code: 0,
+    });
+    const failing = await api('POST', `/api/v1/applications/${appId}/exec`, {
+      command: 'false fake-kubelet:exit-3',
+    });
+    expect(failing.json<{ data: { exit_code: number } }>().data.exit_code).toBe(3);
+    // Each went to a web pod's `web` container through pods/exec.
+    const execs = (await cluster.audit()).filter(
+      (e) => e.objectRef?.subresource === 'exec' && e.objectRef.namespace === ns,
+    );
+    expect(execs.length).toBeGreaterThanOrEqual(2);
+    for (const e of execs) expect(e.requestURI).toContain('container=web');
+  });
+
   it('updates the objects for a changed replica count and a new release', async () => {
     const applied = await applyYaml(t, documentOf(git.url('shop'), 3));
     const deployment = await waitForDeployment(t, appId, applied.deployment_id!, 120_000);
@@ -238,7 +288,9 @@ describe('applications on Kubernetes (BERTH_RUNTIME_DRIVER=kubernetes)', () => {
     const status = (await api('GET', `/api/v1/applications/${appId}/instances`)).json<{
       data: Array<{ name: string; release: string; state: string }>;
     }>();
-    const web3 = status.data.filter((i) => i.release === releases[1] && i.state === 'running');
+    const web3 = status.data.filter(
+      (i) => i.name.startsWith('web-') && i.release === releases[1] && i.state === 'running',
+    );
     expect(web3).toHaveLength(3);
   }, 180_000);
 

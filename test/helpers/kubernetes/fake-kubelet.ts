@@ -82,7 +82,7 @@ server.on('upgrade', (request, socket, head) => {
     const frame = (channel: number, text: string): Buffer =>
       Buffer.concat([Buffer.from([channel]), Buffer.from(text)]);
     ws.send(frame(1, `ran: ${command.join(' ')}\n`));
-    const status = command.includes(EXIT_3)
+    const status = command.some((part) => part.includes(EXIT_3))
       ? {
           metadata: {},
           status: 'Failure',

@@ -23,7 +23,6 @@ import {
   LABEL_NAME,
   LABEL_RELEASE,
   namespaceOf,
-  type KubeObject,
 } from '../../kubernetes/objects.js';
 import {
   renderApplication,
@@ -34,7 +33,16 @@ import {
   type KubernetesRenderOptions,
 } from './render.js';
 import { hashArtifact, packRelease } from './releases.js';
-import { instanceName, instanceOf, notReady, parseLogLines, podState, type Pod } from './pods.js';
+import {
+  instanceName,
+  instanceOf,
+  notReady,
+  parseLogLines,
+  podState,
+  type Deployment,
+  type Job,
+  type Pod,
+} from './pods.js';
 
 export interface KubernetesRuntimeOptions {
   client: KubeClient;
@@ -63,23 +71,6 @@ const NAMESPACE_GONE_MS = 5 * 60_000;
 const releaseKey = (appId: number, release: string): string =>
   checkArtifactKey(`apps/${appId}/releases/${release}.tar.gz`);
 
-type Deployment = KubeObject & {
-  metadata: KubeObject['metadata'] & { generation?: number };
-  spec?: { replicas?: number; template?: { metadata?: { annotations?: Record<string, string> } } };
-  status?: {
-    observedGeneration?: number;
-    replicas?: number;
-    updatedReplicas?: number;
-    readyReplicas?: number;
-    availableReplicas?: number;
-    conditions?: Array<{ type: string; status: string; reason?: string; message?: string }>;
-  };
-};
-
-type Job = KubeObject & {
-  status?: { conditions?: Array<{ type: string; status: string; reason?: string; message?: string }> };
-};
-
 export function createKubernetesRuntimeDriver(options: KubernetesRuntimeOptions): AppRuntimeDriver {
   const { client, builder, artifacts } = options;
   const pollMs = options.pollMs ?? 250;
@@ -104,10 +95,6 @@ export function createKubernetesRuntimeDriver(options: KubernetesRuntimeOptions)
       apis: { cronJob: (await client.supports('batch/v1', 'CronJob')) ? 'batch/v1' : 'batch/v1beta1' },
     };
     return renderOptions;
-  }
-
-  async function applyAll(objects: KubeObject[]): Promise<void> {
-    for (const object of objects) await client.apply(object);
   }
 
   /** Packs the built release into the store (once) and answers its SHA-256. */
@@ -212,6 +199,14 @@ export function createKubernetesRuntimeDriver(options: KubernetesRuntimeOptions)
     );
   }
 
+  /** The pods that are the application's instances (web, workers, scheduler), not its services' or Jobs'. */
+  async function instancePods(appId: number): Promise<Array<{ pod: Pod; name: string }>> {
+    return (await podsOf(appId)).flatMap((pod) => {
+      const name = instanceName(pod);
+      return name ? [{ pod, name }] : [];
+    });
+  }
+
   async function podsOf(appId: number): Promise<Pod[]> {
     return client.list<Pod>('v1', 'Pod', namespace(appId), `${LABEL_APPLICATION}=${appId}`);
   }
@@ -282,9 +277,8 @@ export function createKubernetesRuntimeDriver(options: KubernetesRuntimeOptions)
       await applyBase(app, release, step.log);
       const render = await rendering();
       // The volumes exist before the init commands that may write to them.
-      await applyAll(
-        renderApplication(app, release, render).filter((o) => o.kind === 'PersistentVolumeClaim'),
-      );
+      for (const claim of renderApplication(app, release, render))
+        if (claim.kind === 'PersistentVolumeClaim') await client.apply(claim);
       const job = renderInitJob(app, release, render);
       if (!job) return;
       const ns = namespace(app.id);
@@ -416,27 +410,21 @@ export function createKubernetesRuntimeDriver(options: KubernetesRuntimeOptions)
     },
 
     async status(appId): Promise<RuntimeStatus> {
-      const [deployment, pods] = await Promise.all([readDeployment(appId), podsOf(appId)]);
-      const instances = pods.flatMap((pod) => {
-        const name = instanceName(pod);
-        return name ? [instanceOf(pod, name)] : [];
-      });
+      const [deployment, pods] = await Promise.all([readDeployment(appId), instancePods(appId)]);
+      const instances = pods.map(({ pod, name }) => instanceOf(pod, name));
       const running = deployment !== undefined && (deployment.spec?.replicas ?? 0) > 0;
       return { release: running ? liveRelease(deployment) : null, instances };
     },
 
     async logs(appId, { tail, since }) {
       const ns = namespace(appId);
-      const pods = await podsOf(appId);
-      const lines = (
-        await Promise.all(
-          pods.map((pod) => {
-            const source = instanceName(pod) ?? 'init';
-            return logsOfPod(ns, pod, source, tail, since);
-          }),
-        )
-      ).flat();
-      return lines.sort((a, b) => a.at.localeCompare(b.at)).slice(-tail);
+      const lines = await Promise.all(
+        (await instancePods(appId)).map(({ pod, name }) => logsOfPod(ns, pod, name, tail, since)),
+      );
+      return lines
+        .flat()
+        .sort((a, b) => a.at.localeCompare(b.at))
+        .slice(-tail);
     },
 
     followLogs(appId, listener) {
@@ -450,8 +438,8 @@ export function createKubernetesRuntimeDriver(options: KubernetesRuntimeOptions)
           const from = since;
           since = new Date();
           const ns = namespace(appId);
-          for (const pod of await podsOf(appId).catch(() => [])) {
-            for (const line of await logsOfPod(ns, pod, instanceName(pod) ?? 'init', 1000, from)) {
+          for (const { pod, name } of await instancePods(appId).catch(() => [])) {
+            for (const line of await logsOfPod(ns, pod, name, 1000, from)) {
               const id = `${pod.metadata.name}\n${line.at}\n${line.line}`;
               if (seen.has(id)) continue;
               seen.add(id);

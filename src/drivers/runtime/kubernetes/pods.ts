@@ -1,4 +1,4 @@
-// What the API server says of an application's pods, in the runtime interface's words: instances, their
+// What the API server says of an application's workloads and pods, in the runtime interface's words: instances, their
 // states and restarts, log lines. Pure: no client.
 import type { InstanceState, InstanceStatus, LogLine } from '../driver.js';
 import { ANNOTATION_RELEASE, LABEL_NAME, type KubeObject } from '../../kubernetes/objects.js';
@@ -117,3 +117,20 @@ export function notReady(pods: Pod[]): string[] {
     return [`${pod.metadata.name}: ${why}${restarts}`];
   });
 }
+
+export type Deployment = KubeObject & {
+  metadata: KubeObject['metadata'] & { generation?: number };
+  spec?: { replicas?: number; template?: { metadata?: { annotations?: Record<string, string> } } };
+  status?: {
+    observedGeneration?: number;
+    replicas?: number;
+    updatedReplicas?: number;
+    readyReplicas?: number;
+    availableReplicas?: number;
+    conditions?: Array<{ type: string; status: string; reason?: string; message?: string }>;
+  };
+};
+
+export type Job = KubeObject & {
+  status?: { conditions?: Array<{ type: string; status: string; reason?: string; message?: string }> };
+};
