@@ -484,10 +484,11 @@ export function createKubernetesRuntimeDriver(options: KubernetesRuntimeOptions)
       return Promise.resolve();
     },
 
-    async close() {
+    // The builder is closed with the context that made it; what runs stays on the cluster.
+    close() {
       if (renewal) clearInterval(renewal);
       renewal = undefined;
-      await builder.close();
+      return Promise.resolve();
     },
   };
 }
