@@ -325,3 +325,21 @@ export function connectionFormats(c: ServiceConnection): Array<{ name: string; v
 
 /** How the injected names are shown (GET …/secrets/injected): the key, never the value. */
 export const MASKED_VALUE = '********';
+
+/**
+ * A minio service's bucket when its settings name none: `app-<application>-<service>-<8 hex of the
+ * instance's uuid>`, a valid S3 name of at most 63 (the local runner's and the Kubernetes one's).
+ */
+export function derivedBucket(spec: { applicationId: number; name: string; id: string }): string {
+  const tail = spec.id
+    .replace(/[^0-9a-f]/gi, '')
+    .toLowerCase()
+    .slice(0, 8)
+    .padEnd(8, '0');
+  const head = `app-${spec.applicationId}-${spec.name}`
+    .toLowerCase()
+    .replace(/[^a-z0-9-]/g, '-')
+    .slice(0, 63 - tail.length - 1)
+    .replace(/-+$/, '');
+  return `${head}-${tail}`;
+}

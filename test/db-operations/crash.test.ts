@@ -7,7 +7,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dumpMigrate } from '../../src/drivers/databases/operations/index.js';
-import { waitFor } from '../helpers/processes.js';
+import { isAlive, waitFor } from '../helpers/processes.js';
 import { startPostgres, type PostgresServer } from '../helpers/postgres-server.js';
 import { pgQuery, withDb } from './fixtures.js';
 
@@ -26,14 +26,6 @@ function liveChildren(pid: number): Map<number, string> {
   }
   return found;
 }
-
-const isAlive = (pid: number): boolean => {
-  try {
-    return !/^\d+ \(.*\) Z/.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return false;
-  }
-};
 
 describe('a migration whose Berth is killed', () => {
   let source: PostgresServer;

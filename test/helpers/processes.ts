@@ -1,5 +1,6 @@
 // Small helpers for tests that start real servers: free ports, running as a service user, waiting.
 import { execFile, execFileSync } from 'node:child_process';
+import fs from 'node:fs';
 import net from 'node:net';
 import { promisify } from 'node:util';
 
@@ -51,3 +52,12 @@ export async function waitFor<T>(
     await new Promise((r) => setTimeout(r, stepMs));
   }
 }
+
+/** Whether `pid` runs (a zombie, reaped or not, counts as dead), from /proc. */
+export const isAlive = (pid: number): boolean => {
+  try {
+    return !/^\d+ \(.*\) Z/.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
+};

@@ -6,7 +6,7 @@ import { Writable } from 'node:stream';
 import * as k8s from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestCluster, TEST_STORAGE_CLASS, type TestCluster } from '../helpers/kubernetes/cluster.js';
-import { waitFor } from '../helpers/processes.js';
+import { isAlive, waitFor } from '../helpers/processes.js';
 
 const NS = 'berth-testenv';
 const LABELS = { 'app.kubernetes.io/name': 'web', 'app.kubernetes.io/managed-by': 'berth' };
@@ -25,14 +25,6 @@ function children(): number[] {
   }
   return found;
 }
-
-const isAlive = (pid: number): boolean => {
-  try {
-    return !/^\d+ \(.*\) Z/.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return false;
-  }
-};
 
 function deployment(
   name: string,

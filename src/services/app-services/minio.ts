@@ -13,6 +13,7 @@ import {
   type ObjectStorageRow,
 } from '../../db/repositories/infrastructure.js';
 import { createObjectStorageRepository } from '../../db/repositories/object-storage.js';
+import { derivedBucket } from '../../domain/app-services.js';
 import { iso, type Clock } from '../../domain/clock.js';
 import type { ObjectStorageDriver, ServedEndpoint } from '../../drivers/objectstorage/driver.js';
 import type { ServiceRef, ServiceRunner, ServiceRuntime, ServiceSpec } from '../../drivers/services/types.js';
@@ -39,21 +40,6 @@ export function bucketPolicy(bucket: string): unknown[] {
  */
 export const storageName = (spec: Pick<ServiceSpec, 'applicationId' | 'name' | 'id'>): string =>
   `app:${spec.applicationId}:${spec.name}:${spec.id}`;
-
-/** `app-<application>-<service>-<8 hex of the instance's uuid>`: a valid S3 name of at most 63. */
-export function derivedBucket(spec: Pick<ServiceSpec, 'applicationId' | 'name' | 'id'>): string {
-  const tail = spec.id
-    .replace(/[^0-9a-f]/gi, '')
-    .toLowerCase()
-    .slice(0, 8)
-    .padEnd(8, '0');
-  const head = `app-${spec.applicationId}-${spec.name}`
-    .toLowerCase()
-    .replace(/[^a-z0-9-]/g, '-')
-    .slice(0, 63 - tail.length - 1)
-    .replace(/-+$/, '');
-  return `${head}-${tail}`;
-}
 
 export interface MinioRunnerDeps {
   db: Kysely<Database>;

@@ -4,7 +4,7 @@
 // Pure: the Kubernetes service runner (index.ts) applies the objects and reports `host`/`port`/`extra`,
 // which give the application the same names as the local runners give (src/domain/app-services.ts).
 import { createHash } from 'node:crypto';
-import { DEFAULT_SERVICE_DATABASE } from '../../../domain/app-services.js';
+import { DEFAULT_SERVICE_DATABASE, derivedBucket } from '../../../domain/app-services.js';
 import {
   CONTAINER_SERVICE_TYPES,
   type ContainerServiceType,
@@ -114,21 +114,6 @@ const http = (path: string, port: number): Probe => ({ httpGet: { path, port, sc
 /** A derived secret (a second password the engine needs): stable, so a re-apply changes nothing. */
 const derived = (purpose: string, password: string): string =>
   createHash('sha256').update(`${purpose}\0${password}`).digest('base64url');
-
-/** `app-<application>-<service>-<8 hex of the uuid>`, as the local minio service derives it. */
-function derivedBucket(spec: ServiceSpec): string {
-  const tail = spec.id
-    .replace(/[^0-9a-f]/gi, '')
-    .toLowerCase()
-    .slice(0, 8)
-    .padEnd(8, '0');
-  const head = `app-${spec.applicationId}-${spec.name}`
-    .toLowerCase()
-    .replace(/[^a-z0-9-]/g, '-')
-    .slice(0, 63 - tail.length - 1)
-    .replace(/-+$/, '');
-  return `${head}-${tail}`;
-}
 
 function databaseOf(spec: ServiceSpec): string {
   return typeof spec.settings.database === 'string' ? spec.settings.database : DEFAULT_SERVICE_DATABASE;
