@@ -10,6 +10,7 @@ import { ConfigError } from '../../src/config/index.js';
 import { startBackground, type Background } from '../../src/lifecycle.js';
 import { createTestApp, testConfig, type TestApp } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
+import { waitFor } from '../helpers/processes.js';
 import { stubRuntimeDriver } from '../helpers/stub-drivers.js';
 import { startFakeUpCloud, type FakeUpCloud } from '../helpers/upcloud/fake.js';
 
@@ -159,6 +160,13 @@ describe.each(DIALECTS)('managed databases on the upcloud driver (%s)', (dialect
       new RegExp(`^${service!.name}-[a-z]+\\.db\\.upclouddatabases\\.com$`),
     );
     expect(created.service_uri_params.port).toBe('11569');
+    // UpCloud's servers take TLS only: the URI says so, as UpCloud's own does.
+    expect(created.service_uri).toMatch(
+      new RegExp(
+        `^postgres://upadmin:[^@]+@${service!.name}-[a-z]+\\.db\\.upclouddatabases\\.com:11569/defaultdb\\?sslmode=require$`,
+      ),
+    );
+    expect(created.service_uri_params.ssl_mode).toBe('require');
     expect(created.users.map((u) => u.username)).toEqual(['upadmin', 'app']);
     expect(created.databases?.map((d) => d.name)).toEqual(['defaultdb', 'appdb']);
     // The mapping of teams to services is UpCloud's labels.
@@ -229,6 +237,44 @@ describe.each(DIALECTS)('managed databases on the upcloud driver (%s)', (dialect
       console.log(fake.served.map((x) => `${x.method} ${x.path} ${x.status} ${x.recording}`).join('\n'));
     expect(fake.refused).toEqual([]);
     expect(fake.unmatched).toEqual([]);
+  });
+});
+
+describe('Berth closing on the upcloud driver', () => {
+  it('leaves the UpCloud services running: UpCloud supervises them, not this process', async () => {
+    const fake = await startFakeUpCloud(CREDENTIAL);
+    const t = await createTestApp('sqlite', {
+      env: upcloudEnv(fake.url),
+      services: { runtimeDriver: stubRuntimeDriver([]) },
+    });
+    try {
+      const background = await startBackground(t.ctx, { pollMs: 20 });
+      const applied = await t.request({
+        method: 'POST',
+        url: '/api/v1/infrastructure/apply',
+        headers: { ...t.auth.platform, 'content-type': 'application/yaml' },
+        payload: stringify({
+          apiVersion: 'v1',
+          kind: 'Infrastructure',
+          metadata: { name: 'shop', team: t.user.team },
+          spec: { managed_databases: [{ name: 'kept', type: 'pg', plan: PLAN, zone: ZONE }] },
+        }),
+      });
+      expect(applied.statusCode, applied.body).toBe(200);
+      // Running in Berth's answer once the provisioning job is done.
+      await waitFor(async () => {
+        const row = await t.ctx.db.selectFrom('managed_databases').select('state').executeTakeFirst();
+        return row?.state === 'running' ? row : undefined;
+      });
+      await background.stop();
+      const before = fake.served.length;
+      await t.close();
+      expect(fake.served.slice(before)).toEqual([]);
+      expect(fake.services()[0]?.last).toMatchObject({ powered: true, state: 'running' });
+      expect(fake.unmatched).toEqual([]);
+    } finally {
+      await fake.close();
+    }
   });
 });
 

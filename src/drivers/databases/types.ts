@@ -153,6 +153,8 @@ export interface InstanceEndpoint {
   host: string;
   /** Addresses (CIDR) allowed to connect: UpCloud's `ip_filter`. */
   ipFilter: string[];
+  /** Clients must use TLS (UpCloud's services accept nothing else); unset: plain connections. */
+  tls?: boolean;
 }
 
 /** What a plan gives an instance on this driver. */

@@ -314,6 +314,7 @@ export function createUpCloudDatabaseDriver(options: UpCloudDriverOptions): Mana
       return {
         host: service?.service_uri_params?.host ?? '',
         ipFilter: service?.properties?.ip_filter ?? [],
+        tls: true,
       };
     },
 
