@@ -15,6 +15,7 @@ import type { SecretBox } from './crypto/secret-box.js';
 import type { IdentityService } from './services/identity.js';
 import { createLocalDatabaseDriver, isLocalDatabaseDriver } from './drivers/databases/local/index.js';
 import { createLocalDatabaseOperations } from './drivers/databases/local/operations.js';
+import { AppError } from './domain/errors.js';
 import { createUpCloudDatabaseDriver } from './drivers/databases/upcloud/index.js';
 import type { DatabaseOperationsDriver, ManagedDatabaseDriver } from './drivers/databases/types.js';
 import { createSmtpMailer, defaultSender, type Mailer } from './drivers/mail/index.js';
@@ -504,7 +505,12 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
   const databaseOperations = once((): DatabaseOperationsDriver => {
     const databases = managedDatabaseDriver();
     if (!isLocalDatabaseDriver(databases)) {
-      throw new Error(`the ${databases.name} managed-database driver has no /1.3 operations here`);
+      // A refusal the caller can read (400), not a fault: docs/drivers.md lists what each driver does.
+      throw new AppError(
+        'bad_request',
+        `not supported by the ${databases.name} driver: the /1.3 operations (tasks, migration, upgrade, maintenance, clone)`,
+        { apiCode: 'INVALID_REQUEST' },
+      );
     }
     return createLocalDatabaseOperations({
       databases,

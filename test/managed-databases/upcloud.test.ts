@@ -203,6 +203,24 @@ describe.each(DIALECTS)('managed databases on the upcloud driver (%s)', (dialect
     expect(await settled((o) => o.state !== 'pending')).toMatchObject({ state: 'running', powered: true });
     expect(fake.services()[0]?.last).toMatchObject({ powered: true, state: 'running' });
 
+    // The /1.3 operations are refused by name: UpCloud's tasks, migration and clone calls are not
+    // carried out by this driver (docs/drivers.md); nothing reaches UpCloud.
+    const sent = fake.served.length;
+    const source = 'postgres://u:p@db.example:5432/x';
+    for (const [operation, body] of [
+      ['tasks', { operation: 'migration_check', migration_check: { source_service_uri: source } }],
+      ['migration', { source_service_uri: source }],
+      ['maintenance', {}],
+      ['clone', { name: 'copy' }],
+    ] as const) {
+      const refusedOperation = await dbApi('POST', `/1.3/database/${created.uuid}/${operation}`, body);
+      expect(refusedOperation.statusCode, operation).toBe(400);
+      expect(refusedOperation.json<{ error: { error_message: string } }>().error.error_message).toContain(
+        'not supported by the upcloud driver',
+      );
+    }
+    expect(fake.served.slice(sent).filter((s) => s.method !== 'GET')).toEqual([]);
+
     // A plan change: no recording shows UpCloud's PATCH {plan}, so the driver refuses it by name and
     // nothing is sent.
     const before = fake.served.length;
@@ -233,10 +251,59 @@ describe.each(DIALECTS)('managed databases on the upcloud driver (%s)', (dialect
       status: 204,
     });
 
-    if (process.env.DEBUG_UPCLOUD)
-      console.log(fake.served.map((x) => `${x.method} ${x.path} ${x.status} ${x.recording}`).join('\n'));
+    console.log(fake.served.map((x) => `${x.method} ${x.path} ${x.status} ${x.recording}`).join('\n'));
     expect(fake.refused).toEqual([]);
     expect(fake.unmatched).toEqual([]);
+  });
+});
+
+describe('the fake UpCloud', () => {
+  it('answers recorded exchanges only: any other request is a 501 kept as unmatched', async () => {
+    const fake = await startFakeUpCloud(CREDENTIAL);
+    const auth = `Basic ${Buffer.from(`${CREDENTIAL.username}:${CREDENTIAL.password}`).toString('base64')}`;
+    const call = async (method: string, url: string, body?: unknown) => {
+      const response = await fetch(`${fake.url}${url}`, {
+        method,
+        headers: { authorization: auth, 'content-type': 'application/json' },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+      return { status: response.status, body: (await response.text()) || undefined };
+    };
+    try {
+      const create = {
+        hostname_prefix: 'probe',
+        plan: PLAN,
+        properties: {
+          automatic_utility_network_ip_filter: true,
+          ip_filter: ['0.0.0.0/0'],
+          public_access: true,
+        },
+        title: 'probe',
+        type: 'pg',
+        zone: ZONE,
+        maintenance: { dow: 'monday', time: '12:00:00' },
+      };
+      const made = await call('POST', '/1.3/database', create);
+      expect(made.status).toBe(201);
+      const uuid = (JSON.parse(made.body!) as { uuid: string; name: string }).uuid;
+      // Not recorded: another plan for pg, a plan change, maintenance, an unknown service.
+      expect((await call('POST', '/1.3/database', { ...create, plan: '1x1xCPU-2GB-25GB' })).status).toBe(501);
+      expect((await call('PATCH', `/1.3/database/${uuid}`, { plan: '2x4xCPU-8GB-100GB' })).status).toBe(501);
+      expect((await call('PUT', `/1.3/database/${uuid}/start-maintenance`)).status).toBe(501);
+      expect((await call('GET', '/1.3/database/09000000-0000-4000-8000-000000000000')).status).toBe(501);
+      // Recorded: a power-off; not recorded: reading the service while it is off.
+      expect((await call('PATCH', `/1.3/database/${uuid}`, { powered: false })).status).toBe(200);
+      expect((await call('GET', `/1.3/database/${uuid}`)).status).toBe(501);
+      expect(fake.unmatched.map((u) => `${u.method} ${u.path}`)).toEqual([
+        'POST /1.3/database',
+        `PATCH /1.3/database/${uuid}`,
+        `PUT /1.3/database/${uuid}/start-maintenance`,
+        'GET /1.3/database/09000000-0000-4000-8000-000000000000',
+        `GET /1.3/database/${uuid}`,
+      ]);
+    } finally {
+      await fake.close();
+    }
   });
 });
 
