@@ -29,6 +29,11 @@ export interface UpCloudDriverOptions {
   pollMs?: number;
   /** How long a service may take to run (default 30 min: UpCloud takes minutes). */
   readyTimeoutMs?: number;
+  /**
+   * How old a read may be for `health` (default 30 s): the supervisor asks every second, UpCloud's
+   * API is not to be polled that often for every database.
+   */
+  healthMaxAgeMs?: number;
 }
 
 /** The part of UpCloud's service object the driver reads. */
@@ -78,10 +83,14 @@ export function createUpCloudDatabaseDriver(options: UpCloudDriverOptions): Mana
   const readyTimeoutMs = options.readyTimeoutMs ?? 30 * 60_000;
   /** The last service object read per Berth database: `endpoint` answers synchronously from it. */
   const known = new Map<string, UpCloudService>();
+  /** When each database's service was last read from UpCloud (ms). */
+  const readAt = new Map<string, number>();
+  const healthMaxAgeMs = options.healthMaxAgeMs ?? 30_000;
   let serviceTypes: ServiceTypes | undefined;
 
   const remember = (id: string, service: UpCloudService): UpCloudService => {
     known.set(id, service);
+    readAt.set(id, Date.now());
     return service;
   };
 
@@ -320,7 +329,8 @@ export function createUpCloudDatabaseDriver(options: UpCloudDriverOptions): Mana
 
     async health(ref): Promise<InstanceHealth> {
       const seen = await find(ref);
-      const service = seen && (await read(ref.id, seen.uuid));
+      const fresh = seen && Date.now() - (readAt.get(ref.id) ?? 0) < healthMaxAgeMs;
+      const service = fresh ? seen : seen && (await read(ref.id, seen.uuid));
       if (!service) return { state: 'crashed', reason: 'the UpCloud service is gone' };
       if (!service.powered || service.state === 'stopped') return { state: 'stopped' };
       if (service.state === 'running') return { state: 'running', pid: null, storageBytes: 0 };
