@@ -703,6 +703,30 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     };
   };
 
+  // The upcloud driver's settings, checked only when it is chosen; the start then checks them
+  // against the API itself (a refused credential or an unknown zone names its variable).
+  const upcloud = (chosen: DriverChoice['managedDatabases']): UpCloudSettings | undefined => {
+    if (chosen !== 'upcloud') return undefined;
+    const apiUrl = (raw('upcloudApiUrl') ?? 'https://api.upcloud.com').replace(/\/+$/, '');
+    if (!isHttpUrl(apiUrl)) problems.push(`BERTH_UPCLOUD_API_URL must be an http(s) URL, got '${apiUrl}'`);
+    const required = (key: 'upcloudUsername' | 'upcloudPassword'): string => {
+      const value = raw(key);
+      if (value === undefined)
+        problems.push(`${CONFIG_VARIABLES[key].env} is required with BERTH_MANAGED_DATABASE_DRIVER=upcloud`);
+      return value ?? '';
+    };
+    const username = required('upcloudUsername');
+    const password = required('upcloudPassword');
+    const zone = raw('upcloudZone');
+    if (zone === undefined)
+      problems.push('BERTH_UPCLOUD_ZONE is required with BERTH_MANAGED_DATABASE_DRIVER=upcloud');
+    else if (!/^[a-z]{2}-[a-z]{3,4}[0-9]{0,2}$/.test(zone))
+      problems.push(`BERTH_UPCLOUD_ZONE must be a zone name such as fi-hel2, got '${zone}'`);
+    return { apiUrl, username, password, zone: zone ?? '' };
+  };
+  const managedDatabasesDriver = driver('managedDatabases', 'managedDatabaseDriver');
+  const upcloudSettings = upcloud(managedDatabasesDriver);
+
   const config: Config = {
     port,
     host,
@@ -728,7 +752,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
       processMemoryMiB: memorySize('maxAppMemory', 4 * 1024),
     }),
     drivers: Object.freeze({
-      managedDatabases: driver('managedDatabases', 'managedDatabaseDriver'),
+      managedDatabases: managedDatabasesDriver,
       objectStorage: driver('objectStorage', 'objectStorageDriver'),
       runtime: driver('runtime', 'runtimeDriver'),
       services: driver('services', 'serviceDriver'),
@@ -757,28 +781,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
       buildEnv: Object.freeze(buildEnv()),
     }),
     kubernetes: Object.freeze(kubernetes()),
-    upcloud: undefined,
+    upcloud: upcloudSettings && Object.freeze(upcloudSettings),
   };
-  // The upcloud driver's settings, checked only when it is chosen; the start then checks them
-  // against the API itself (a refused credential or an unknown zone names its variable).
-  if (config.drivers.managedDatabases === 'upcloud') {
-    const apiUrl = (raw('upcloudApiUrl') ?? 'https://api.upcloud.com').replace(/\/+$/, '');
-    if (!isHttpUrl(apiUrl)) problems.push(`BERTH_UPCLOUD_API_URL must be an http(s) URL, got '${apiUrl}'`);
-    const required = (key: 'upcloudUsername' | 'upcloudPassword'): string => {
-      const value = raw(key);
-      if (value === undefined)
-        problems.push(`${CONFIG_VARIABLES[key].env} is required with BERTH_MANAGED_DATABASE_DRIVER=upcloud`);
-      return value ?? '';
-    };
-    const username = required('upcloudUsername');
-    const password = required('upcloudPassword');
-    const zone = raw('upcloudZone');
-    if (zone === undefined)
-      problems.push('BERTH_UPCLOUD_ZONE is required with BERTH_MANAGED_DATABASE_DRIVER=upcloud');
-    else if (!/^[a-z]{2}-[a-z]{3,4}[0-9]{0,2}$/.test(zone))
-      problems.push(`BERTH_UPCLOUD_ZONE must be a zone name such as fi-hel2, got '${zone}'`);
-    Object.assign(config, { upcloud: Object.freeze({ apiUrl, username, password, zone: zone ?? '' }) });
-  }
   if (!isHttpUrl(config.runtime.gitBaseUrl))
     problems.push(`BERTH_GIT_BASE_URL must be an http(s) URL, got '${config.runtime.gitBaseUrl}'`);
   const registry = config.runtime.buildRegistry;
