@@ -15,6 +15,8 @@ import type { SecretBox } from './crypto/secret-box.js';
 import type { IdentityService } from './services/identity.js';
 import { createLocalDatabaseDriver, isLocalDatabaseDriver } from './drivers/databases/local/index.js';
 import { createLocalDatabaseOperations } from './drivers/databases/local/operations.js';
+import { AppError } from './domain/errors.js';
+import { createUpCloudDatabaseDriver } from './drivers/databases/upcloud/index.js';
 import type { DatabaseOperationsDriver, ManagedDatabaseDriver } from './drivers/databases/types.js';
 import { createSmtpMailer, defaultSender, type Mailer } from './drivers/mail/index.js';
 import type { ObjectStorageDriver } from './drivers/objectstorage/driver.js';
@@ -202,7 +204,16 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
     switch (config.drivers.managedDatabases) {
       case 'local':
         return createLocalDatabaseDriver({ dataDir: config.dataDir });
+      case 'upcloud':
+        // loadConfig fills config.upcloud whenever this driver is chosen.
+        return createUpCloudDatabaseDriver(config.upcloud!);
     }
+  });
+  // Applications' private database services stay on this host when managed databases are a
+  // provider's: they are sized by the application's memory, not by a provider's plan.
+  const serviceDatabaseDriver = once((): ManagedDatabaseDriver => {
+    const driver = managedDatabaseDriver();
+    return driver.remote ? createLocalDatabaseDriver({ dataDir: config.dataDir }) : driver;
   });
   const objectStorageDriver = (): ObjectStorageDriver => {
     if (overrides.objectStorageDriver) return overrides.objectStorageDriver;
@@ -322,7 +333,7 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
   /** What runs each service type (docs/services.md). */
   const serviceRunners = once((): ServiceRunner[] => [
     // postgresql, mysql, redis, valkey: private instances of the managed-database driver's engines.
-    createDatabaseServiceRunner(managedDatabaseDriver),
+    createDatabaseServiceRunner(serviceDatabaseDriver),
     ...(overrides.serviceRunners ?? otherServiceRunners()),
   ]);
   /** The service types that are not databases, on the service driver (BERTH_SERVICE_DRIVER). */
@@ -494,7 +505,12 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
   const databaseOperations = once((): DatabaseOperationsDriver => {
     const databases = managedDatabaseDriver();
     if (!isLocalDatabaseDriver(databases)) {
-      throw new Error(`the ${databases.name} managed-database driver has no /1.3 operations here`);
+      // A refusal the caller can read (400), not a fault: docs/drivers.md lists what each driver does.
+      throw new AppError(
+        'bad_request',
+        `not supported by the ${databases.name} driver: the /1.3 operations (tasks, migration, upgrade, maintenance, clone)`,
+        { apiCode: 'INVALID_REQUEST' },
+      );
     }
     return createLocalDatabaseOperations({
       databases,
@@ -530,7 +546,7 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
       deployments: deployments(),
       runtimeCapabilities: () => runtimeDriver().capabilities(),
       runsServiceType: (type) => serviceRunners().some((runner) => runner.types.includes(type)),
-      serviceCapabilities: () => managedDatabaseDriver().capabilities?.(),
+      serviceCapabilities: () => serviceDatabaseDriver().capabilities?.(),
       charsetProblems: (engine, database) =>
         managedDatabaseDriver().charsetProblems?.(engine, database) ?? [],
       // What the object-storage driver would refuse is refused by apply, in the same 422; so is a

@@ -82,6 +82,9 @@ export async function startBackground(
   options: { pollMs?: number } = {},
 ): Promise<Background> {
   const { services } = ctx;
+  // A managed-database provider that refuses the configured credential or zone fails the start,
+  // before anything is started (the error names the variable).
+  await services.managedDatabases.driver.verify?.();
   const work = services.jobs.runner(options);
   const stops: Array<(options: CloseOptions) => Promise<void>> = [];
   // Feature starters go here (servers, reconcilers), each pushing its stop onto `stops`.

@@ -37,6 +37,17 @@ export interface Config {
   readonly runtime: Readonly<RuntimeSettings>;
   /** The cluster of the `kubernetes` runtime driver, and how it lays applications out there. */
   readonly kubernetes: Readonly<KubernetesSettings>;
+  /** UpCloud's API for the `upcloud` managed-database driver; undefined with any other driver. */
+  readonly upcloud: Readonly<UpCloudSettings> | undefined;
+}
+
+export interface UpCloudSettings {
+  /** Base URL of the API (`/1.3/...` is appended), without a trailing slash. */
+  apiUrl: string;
+  username: string;
+  password: string;
+  /** The zone every new managed database is made in, e.g. `fi-hel2`. */
+  zone: string;
 }
 
 export interface KubernetesSettings {
@@ -96,7 +107,7 @@ export interface RuntimeSettings {
 
 /** The drivers Berth has, per family; the first is the default. */
 export const DRIVERS = {
-  managedDatabases: ['local'],
+  managedDatabases: ['local', 'upcloud'],
   objectStorage: ['local'],
   runtime: ['local', 'kubernetes'],
   services: ['local'],
@@ -171,6 +182,10 @@ export interface ConfigOverrides {
   k8sImageNodejs?: string;
   k8sImagePhp?: string;
   k8sImageFetch?: string;
+  upcloudApiUrl?: string;
+  upcloudUsername?: string;
+  upcloudPassword?: string;
+  upcloudZone?: string;
 }
 
 /** Environment variable behind each setting; `berth serve --<flag>` overrides it. */
@@ -275,7 +290,27 @@ export const CONFIG_VARIABLES: Record<keyof ConfigOverrides, { env: string; flag
   managedDatabaseDriver: {
     env: 'BERTH_MANAGED_DATABASE_DRIVER',
     flag: 'managed-database-driver',
-    doc: 'what runs managed databases: local (PostgreSQL, MariaDB and Valkey servers on this machine; default)',
+    doc: "what runs managed databases: local (PostgreSQL, MariaDB and Valkey servers on this machine; default) or upcloud (UpCloud's Managed Database API, BERTH_UPCLOUD_*)",
+  },
+  upcloudApiUrl: {
+    env: 'BERTH_UPCLOUD_API_URL',
+    flag: 'upcloud-api-url',
+    doc: "UpCloud's API for the upcloud managed-database driver (default https://api.upcloud.com)",
+  },
+  upcloudUsername: {
+    env: 'BERTH_UPCLOUD_USERNAME',
+    flag: 'upcloud-username',
+    doc: 'API user of the upcloud managed-database driver (required with it)',
+  },
+  upcloudPassword: {
+    env: 'BERTH_UPCLOUD_PASSWORD',
+    flag: 'upcloud-password',
+    doc: "that API user's password (required with the upcloud driver)",
+  },
+  upcloudZone: {
+    env: 'BERTH_UPCLOUD_ZONE',
+    flag: 'upcloud-zone',
+    doc: 'zone new managed databases are made in on UpCloud, such as fi-hel2 (required with the upcloud driver)',
   },
   objectStorageDriver: {
     env: 'BERTH_OBJECT_STORAGE_DRIVER',
@@ -668,6 +703,30 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     };
   };
 
+  // The upcloud driver's settings, checked only when it is chosen; the start then checks them
+  // against the API itself (a refused credential or an unknown zone names its variable).
+  const upcloud = (chosen: DriverChoice['managedDatabases']): UpCloudSettings | undefined => {
+    if (chosen !== 'upcloud') return undefined;
+    const apiUrl = (raw('upcloudApiUrl') ?? 'https://api.upcloud.com').replace(/\/+$/, '');
+    if (!isHttpUrl(apiUrl)) problems.push(`BERTH_UPCLOUD_API_URL must be an http(s) URL, got '${apiUrl}'`);
+    const required = (key: 'upcloudUsername' | 'upcloudPassword'): string => {
+      const value = raw(key);
+      if (value === undefined)
+        problems.push(`${CONFIG_VARIABLES[key].env} is required with BERTH_MANAGED_DATABASE_DRIVER=upcloud`);
+      return value ?? '';
+    };
+    const username = required('upcloudUsername');
+    const password = required('upcloudPassword');
+    const zone = raw('upcloudZone');
+    if (zone === undefined)
+      problems.push('BERTH_UPCLOUD_ZONE is required with BERTH_MANAGED_DATABASE_DRIVER=upcloud');
+    else if (!/^[a-z]{2}-[a-z]{3,4}[0-9]{0,2}$/.test(zone))
+      problems.push(`BERTH_UPCLOUD_ZONE must be a zone name such as fi-hel2, got '${zone}'`);
+    return { apiUrl, username, password, zone: zone ?? '' };
+  };
+  const managedDatabasesDriver = driver('managedDatabases', 'managedDatabaseDriver');
+  const upcloudSettings = upcloud(managedDatabasesDriver);
+
   const config: Config = {
     port,
     host,
@@ -693,7 +752,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
       processMemoryMiB: memorySize('maxAppMemory', 4 * 1024),
     }),
     drivers: Object.freeze({
-      managedDatabases: driver('managedDatabases', 'managedDatabaseDriver'),
+      managedDatabases: managedDatabasesDriver,
       objectStorage: driver('objectStorage', 'objectStorageDriver'),
       runtime: driver('runtime', 'runtimeDriver'),
       services: driver('services', 'serviceDriver'),
@@ -722,6 +781,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
       buildEnv: Object.freeze(buildEnv()),
     }),
     kubernetes: Object.freeze(kubernetes()),
+    upcloud: upcloudSettings && Object.freeze(upcloudSettings),
   };
   if (!isHttpUrl(config.runtime.gitBaseUrl))
     problems.push(`BERTH_GIT_BASE_URL must be an http(s) URL, got '${config.runtime.gitBaseUrl}'`);

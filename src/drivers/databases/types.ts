@@ -33,6 +33,8 @@ export interface LogicalDatabaseSpec {
 export interface InstanceSpec {
   /** The managed database's uuid; names the instance on the driver's side. */
   id: string;
+  /** The team the instance is for (a cloud driver labels its service with it); unset for app services. */
+  teamId?: number;
   engine: DatabaseEngine;
   plan: string;
   /**
@@ -151,6 +153,8 @@ export interface InstanceEndpoint {
   host: string;
   /** Addresses (CIDR) allowed to connect: UpCloud's `ip_filter`. */
   ipFilter: string[];
+  /** Clients must use TLS (UpCloud's services accept nothing else); unset: plain connections. */
+  tls?: boolean;
 }
 
 /** What a plan gives an instance on this driver. */
@@ -182,6 +186,16 @@ export interface CharsetProblem {
 
 export interface ManagedDatabaseDriver {
   readonly name: string;
+  /**
+   * Instances run at a provider, not in this Berth (the upcloud driver): Berth's close leaves them
+   * running, as the provider supervises them.
+   */
+  readonly remote?: boolean;
+  /**
+   * Checks the driver's configuration against what it talks to, at start (a refused credential, an
+   * unknown zone); throws an error naming the setting's variable.
+   */
+  verify?(): Promise<void>;
   /** The limits `plan` gives an instance of `engine`; throws for a plan this driver cannot size. */
   planLimits(engine: DatabaseEngine, plan: string): PlanLimits;
   /** The host clients reach the instance on (at InstanceRuntime.port) and who may connect. */

@@ -386,6 +386,8 @@ export function createDbOperationRequests(deps: DbOperationRequestsDeps) {
     async clone(userId: number, uuid: string, body: CloneInput): Promise<ServiceObject> {
       const { row, instance } = await ownedDatabase(userId, uuid);
       const engine = requireSqlEngine(row);
+      // The copy is the operations' work (its job): a driver without them refuses the clone now.
+      void deps.operations.name;
       const name = body.name ?? body.hostname_prefix;
       if (!name) throw new AppError('bad_request', 'name is required', { apiCode: 'INVALID_REQUEST' });
       const zone = body.zone ?? row.zone;

@@ -152,6 +152,7 @@ export function createManagedDatabaseService(deps: ManagedDatabaseDeps): Managed
     const engine = engineOf(row.type);
     return {
       id: row.uuid,
+      teamId: row.team_id,
       engine,
       plan,
       ...(instance.port ? { port: instance.port } : {}),
@@ -573,7 +574,8 @@ export function createManagedDatabaseService(deps: ManagedDatabaseDeps): Managed
       await warming;
       // Wait for operations in flight, then stop every instance of this data dir.
       await locks.idle();
-      if (options.keepRunning) return;
+      // A provider's instances are not this process's to stop.
+      if (options.keepRunning || driver.remote) return;
       const instances = await repo.provisionedInstances().catch(() => []);
       await Promise.all(
         instances.map(async (instance) => {

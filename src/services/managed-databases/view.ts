@@ -48,32 +48,38 @@ export function serviceObject(
   let params: Record<string, string> = {};
   if (ready) {
     const password: Record<string, string> = secrets ? { password: secrets.admin } : {};
+    // A driver whose servers require TLS gets UpCloud's own spellings of it in the URI and params.
+    const tls = endpoint.tls === true;
     switch (engine) {
-      case 'pg':
-        serviceUri = `postgres://${adminAuth}@${host}:${port}/defaultdb?sslmode=disable`;
+      case 'pg': {
+        const mode = tls ? 'require' : 'disable';
+        serviceUri = `postgres://${adminAuth}@${host}:${port}/defaultdb?sslmode=${mode}`;
         params = {
           dbname: 'defaultdb',
           host,
           ...password,
           port: String(port),
-          ssl_mode: 'disable',
+          ssl_mode: mode,
           user: admin,
         };
         break;
-      case 'mysql':
-        serviceUri = `mysql://${adminAuth}@${host}:${port}/defaultdb?ssl-mode=DISABLED`;
+      }
+      case 'mysql': {
+        const mode = tls ? 'REQUIRED' : 'DISABLED';
+        serviceUri = `mysql://${adminAuth}@${host}:${port}/defaultdb?ssl-mode=${mode}`;
         params = {
           dbname: 'defaultdb',
           host,
           ...password,
           port: String(port),
-          ssl_mode: 'DISABLED',
+          ssl_mode: mode,
           user: admin,
         };
         break;
+      }
       case 'valkey':
-        serviceUri = `redis://${adminAuth}@${host}:${port}`;
-        params = { host, ...password, port: String(port), ssl: 'disabled', user: admin };
+        serviceUri = `${tls ? 'rediss' : 'redis'}://${adminAuth}@${host}:${port}`;
+        params = { host, ...password, port: String(port), ssl: tls ? 'required' : 'disabled', user: admin };
         break;
     }
   }
@@ -105,7 +111,7 @@ export function serviceObject(
   };
   if (engine !== 'valkey') Object.assign(properties, { backup_hour: 0, backup_minute: 0 });
   if (engine === 'valkey')
-    Object.assign(properties, { valkey_maxmemory_policy: 'noeviction', valkey_ssl: false });
+    Object.assign(properties, { valkey_maxmemory_policy: 'noeviction', valkey_ssl: endpoint.tls === true });
 
   const users = [
     { username: admin, type: 'primary', ...(secrets ? { password: secrets.admin } : {}) },
