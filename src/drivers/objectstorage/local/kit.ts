@@ -110,8 +110,8 @@ export const toWire = (value: string): string =>
 export function bodyLength(req: IncomingMessage, signature: ParsedSignature): number | undefined {
   const text =
     signature.payload.kind === 'chunked'
-    ? headerValue(req.headers, 'x-amz-decoded-content-length')
-    : headerValue(req.headers, 'content-length');
+      ? headerValue(req.headers, 'x-amz-decoded-content-length')
+      : headerValue(req.headers, 'content-length');
   return text !== undefined && /^\d{1,15}$/.test(text) ? Number(text) : undefined;
 }
 

@@ -1,0 +1,283 @@
+// The s3 object-storage driver (BERTH_OBJECT_STORAGE_DRIVER=s3): Berth B answers S3 as ever and keeps
+// the bytes in an upstream bucket; the upstream is a second Berth's (A's) S3 endpoint, a real S3
+// protocol peer. Everything goes through B with the AWS SDK, and A's bucket is inspected directly.
+import { createHash } from 'node:crypto';
+import { Readable } from 'node:stream';
+import {
+  CompleteMultipartUploadCommand,
+  CopyObjectCommand,
+  CreateMultipartUploadCommand,
+  DeleteObjectCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  ListObjectsV2Command,
+  PutObjectCommand,
+  S3Client,
+  UploadPartCommand,
+} from '@aws-sdk/client-s3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config/index.js';
+import type { ServedEndpoint } from '../../src/drivers/objectstorage/driver.js';
+import { startBackground } from '../../src/lifecycle.js';
+import { createTestApp, type TestApp } from '../helpers/app.js';
+import { DIALECTS } from '../helpers/store.js';
+import { provisionStorage, refusal, s3Client } from './helpers.js';
+
+const MiB = 1024 * 1024;
+const md5 = (data: Buffer) => createHash('md5').update(data).digest('hex');
+
+/** `size` bytes that differ from offset to offset (a shifted range would not match). */
+function pattern(size: number, seed = 0): Buffer {
+  const out = Buffer.alloc(size);
+  for (let i = 0; i < size; i++) out[i] = (i * 31 + (i >> 8) + seed) & 0xff;
+  return out;
+}
+
+/** The same bytes as a stream of 64 KiB chunks, made as they are read (nothing held whole). */
+function patternStream(size: number, seed = 0): Readable {
+  let offset = 0;
+  return new Readable({
+    read() {
+      if (offset >= size) return this.push(null);
+      const n = Math.min(64 * 1024, size - offset);
+      const chunk = Buffer.alloc(n);
+      for (let i = 0; i < n; i += 4) chunk.writeUInt32LE(((offset + i) * 2654435761 + seed) >>> 0, i);
+      offset += n;
+      this.push(chunk);
+    },
+  });
+}
+
+describe.each(DIALECTS)('object storage on an upstream S3 service, on %s', (dialect) => {
+  let a: TestApp;
+  let b: TestApp;
+  let upstreamEndpoint: ServedEndpoint;
+  let endpoint: ServedEndpoint;
+  /** A's own view of the upstream bucket. */
+  let upstream: S3Client;
+  /** The tenant's client of B. */
+  let tenant: S3Client;
+  let upstreamEnv: Record<string, string>;
+  const Bucket = 'photos';
+
+  async function upstreamKeys(): Promise<string[]> {
+    const out = await upstream.send(new ListObjectsV2Command({ Bucket: 'berth-blobs' }));
+    return (out.Contents ?? []).map((c) => c.Key!).sort();
+  }
+
+  async function upstreamBytes(key: string): Promise<Buffer> {
+    const got = await upstream.send(new GetObjectCommand({ Bucket: 'berth-blobs', Key: key }));
+    return Buffer.from(await got.Body!.transformToByteArray());
+  }
+
+  async function bytesOf(Key: string, Range?: string) {
+    const got = await tenant.send(new GetObjectCommand({ Bucket, Key, ...(Range ? { Range } : {}) }));
+    return { body: Buffer.from(await got.Body!.transformToByteArray()), got };
+  }
+
+  beforeAll(async () => {
+    a = await createTestApp(dialect, { team: 'upstream' });
+    upstreamEndpoint = await a.ctx.services.objectStorage.serveEndpoint();
+    const keys = await provisionStorage(a.ctx, a.user.team_id, 'berth-blobs', [
+      { username: 'berth', policies: ['admin'] },
+    ]);
+    upstream = s3Client(upstreamEndpoint.url, keys.berth!.id, keys.berth!.secret);
+    upstreamEnv = {
+      BERTH_OBJECT_STORAGE_DRIVER: 's3',
+      BERTH_S3_UPSTREAM_URL: upstreamEndpoint.url,
+      BERTH_S3_UPSTREAM_REGION: 'us-east-1',
+      BERTH_S3_UPSTREAM_BUCKET: 'berth-blobs',
+      BERTH_S3_UPSTREAM_ACCESS_KEY_ID: keys.berth!.id,
+      BERTH_S3_UPSTREAM_SECRET_ACCESS_KEY: keys.berth!.secret,
+    };
+    b = await createTestApp(dialect, { env: upstreamEnv });
+    endpoint = await b.ctx.services.objectStorage.serveEndpoint();
+    const own = await provisionStorage(b.ctx, b.user.team_id, Bucket, [
+      { username: 'admin', policies: ['admin'] },
+    ]);
+    tenant = s3Client(endpoint.url, own.admin!.id, own.admin!.secret);
+  });
+
+  afterAll(async () => {
+    tenant?.destroy();
+    upstream?.destroy();
+    await endpoint?.close();
+    await b?.close();
+    await upstreamEndpoint?.close();
+    await a?.close();
+  });
+
+  it('keeps the bytes upstream under keys Berth makes up, never the tenant’s key', async () => {
+    expect(b.ctx.services.objectStorage.driver.name).toBe('s3');
+    const body = pattern(300_000, 1);
+    const put = await tenant.send(new PutObjectCommand({ Bucket, Key: 'holiday/beach.jpg', Body: body }));
+    expect(put.ETag).toBe(`"${md5(body)}"`);
+
+    const { body: read, got } = await bytesOf('holiday/beach.jpg');
+    expect(read.equals(body)).toBe(true);
+    expect(got.ETag).toBe(`"${md5(body)}"`);
+    const head = await tenant.send(new HeadObjectCommand({ Bucket, Key: 'holiday/beach.jpg' }));
+    expect(head.ContentLength).toBe(body.length);
+
+    const keys = await upstreamKeys();
+    expect(keys).toHaveLength(1);
+    expect(keys[0]).toMatch(/^objects\/data\/\d+\/[0-9a-f]{2}\/[0-9a-f]{24}$/);
+    expect(keys.some((k) => k.includes('holiday') || k.includes('beach'))).toBe(false);
+    expect((await upstreamBytes(keys[0]!)).equals(body)).toBe(true);
+    // Nothing of it stays in B's data directory.
+    const listed = await tenant.send(new ListObjectsV2Command({ Bucket }));
+    expect(listed.Contents?.map((c) => c.Key)).toEqual(['holiday/beach.jpg']);
+  });
+
+  it('answers ranges from upstream range GETs', async () => {
+    const body = pattern(300_000, 1);
+    const ranged = await bytesOf('holiday/beach.jpg', 'bytes=1000-1999');
+    expect(ranged.got.$metadata.httpStatusCode).toBe(206);
+    expect(ranged.got.ContentRange).toBe(`bytes 1000-1999/${body.length}`);
+    expect(ranged.body.equals(body.subarray(1000, 2000))).toBe(true);
+    const suffix = await bytesOf('holiday/beach.jpg', 'bytes=-10');
+    expect(suffix.body.equals(body.subarray(body.length - 10))).toBe(true);
+    expect((await refusal(bytesOf('holiday/beach.jpg', `bytes=${body.length}-`))).status).toBe(416);
+  });
+
+  it('streams a 20 MiB object both ways, with its checksum', async () => {
+    const size = 20 * MiB;
+    const sha = createHash('sha256');
+    for await (const chunk of patternStream(size, 7)) sha.update(chunk as Buffer);
+    const put = await tenant.send(
+      new PutObjectCommand({
+        Bucket,
+        Key: 'big.bin',
+        Body: patternStream(size, 7),
+        ContentLength: size,
+        ChecksumAlgorithm: 'SHA256',
+      }),
+    );
+    expect(put.ChecksumSHA256).toBe(sha.copy().digest('base64'));
+    const got = await tenant.send(new GetObjectCommand({ Bucket, Key: 'big.bin', ChecksumMode: 'ENABLED' }));
+    expect(got.ContentLength).toBe(size);
+    expect(got.ChecksumSHA256).toBe(put.ChecksumSHA256);
+    const back = createHash('sha256');
+    for await (const chunk of got.Body as Readable) back.update(chunk as Buffer);
+    expect(back.digest('hex')).toBe(sha.digest('hex'));
+  });
+
+  it('refuses a body whose checksum does not match and leaves nothing upstream', async () => {
+    const before = await upstreamKeys();
+    const wrong = createHash('sha256').update('something else').digest('base64');
+    const refused = await refusal(
+      tenant.send(
+        new PutObjectCommand({ Bucket, Key: 'bad.bin', Body: pattern(100_000), ChecksumSHA256: wrong }),
+      ),
+    );
+    expect(refused).toEqual({ code: 'BadDigest', status: 400 });
+    expect((await refusal(bytesOf('bad.bin'))).code).toBe('NoSuchKey');
+    expect(await upstreamKeys()).toEqual(before);
+  });
+
+  it('answers conditional requests from the metadata it keeps', async () => {
+    const { got } = await bytesOf('holiday/beach.jpg');
+    const notModified = await refusal(
+      tenant.send(new GetObjectCommand({ Bucket, Key: 'holiday/beach.jpg', IfNoneMatch: got.ETag })),
+    );
+    expect(notModified.status).toBe(304);
+    const failed = await refusal(
+      tenant.send(new GetObjectCommand({ Bucket, Key: 'holiday/beach.jpg', IfMatch: '"0000"' })),
+    );
+    expect(failed.status).toBe(412);
+    // A conditional write that is refused writes nothing upstream.
+    const before = await upstreamKeys();
+    const exists = await refusal(
+      tenant.send(new PutObjectCommand({ Bucket, Key: 'holiday/beach.jpg', Body: 'x', IfNoneMatch: '*' })),
+    );
+    expect(exists.status).toBe(412);
+    expect(await upstreamKeys()).toEqual(before);
+  });
+
+  it('assembles a multipart upload upstream and drops its parts there', async () => {
+    const first = pattern(5 * MiB, 3);
+    const second = pattern(MiB + 17, 4);
+    const created = await tenant.send(
+      new CreateMultipartUploadCommand({ Bucket, Key: 'parts.bin', ChecksumAlgorithm: 'CRC32' }),
+    );
+    const UploadId = created.UploadId!;
+    const parts = [];
+    for (const [i, body] of [first, second].entries()) {
+      const part = await tenant.send(
+        new UploadPartCommand({
+          Bucket,
+          Key: 'parts.bin',
+          UploadId,
+          PartNumber: i + 1,
+          Body: body,
+          ChecksumAlgorithm: 'CRC32',
+        }),
+      );
+      parts.push({ PartNumber: i + 1, ETag: part.ETag!, ChecksumCRC32: part.ChecksumCRC32! });
+    }
+    // The parts are upstream blobs of their own while the upload is open.
+    expect((await upstreamKeys()).filter((k) => k.startsWith('objects/parts/'))).toHaveLength(2);
+    await tenant.send(
+      new CompleteMultipartUploadCommand({
+        Bucket,
+        Key: 'parts.bin',
+        UploadId,
+        MultipartUpload: { Parts: parts },
+      }),
+    );
+    const { body, got } = await bytesOf('parts.bin');
+    expect(body.equals(Buffer.concat([first, second]))).toBe(true);
+    expect(got.ETag).toMatch(/-2"$/);
+    const part2 = await tenant.send(new GetObjectCommand({ Bucket, Key: 'parts.bin', PartNumber: 2 }));
+    expect(Buffer.from(await part2.Body!.transformToByteArray()).equals(second)).toBe(true);
+    expect((await upstreamKeys()).filter((k) => k.startsWith('objects/parts/'))).toEqual([]);
+  });
+
+  it('copies objects upstream and deletes their bytes there', async () => {
+    await tenant.send(
+      new CopyObjectCommand({ Bucket, Key: 'copy.jpg', CopySource: `${Bucket}/holiday/beach.jpg` }),
+    );
+    expect((await bytesOf('copy.jpg')).body.equals(pattern(300_000, 1))).toBe(true);
+    const before = await upstreamKeys();
+    await tenant.send(new DeleteObjectCommand({ Bucket, Key: 'copy.jpg' }));
+    expect((await refusal(bytesOf('copy.jpg'))).code).toBe('NoSuchKey');
+    const after = await upstreamKeys();
+    expect(after).toHaveLength(before.length - 1);
+    expect((await bytesOf('holiday/beach.jpg')).body.equals(pattern(300_000, 1))).toBe(true);
+  });
+
+  it('refuses to start without its settings, or with an upstream bucket it cannot use', async () => {
+    expect(() => loadConfig({ BERTH_DATA_DIR: '/tmp/x', BERTH_OBJECT_STORAGE_DRIVER: 's3' })).toThrow(
+      /BERTH_S3_UPSTREAM_URL is required[\s\S]*BERTH_S3_UPSTREAM_BUCKET is required[\s\S]*BERTH_S3_UPSTREAM_ACCESS_KEY_ID is required[\s\S]*BERTH_S3_UPSTREAM_SECRET_ACCESS_KEY is required/,
+    );
+    for (const [env, message] of [
+      [
+        { BERTH_S3_UPSTREAM_BUCKET: 'no-such-bucket' },
+        /BERTH_S3_UPSTREAM_BUCKET 'no-such-bucket' at BERTH_S3_UPSTREAM_URL .*does not exist/,
+      ],
+      [
+        { BERTH_S3_UPSTREAM_SECRET_ACCESS_KEY: 'wrong' },
+        /refused BERTH_S3_UPSTREAM_ACCESS_KEY_ID and BERTH_S3_UPSTREAM_SECRET_ACCESS_KEY/,
+      ],
+    ] as const) {
+      const wrong = await createTestApp(dialect, { env: { ...upstreamEnv, ...env } });
+      try {
+        await expect(startBackground(wrong.ctx)).rejects.toThrow(message);
+      } finally {
+        await wrong.close();
+      }
+    }
+  });
+
+  // Last: it stops the upstream.
+  it('answers 5xx when the upstream fails, and lists no object for the failed write', async () => {
+    await upstreamEndpoint.close();
+    const failed = await refusal(
+      tenant.send(new PutObjectCommand({ Bucket, Key: 'lost.bin', Body: pattern(1000) })),
+    );
+    expect(failed.status).toBeGreaterThanOrEqual(500);
+    const listed = await tenant.send(new ListObjectsV2Command({ Bucket }));
+    expect(listed.Contents?.map((c) => c.Key)).not.toContain('lost.bin');
+    expect((await refusal(tenant.send(new HeadObjectCommand({ Bucket, Key: 'lost.bin' })))).status).toBe(404);
+  });
+});
