@@ -14,6 +14,7 @@ import {
   PutObjectCommand,
   S3Client,
   UploadPartCommand,
+  UploadPartCopyCommand,
 } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/index.js';
@@ -21,7 +22,7 @@ import type { ServedEndpoint } from '../../src/drivers/objectstorage/driver.js';
 import { startBackground } from '../../src/lifecycle.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
-import { provisionStorage, refusal, s3Client } from './helpers.js';
+import { presignedPost, provisionStorage, refusal, s3Client } from './helpers.js';
 
 const MiB = 1024 * 1024;
 const md5 = (data: Buffer) => createHash('md5').update(data).digest('hex');
@@ -58,6 +59,7 @@ describe.each(DIALECTS)('object storage on an upstream S3 service, on %s', (dial
   /** The tenant's client of B. */
   let tenant: S3Client;
   let upstreamEnv: Record<string, string>;
+  let tenantKey: { id: string; secret: string };
   const Bucket = 'photos';
 
   async function upstreamKeys(): Promise<string[]> {
@@ -95,6 +97,7 @@ describe.each(DIALECTS)('object storage on an upstream S3 service, on %s', (dial
     const own = await provisionStorage(b.ctx, b.user.team_id, Bucket, [
       { username: 'admin', policies: ['admin'] },
     ]);
+    tenantKey = own.admin!;
     tenant = s3Client(endpoint.url, own.admin!.id, own.admin!.secret);
   });
 
@@ -231,6 +234,47 @@ describe.each(DIALECTS)('object storage on an upstream S3 service, on %s', (dial
     const part2 = await tenant.send(new GetObjectCommand({ Bucket, Key: 'parts.bin', PartNumber: 2 }));
     expect(Buffer.from(await part2.Body!.transformToByteArray()).equals(second)).toBe(true);
     expect((await upstreamKeys()).filter((k) => k.startsWith('objects/parts/'))).toEqual([]);
+  });
+
+  it('makes parts of ranges of an upstream object (UploadPartCopy)', async () => {
+    const source = pattern(300_000, 1);
+    const UploadId = (await tenant.send(new CreateMultipartUploadCommand({ Bucket, Key: 'spliced.bin' })))
+      .UploadId!;
+    const copied = await tenant.send(
+      new UploadPartCopyCommand({
+        Bucket,
+        Key: 'spliced.bin',
+        UploadId,
+        PartNumber: 1,
+        CopySource: `${Bucket}/holiday/beach.jpg`,
+        CopySourceRange: 'bytes=100-5099',
+      }),
+    );
+    expect(copied.CopyPartResult?.ETag).toBe(`"${md5(source.subarray(100, 5100))}"`);
+    await tenant.send(
+      new CompleteMultipartUploadCommand({
+        Bucket,
+        Key: 'spliced.bin',
+        UploadId,
+        MultipartUpload: { Parts: [{ PartNumber: 1, ETag: copied.CopyPartResult!.ETag! }] },
+      }),
+    );
+    expect((await bytesOf('spliced.bin')).body.equals(source.subarray(100, 5100))).toBe(true);
+  });
+
+  it('stores a browser form upload (its length not declared) upstream', async () => {
+    const before = await upstreamKeys();
+    const form = new FormData();
+    for (const [k, v] of Object.entries(
+      presignedPost(tenantKey, Bucket, [['starts-with', '$key', 'forms/']]),
+    ))
+      form.append(k, v);
+    form.append('key', 'forms/${filename}');
+    form.append('file', new Blob([new Uint8Array(pattern(70_000, 9))]), 'scan.pdf');
+    const res = await fetch(`${endpoint.url}/${Bucket}`, { method: 'POST', body: form });
+    expect(res.status).toBe(204);
+    expect((await bytesOf('forms/scan.pdf')).body.equals(pattern(70_000, 9))).toBe(true);
+    expect(await upstreamKeys()).toHaveLength(before.length + 1);
   });
 
   it('copies objects upstream and deletes their bytes there', async () => {
