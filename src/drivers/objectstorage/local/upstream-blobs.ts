@@ -37,6 +37,8 @@ export interface UpstreamSettings {
 
 /** Every upstream key starts so: the bucket may hold other things beside Berth's blobs. */
 const PREFIX = 'objects/';
+/** The most one upstream PutObject takes (S3's limit). */
+const MAX_PUT = 5 * 1024 ** 3;
 /** How many keys one DeleteObjects removes (S3's limit). */
 const DELETE_BATCH = 1000;
 
@@ -208,6 +210,9 @@ export function upstreamBlobStore(settings: UpstreamSettings, dataDir: string, l
   }
 
   async function begin(area: BlobArea, owner: number, length?: number): Promise<BlobWrite> {
+    // One upstream PUT holds one blob, and S3 takes at most 5 GiB in one PUT (an object completed
+    // from larger parts too): refused here as the S3 error it is, not as an upstream failure.
+    if (length !== undefined && length > MAX_PUT) throw errors.entityTooLarge();
     const name = freshName(area, owner);
     if (length !== undefined) {
       const sink = new UpstreamSink(client, Bucket, keyOf(name), length, unavailable);
