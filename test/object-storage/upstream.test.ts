@@ -1,7 +1,11 @@
 // The s3 object-storage driver (BERTH_OBJECT_STORAGE_DRIVER=s3): Berth B answers S3 as ever and keeps
 // the bytes in an upstream bucket; the upstream is a second Berth's (A's) S3 endpoint, a real S3
 // protocol peer. Everything goes through B with the AWS SDK, and A's bucket is inspected directly.
-import { createHash } from 'node:crypto';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { Readable } from 'node:stream';
 import {
   CompleteMultipartUploadCommand,
@@ -10,20 +14,27 @@ import {
   DeleteObjectCommand,
   GetObjectCommand,
   HeadObjectCommand,
+  AbortMultipartUploadCommand,
   ListObjectsV2Command,
+  ListPartsCommand,
   PutObjectCommand,
   S3Client,
   S3ServiceException,
   UploadPartCommand,
   UploadPartCopyCommand,
 } from '@aws-sdk/client-s3';
+import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/index.js';
+import { createContext } from '../../src/context.js';
+import { createObjectMetadata } from '../../src/drivers/objectstorage/local/metadata.js';
+import { upstreamBlobStore } from '../../src/drivers/objectstorage/local/upstream-blobs.js';
 import type { ServedEndpoint } from '../../src/drivers/objectstorage/driver.js';
 import { startBackground } from '../../src/lifecycle.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
+import { waitFor } from '../helpers/processes.js';
 import { DIALECTS } from '../helpers/store.js';
-import { presignedPost, provisionStorage, refusal, s3Client } from './helpers.js';
+import { applyObjectStorage, presignedPost, provisionStorage, refusal, s3Client } from './helpers.js';
 
 const MiB = 1024 * 1024;
 const md5 = (data: Buffer) => createHash('md5').update(data).digest('hex');
@@ -330,5 +341,169 @@ describe.each(DIALECTS)('object storage on an upstream S3 service, on %s', (dial
     const listed = await tenant.send(new ListObjectsV2Command({ Bucket }));
     expect(listed.Contents?.map((c) => c.Key)).not.toContain('lost.bin');
     expect((await refusal(tenant.send(new HeadObjectCommand({ Bucket, Key: 'lost.bin' })))).status).toBe(404);
+  });
+});
+
+/** The S3 endpoint of `env` in a process of its own (upstream-endpoint.ts), once it listens. */
+async function endpointProcess(env: Record<string, string>): Promise<{ child: ChildProcess; url: string }> {
+  const script = path.join(import.meta.dirname, 'upstream-endpoint.ts');
+  const child = spawn(process.execPath, ['--import', 'tsx', script], {
+    env: { ...process.env, ...env, NODE_NO_WARNINGS: '1' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const port = await new Promise<number>((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+      const m = /PORT (\d+)/.exec(out);
+      if (m) resolve(Number(m[1]));
+    });
+    child.once('exit', (code) => reject(new Error(`the endpoint exited with ${code}`)));
+  });
+  return { child, url: `http://127.0.0.1:${port}` };
+}
+
+const killed = (child: ChildProcess) =>
+  new Promise<void>((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
+    child.once('exit', () => resolve());
+    child.kill('SIGKILL');
+  });
+
+describe('the s3 driver killed with SIGKILL during a multipart upload', () => {
+  let a: TestApp;
+  let upstreamEndpoint: ServedEndpoint;
+  let upstream: S3Client;
+  let env: Record<string, string>;
+  let settings: Parameters<typeof upstreamBlobStore>[0];
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-upstream-kill-'));
+  const children: ChildProcess[] = [];
+
+  const partKeys = async () =>
+    (
+      (await upstream.send(new ListObjectsV2Command({ Bucket: 'berth-blobs', Prefix: 'objects/parts/' })))
+        .Contents ?? []
+    ).map((c) => c.Key!);
+  /** Files the upstream Berth is receiving right now (its bodies in flight). */
+  const arriving = () => {
+    const tmp = path.join(a.ctx.config.dataDir, 'objects', 'tmp');
+    return fs.existsSync(tmp) ? fs.readdirSync(tmp).map((f) => fs.statSync(path.join(tmp, f)).size) : [];
+  };
+
+  beforeAll(async () => {
+    a = await createTestApp(DIALECTS[0]!, { team: 'upstream' });
+    upstreamEndpoint = await a.ctx.services.objectStorage.serveEndpoint();
+    const keys = await provisionStorage(a.ctx, a.user.team_id, 'berth-blobs', [
+      { username: 'berth', policies: ['admin'] },
+    ]);
+    upstream = s3Client(upstreamEndpoint.url, keys.berth!.id, keys.berth!.secret);
+    settings = {
+      url: upstreamEndpoint.url,
+      region: 'us-east-1',
+      bucket: 'berth-blobs',
+      accessKeyId: keys.berth!.id,
+      secretAccessKey: keys.berth!.secret,
+    };
+    env = {
+      BERTH_DATA_DIR: dataDir,
+      BERTH_LOG_LEVEL: 'silent',
+      BERTH_S3_PORT: '0',
+      BERTH_OBJECT_STORAGE_DRIVER: 's3',
+      BERTH_S3_UPSTREAM_URL: settings.url,
+      BERTH_S3_UPSTREAM_BUCKET: settings.bucket,
+      BERTH_S3_UPSTREAM_ACCESS_KEY_ID: settings.accessKeyId,
+      BERTH_S3_UPSTREAM_SECRET_ACCESS_KEY: settings.secretAccessKey,
+    };
+  });
+
+  afterAll(async () => {
+    for (const child of children) await killed(child);
+    upstream?.destroy();
+    await upstreamEndpoint?.close();
+    await a?.close();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('leaves the upstream only the parts the upload holds, and none once it is aborted', async () => {
+    // The killed Berth's store: SQLite in its data directory, as `berth serve` makes it.
+    const setup = await createContext(loadConfig(env), { logger: pino({ level: 'silent' }) });
+    const user = await setup.identity.createUser({ email: 'tenant@example.com', team: 'tenant' });
+    await applyObjectStorage(setup, user.team_id, {
+      name: 'main',
+      buckets: ['media'],
+      users: [{ username: 'admin', policies: ['admin'] }],
+    });
+    await setup.services.jobs.runner().runDue();
+    const [storage] = await setup.services.objectStorage.view({ id: user.team_id, role: 'owner' });
+    const key = storage!.users[0]!;
+    await setup.close();
+
+    const first = await endpointProcess(env);
+    children.push(first.child);
+    const tenant = s3Client(first.url, key.access_key_id, key.secret_key!);
+    const Key = 'video.mp4';
+    const UploadId = (await tenant.send(new CreateMultipartUploadCommand({ Bucket: 'media', Key })))
+      .UploadId!;
+    const part1 = await tenant.send(
+      new UploadPartCommand({ Bucket: 'media', Key, UploadId, PartNumber: 1, Body: pattern(5 * MiB, 5) }),
+    );
+    // Part 2 sends 1 MiB of its 5 and stalls: Berth is streaming it upstream when it is killed.
+    let sent = false;
+    const stalled = new Readable({
+      read() {
+        if (sent) return;
+        sent = true;
+        this.push(pattern(MiB, 6));
+      },
+    });
+    const part2 = tenant
+      .send(
+        new UploadPartCommand({
+          Bucket: 'media',
+          Key,
+          UploadId,
+          PartNumber: 2,
+          Body: stalled,
+          ContentLength: 5 * MiB,
+        }),
+      )
+      .catch((error: unknown) => error);
+    await waitFor(() => Promise.resolve(arriving().some((size) => size >= MiB) || undefined), 20_000);
+    await killed(first.child);
+    expect(await part2).toBeInstanceOf(Error);
+    tenant.destroy();
+    // The upstream drops the PUT that was cut off: nothing of part 2 is stored there.
+    await waitFor(() => Promise.resolve(arriving().length === 0 || undefined), 20_000);
+    expect(await partKeys()).toHaveLength(1);
+
+    // A blob no row names (as a kill between an upstream PUT and its commit leaves) goes with the
+    // orphan sweep the next start runs; its hour of grace is passed here by sweeping two hours ahead.
+    const orphan = `objects/parts/999999/ab/${randomBytes(12).toString('hex')}`;
+    await upstream.send(new PutObjectCommand({ Bucket: 'berth-blobs', Key: orphan, Body: 'left behind' }));
+    const store = await createContext(loadConfig(env), { logger: pino({ level: 'silent' }) });
+    try {
+      const named = createObjectMetadata(store.db, store.store.dialect);
+      const blobs = upstreamBlobStore(settings, dataDir, store.logger);
+      const removed = await blobs.sweepOrphans(
+        (names) => named.namedFiles(names),
+        new Date(Date.now() + 2 * 3600_000),
+        3600_000,
+      );
+      expect(removed).toBe(1);
+    } finally {
+      await store.close();
+    }
+    const [kept] = await partKeys();
+    expect(await partKeys()).toEqual([kept]);
+
+    // The next start serves the upload as it was; aborting it leaves no part upstream.
+    const second = await endpointProcess(env);
+    children.push(second.child);
+    const again = s3Client(second.url, key.access_key_id, key.secret_key!);
+    const listed = await again.send(new ListPartsCommand({ Bucket: 'media', Key, UploadId }));
+    expect(listed.Parts?.map((p) => [p.PartNumber, p.ETag])).toEqual([[1, part1.ETag]]);
+    await again.send(new AbortMultipartUploadCommand({ Bucket: 'media', Key, UploadId }));
+    expect(await partKeys()).toEqual([]);
+    again.destroy();
   });
 });
