@@ -155,6 +155,15 @@ describe.each(DIALECTS)('object storage on an upstream S3 service, on %s', (dial
     expect((await refusal(bytesOf('holiday/beach.jpg', `bytes=${body.length}-`))).status).toBe(416);
   });
 
+  it('stores an empty object', async () => {
+    const put = await tenant.send(new PutObjectCommand({ Bucket, Key: 'empty', Body: '' }));
+    expect(put.ETag).toBe(`"${md5(Buffer.alloc(0))}"`);
+    const { body, got } = await bytesOf('empty');
+    expect(body.length).toBe(0);
+    expect(got.ContentLength).toBe(0);
+    await tenant.send(new DeleteObjectCommand({ Bucket, Key: 'empty' }));
+  });
+
   it('streams a 20 MiB object both ways, with its checksum', async () => {
     const size = 20 * MiB;
     const sha = createHash('sha256');

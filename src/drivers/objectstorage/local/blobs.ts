@@ -81,3 +81,23 @@ export function localBlobStore(dataDir: string, files: ObjectFiles = createObjec
     check: () => Promise.resolve(),
   };
 }
+
+/**
+ * A store made on first use: the s3 store's SDK takes ~0.1 s to load, which a Berth on the local
+ * driver should not pay at every start.
+ */
+export function lazyBlobStore(kind: BlobStore['kind'], load: () => Promise<BlobStore>): BlobStore {
+  let loading: Promise<BlobStore> | undefined;
+  const store = () => (loading ??= load());
+  return {
+    kind,
+    begin: async (area, owner, length) => (await store()).begin(area, owner, length),
+    open: async (name, range) => (await store()).open(name, range),
+    copy: async (name, area, owner, options) => (await store()).copy(name, area, owner, options),
+    remove: async (...names) => (await store()).remove(...names),
+    removeTree: async (area, owner) => (await store()).removeTree(area, owner),
+    sweepTemp: async (now, ageMs) => (await store()).sweepTemp(now, ageMs),
+    sweepOrphans: async (named, now, ageMs) => (await store()).sweepOrphans(named, now, ageMs),
+    check: async () => (await store()).check(),
+  };
+}
