@@ -90,7 +90,7 @@ describe.each(DIALECTS)('object storage on an upstream S3 service, on %s', (dial
   }
 
   beforeAll(async () => {
-    a = await createTestApp(dialect, { team: 'upstream' });
+    a = await createTestApp(dialect, { team: 'upstream', env: { BERTH_OBJECT_STORAGE_DRIVER: 'local' } });
     upstreamEndpoint = await a.ctx.services.objectStorage.serveEndpoint();
     const keys = await provisionStorage(a.ctx, a.user.team_id, 'berth-blobs', [
       { username: 'berth', policies: ['admin'] },
@@ -400,7 +400,10 @@ describe('the s3 driver killed with SIGKILL during a multipart upload', () => {
   };
 
   beforeAll(async () => {
-    a = await createTestApp(DIALECTS[0]!, { team: 'upstream' });
+    a = await createTestApp(DIALECTS[0]!, {
+      team: 'upstream',
+      env: { BERTH_OBJECT_STORAGE_DRIVER: 'local' },
+    });
     upstreamEndpoint = await a.ctx.services.objectStorage.serveEndpoint();
     const keys = await provisionStorage(a.ctx, a.user.team_id, 'berth-blobs', [
       { username: 'berth', policies: ['admin'] },
