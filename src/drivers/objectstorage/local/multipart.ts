@@ -1,6 +1,6 @@
 // Multipart uploads: CreateMultipartUpload, UploadPart, UploadPartCopy, CompleteMultipartUpload,
-// AbortMultipartUpload and ListParts. Parts are files of their own until completion joins them into
-// one object file; the object keeps each part's size and checksum for GET ?partNumber=.
+// AbortMultipartUpload and ListParts. Parts are blobs of their own (blobs.ts) until completion joins
+// them into one object blob; the object keeps each part's size and checksum for GET ?partNumber=.
 import { createHash, randomBytes } from 'node:crypto';
 import { pipeline } from 'node:stream/promises';
 import {

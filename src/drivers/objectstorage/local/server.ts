@@ -1,7 +1,8 @@
 // Berth's S3-compatible endpoint: a plain node:http server (no framework between the socket and the
 // bytes) that authenticates every request with SigV4, checks that the bucket belongs to the caller's
 // object storage and that the caller's policies allow the action, then serves the operation from
-// files in the data directory and metadata in the store.
+// blobs (files in the data directory, or an upstream bucket with the s3 driver: blobs.ts) and
+// metadata in the store.
 //
 // This file routes; the operations live in buckets.ts, objects.ts and multipart.ts, the steps they
 // share in kit.ts, addressing and signatures in auth.ts, and the features in cors.ts, tagging.ts,
