@@ -21,6 +21,7 @@ import type { DatabaseOperationsDriver, ManagedDatabaseDriver } from './drivers/
 import { createSmtpMailer, defaultSender, type Mailer } from './drivers/mail/index.js';
 import type { ObjectStorageDriver } from './drivers/objectstorage/driver.js';
 import { createLocalObjectStorageDriver } from './drivers/objectstorage/local/index.js';
+import { lazyBlobStore } from './drivers/objectstorage/local/blobs.js';
 import { createAccountsService, type AccountsService } from './services/accounts.js';
 import type { PasswordCost } from './crypto/passwords.js';
 import { createApplyService, type ApplyService } from './services/infrastructure/apply.js';
@@ -226,6 +227,20 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
           secretBox: ctx.secretBox,
           logger: ctx.logger,
           config,
+        });
+      case 's3':
+        // Berth's own endpoint still, with the bytes in the upstream bucket (loadConfig checked it is set).
+        return createLocalObjectStorageDriver({
+          db: ctx.db,
+          dialect: ctx.store.dialect,
+          clock: ctx.clock,
+          secretBox: ctx.secretBox,
+          logger: ctx.logger,
+          config,
+          blobs: lazyBlobStore('s3', async () => {
+            const { upstreamBlobStore } = await import('./drivers/objectstorage/local/upstream-blobs.js');
+            return upstreamBlobStore(config.s3Upstream!, config.dataDir, ctx.logger);
+          }),
         });
     }
   };

@@ -39,6 +39,8 @@ export interface Config {
   readonly kubernetes: Readonly<KubernetesSettings>;
   /** UpCloud's API for the `upcloud` managed-database driver; undefined with any other driver. */
   readonly upcloud: Readonly<UpCloudSettings> | undefined;
+  /** The bucket the `s3` object-storage driver keeps object bytes in; undefined with another driver. */
+  readonly s3Upstream: Readonly<S3UpstreamSettings> | undefined;
 }
 
 export interface UpCloudSettings {
@@ -48,6 +50,15 @@ export interface UpCloudSettings {
   password: string;
   /** The zone every new managed database is made in, e.g. `fi-hel2`. */
   zone: string;
+}
+
+export interface S3UpstreamSettings {
+  /** The upstream S3 service's endpoint (path-style requests). */
+  url: string;
+  region: string;
+  bucket: string;
+  accessKeyId: string;
+  secretAccessKey: string;
 }
 
 export interface KubernetesSettings {
@@ -108,7 +119,7 @@ export interface RuntimeSettings {
 /** The drivers Berth has, per family; the first is the default. */
 export const DRIVERS = {
   managedDatabases: ['local', 'upcloud'],
-  objectStorage: ['local'],
+  objectStorage: ['local', 's3'],
   runtime: ['local', 'kubernetes'],
   services: ['local'],
   tools: ['local'],
@@ -186,6 +197,11 @@ export interface ConfigOverrides {
   upcloudUsername?: string;
   upcloudPassword?: string;
   upcloudZone?: string;
+  s3UpstreamUrl?: string;
+  s3UpstreamRegion?: string;
+  s3UpstreamBucket?: string;
+  s3UpstreamAccessKeyId?: string;
+  s3UpstreamSecretAccessKey?: string;
 }
 
 /** Environment variable behind each setting; `berth serve --<flag>` overrides it. */
@@ -315,7 +331,7 @@ export const CONFIG_VARIABLES: Record<keyof ConfigOverrides, { env: string; flag
   objectStorageDriver: {
     env: 'BERTH_OBJECT_STORAGE_DRIVER',
     flag: 'object-storage-driver',
-    doc: "what holds object storage: local (Berth's S3 endpoint on the data dir; default)",
+    doc: "what holds object storage: local (Berth's S3 endpoint on the data dir; default) or s3 (Berth's S3 endpoint, the bytes in an upstream bucket: BERTH_S3_UPSTREAM_*)",
   },
   runtimeDriver: {
     env: 'BERTH_RUNTIME_DRIVER',
@@ -466,6 +482,31 @@ export const CONFIG_VARIABLES: Record<keyof ConfigOverrides, { env: string; flag
     env: 'BERTH_K8S_IMAGE_FETCH',
     flag: 'k8s-image-fetch',
     doc: 'image of the init container that fetches a release into the pod (default alpine:3.20)',
+  },
+  s3UpstreamUrl: {
+    env: 'BERTH_S3_UPSTREAM_URL',
+    flag: 's3-upstream-url',
+    doc: 'endpoint of the S3 service the s3 object-storage driver keeps object bytes in, such as https://s3.eu-central-1.amazonaws.com',
+  },
+  s3UpstreamRegion: {
+    env: 'BERTH_S3_UPSTREAM_REGION',
+    flag: 's3-upstream-region',
+    doc: 'region requests to the upstream S3 service are signed for (default us-east-1)',
+  },
+  s3UpstreamBucket: {
+    env: 'BERTH_S3_UPSTREAM_BUCKET',
+    flag: 's3-upstream-bucket',
+    doc: 'bucket of the upstream S3 service that holds the object bytes (keys under objects/)',
+  },
+  s3UpstreamAccessKeyId: {
+    env: 'BERTH_S3_UPSTREAM_ACCESS_KEY_ID',
+    flag: 's3-upstream-access-key-id',
+    doc: 'access key id for the upstream bucket',
+  },
+  s3UpstreamSecretAccessKey: {
+    env: 'BERTH_S3_UPSTREAM_SECRET_ACCESS_KEY',
+    flag: 's3-upstream-secret-access-key',
+    doc: 'secret access key for the upstream bucket',
   },
 };
 
@@ -726,6 +767,33 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
   };
   const managedDatabasesDriver = driver('managedDatabases', 'managedDatabaseDriver');
   const upcloudSettings = upcloud(managedDatabasesDriver);
+  /** The upstream of the s3 object-storage driver: every setting it needs, checked together. */
+  const s3Upstream = (): S3UpstreamSettings | undefined => {
+    const value = (key: keyof ConfigOverrides): string => {
+      const v = raw(key);
+      if (v === undefined)
+        problems.push(`${CONFIG_VARIABLES[key].env} is required with BERTH_OBJECT_STORAGE_DRIVER=s3`);
+      return v ?? '';
+    };
+    const settings = {
+      url: value('s3UpstreamUrl').replace(/\/+$/, ''),
+      region: raw('s3UpstreamRegion') ?? 'us-east-1',
+      bucket: value('s3UpstreamBucket'),
+      accessKeyId: value('s3UpstreamAccessKeyId'),
+      secretAccessKey: value('s3UpstreamSecretAccessKey'),
+    };
+    if (raw('s3UpstreamUrl') !== undefined && !isHttpUrl(settings.url))
+      problems.push(`BERTH_S3_UPSTREAM_URL must be an http(s) URL, got '${settings.url}'`);
+    if (!/^[a-z0-9-]{1,64}$/.test(settings.region))
+      problems.push(
+        `BERTH_S3_UPSTREAM_REGION must be a region name (lower-case letters, digits and '-'), got '${settings.region}'`,
+      );
+    if (raw('s3UpstreamBucket') !== undefined && !/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(settings.bucket))
+      problems.push(
+        `BERTH_S3_UPSTREAM_BUCKET must be an S3 bucket name (3-63 lower-case letters, digits, '.' and '-'), got '${settings.bucket}'`,
+      );
+    return settings;
+  };
 
   const config: Config = {
     port,
@@ -782,6 +850,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     }),
     kubernetes: Object.freeze(kubernetes()),
     upcloud: upcloudSettings && Object.freeze(upcloudSettings),
+    // Needed by the s3 driver only: another driver ignores the upstream settings.
+    s3Upstream: raw('objectStorageDriver') === 's3' ? Object.freeze(s3Upstream()) : undefined,
   };
   if (!isHttpUrl(config.runtime.gitBaseUrl))
     problems.push(`BERTH_GIT_BASE_URL must be an http(s) URL, got '${config.runtime.gitBaseUrl}'`);

@@ -15,6 +15,7 @@ import type { Dialect } from '../../src/db/connect.js';
 import type { CreatedUser } from '../../src/services/identity.js';
 import { listenOnSocket, type RequestOverSocket } from './http.js';
 import { openTestStore } from './store.js';
+import { provisionStorage } from '../object-storage/helpers.js';
 
 export interface TestApp {
   ctx: AppContext;
@@ -70,7 +71,13 @@ export async function createTestApp(
     productionPasswordCost?: boolean;
   } = {},
 ): Promise<TestApp> {
-  const config = testConfig(options.env);
+  // BERTH_TEST_OBJECT_STORAGE=s3: every test Berth keeps object bytes in a bucket of an upstream Berth
+  // of its own (the s3 driver, docs/drivers.md), so the object-storage tests run through that driver.
+  const upstream =
+    process.env.BERTH_TEST_OBJECT_STORAGE === 's3' && options.env?.BERTH_OBJECT_STORAGE_DRIVER === undefined
+      ? await upstreamBerth(dialect)
+      : undefined;
+  const config = testConfig({ ...upstream?.env, ...options.env });
   const store = await openTestStore(dialect);
   const ctx = await createContext(config, {
     store,
@@ -97,6 +104,29 @@ export async function createTestApp(
       await app.close();
       await ctx.close();
       fs.rmSync(config.dataDir, { recursive: true, force: true });
+      await upstream?.close();
+    },
+  };
+}
+
+/** A local-driver Berth serving its S3 endpoint, with a bucket for another Berth's s3 driver. */
+async function upstreamBerth(dialect: Dialect) {
+  const upstream = await createTestApp(dialect, { env: { BERTH_OBJECT_STORAGE_DRIVER: 'local' } });
+  const endpoint = await upstream.ctx.services.objectStorage.serveEndpoint();
+  const keys = await provisionStorage(upstream.ctx, upstream.user.team_id, 'berth-blobs', [
+    { username: 'berth', policies: ['admin'] },
+  ]);
+  return {
+    env: {
+      BERTH_OBJECT_STORAGE_DRIVER: 's3',
+      BERTH_S3_UPSTREAM_URL: endpoint.url,
+      BERTH_S3_UPSTREAM_BUCKET: 'berth-blobs',
+      BERTH_S3_UPSTREAM_ACCESS_KEY_ID: keys.berth!.id,
+      BERTH_S3_UPSTREAM_SECRET_ACCESS_KEY: keys.berth!.secret,
+    },
+    async close() {
+      await endpoint.close();
+      await upstream.close();
     },
   };
 }

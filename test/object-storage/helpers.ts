@@ -1,4 +1,5 @@
 // Object storages inserted and enqueued exactly as apply does, and S3 clients for their users.
+import { createHmac } from 'node:crypto';
 import http from 'node:http';
 import { S3Client, S3ServiceException } from '@aws-sdk/client-s3';
 import { iso } from '../../src/domain/clock.js';
@@ -145,4 +146,35 @@ export async function provisionStorage(
 export async function adminStorage(ctx: AppContext, teamId: number, endpoint: string, bucket: string) {
   const keys = await provisionStorage(ctx, teamId, bucket, [{ username: 'admin', policies: ['admin'] }]);
   return s3Client(endpoint, keys.admin!.id, keys.admin!.secret);
+}
+
+const hmac = (key: string | Buffer, data: string) => createHmac('sha256', key).update(data).digest();
+
+/** The form fields of a presigned POST, following AWS's "Browser-based uploads using POST" algorithm. */
+export function presignedPost(
+  key: { id: string; secret: string },
+  bucket: string,
+  conditions: unknown[],
+  options: { expiresInMs?: number; now?: Date } = {},
+): Record<string, string> {
+  const now = options.now ?? new Date();
+  const amzDate = now
+    .toISOString()
+    .replace(/[-:]/g, '')
+    .replace(/\.\d{3}/, '');
+  const date = amzDate.slice(0, 8);
+  const credential = `${key.id}/${date}/us-east-1/s3/aws4_request`;
+  const fields = {
+    'x-amz-algorithm': 'AWS4-HMAC-SHA256',
+    'x-amz-credential': credential,
+    'x-amz-date': amzDate,
+  };
+  const policy = Buffer.from(
+    JSON.stringify({
+      expiration: new Date(now.getTime() + (options.expiresInMs ?? 300_000)).toISOString(),
+      conditions: [{ bucket }, ...Object.entries(fields).map(([k, v]) => ({ [k]: v })), ...conditions],
+    }),
+  ).toString('base64');
+  const signingKey = hmac(hmac(hmac(hmac(`AWS4${key.secret}`, date), 'us-east-1'), 's3'), 'aws4_request');
+  return { ...fields, policy, 'x-amz-signature': hmac(signingKey, policy).toString('hex') };
 }

@@ -1,43 +1,11 @@
 // Browser form uploads (POST Object) with a policy signed as AWS documents it (SigV4 over the base64
 // policy), built here by hand: the conditions, the size range, the success answers and every refusal.
-import { createHmac } from 'node:crypto';
 import { GetObjectCommand, HeadObjectCommand, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { S3Server } from '../../src/drivers/objectstorage/local/server.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
-import { provisionStorage, s3Client } from './helpers.js';
-
-const hmac = (key: string | Buffer, data: string) => createHmac('sha256', key).update(data).digest();
-
-/** The form fields of a presigned POST, following AWS's "Browser-based uploads using POST" algorithm. */
-function presignedPost(
-  key: { id: string; secret: string },
-  bucket: string,
-  conditions: unknown[],
-  options: { expiresInMs?: number; now?: Date } = {},
-): Record<string, string> {
-  const now = options.now ?? new Date();
-  const amzDate = now
-    .toISOString()
-    .replace(/[-:]/g, '')
-    .replace(/\.\d{3}/, '');
-  const date = amzDate.slice(0, 8);
-  const credential = `${key.id}/${date}/us-east-1/s3/aws4_request`;
-  const fields = {
-    'x-amz-algorithm': 'AWS4-HMAC-SHA256',
-    'x-amz-credential': credential,
-    'x-amz-date': amzDate,
-  };
-  const policy = Buffer.from(
-    JSON.stringify({
-      expiration: new Date(now.getTime() + (options.expiresInMs ?? 300_000)).toISOString(),
-      conditions: [{ bucket }, ...Object.entries(fields).map(([k, v]) => ({ [k]: v })), ...conditions],
-    }),
-  ).toString('base64');
-  const signingKey = hmac(hmac(hmac(hmac(`AWS4${key.secret}`, date), 'us-east-1'), 's3'), 'aws4_request');
-  return { ...fields, policy, 'x-amz-signature': hmac(signingKey, policy).toString('hex') };
-}
+import { presignedPost, provisionStorage, s3Client } from './helpers.js';
 
 describe.each(DIALECTS)('POST Object on %s', (dialect) => {
   let t: TestApp;

@@ -42,7 +42,7 @@ const resumeAfter = (marker: string, prefix: string, delimiter: string) =>
   delimiter !== '' && marker.startsWith(prefix) && marker.endsWith(delimiter) ? marker + SKIP_UNDER : marker;
 
 export function bucketHandlers(kit: Kit) {
-  const { meta, files, allow, send, sendXml, ownerOf } = kit;
+  const { meta, blobs, allow, send, sendXml, ownerOf } = kit;
 
   async function listBuckets(x: Exchange): Promise<void> {
     allow(x, { action: 's3:ListAllMyBuckets' });
@@ -92,8 +92,8 @@ export function bucketHandlers(kit: Kit) {
     const { deleted, uploads } = await meta.deleteBucket(bucket.id);
     if (!deleted) throw errors.bucketNotEmpty(bucket.name);
     kit.bucketCache.forget(bucketCacheKey(bucket.object_storage_id, bucket.name));
-    await files.removeTree('data', bucket.id);
-    for (const upload of uploads) await files.removeTree('parts', upload);
+    await blobs.removeTree('data', bucket.id);
+    for (const upload of uploads) await blobs.removeTree('parts', upload);
     send(x, 204);
   }
 

@@ -27,6 +27,12 @@ export function createObjectFiles(dataDir: string) {
 
   const token = () => randomBytes(12).toString('hex');
 
+  /** A new blob's path relative to the root: `<area>/<owner>/<xx>/<token>` (xx shards the directory). */
+  function freshName(area: 'data' | 'parts', owner: number): string {
+    const name = token();
+    return path.join(area, String(owner), name.slice(0, 2), name);
+  }
+
   /** A directory's entries; none when it does not exist (yet). */
   async function entries(dir: string): Promise<string[]> {
     try {
@@ -57,6 +63,7 @@ export function createObjectFiles(dataDir: string) {
   return {
     root,
     absolute: (relative: string): string => path.join(root, relative),
+    name: freshName,
 
     /** A fresh temporary file path (the directory exists). */
     async temp(): Promise<string> {
@@ -70,8 +77,7 @@ export function createObjectFiles(dataDir: string) {
      * directory entry; returns the path relative to the root.
      */
     async place(tempFile: string, area: 'data' | 'parts', owner: number): Promise<string> {
-      const name = token();
-      const relative = path.join(area, String(owner), name.slice(0, 2), name);
+      const relative = freshName(area, owner);
       const dir = path.dirname(path.join(root, relative));
       await ensureDir(dir);
       await fs.promises.rename(tempFile, path.join(root, relative));

@@ -15,7 +15,7 @@ import {
   type ObjectStorageSpec,
   type StorageEndpoints,
 } from '../driver.js';
-import { createObjectFiles } from './files.js';
+import { localBlobStore, type BlobStore } from './blobs.js';
 import { compilePolicies, PolicyError } from './policy.js';
 import { isValidBucketName, startS3Server } from './server.js';
 
@@ -89,8 +89,11 @@ export function createLocalObjectStorageDriver(deps: {
   secretBox: SecretBox;
   logger: Logger;
   config: Pick<Config, 'publicUrl' | 's3Port' | 'dataDir'>;
+  /** Where the bytes live: the data directory's files unless given (the s3 driver's upstream bucket). */
+  blobs?: BlobStore;
 }): ObjectStorageDriver {
   const { db, clock, secretBox } = deps;
+  const blobs = deps.blobs ?? localBlobStore(deps.config.dataDir);
   // Where the endpoint of this process really listens (BERTH_S3_PORT may be 0), for the URL users get.
   let listeningPort: number | undefined;
 
@@ -158,7 +161,7 @@ export function createLocalObjectStorageDriver(deps: {
   }
 
   return {
-    name: 'local',
+    name: blobs.kind,
     endpoint: () => s3EndpointUrl(deps.config, listeningPort),
     storageEndpoints: (uuid) => storageEndpointsOf(deps.config, uuid, listeningPort),
 
@@ -171,6 +174,7 @@ export function createLocalObjectStorageDriver(deps: {
           secretBox,
           logger: deps.logger,
           dataDir: deps.config.dataDir,
+          blobs,
           virtualHostSuffixes: virtualHostSuffixes(deps.config),
         },
         listen,
@@ -229,10 +233,9 @@ export function createLocalObjectStorageDriver(deps: {
         }
         await trx.deleteFrom('s3_access_keys').where('object_storage_id', '=', storageId).execute();
       });
-      // After the commit: a crash before this leaves files no row names, which the sweep removes.
-      const files = createObjectFiles(deps.config.dataDir);
-      for (const id of buckets) await files.removeTree('data', id);
-      for (const id of uploads) await files.removeTree('parts', id);
+      // After the commit: a crash before this leaves blobs no row names, which the sweep removes.
+      for (const id of buckets) await blobs.removeTree('data', id);
+      for (const id of uploads) await blobs.removeTree('parts', id);
     },
 
     async buckets(storageId) {

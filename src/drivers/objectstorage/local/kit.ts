@@ -11,8 +11,7 @@ import type { SecretBox } from '../../../crypto/secret-box.js';
 import { memorySink, receiveBody, type ReceivedBody } from './body.js';
 import { errors } from './errors.js';
 import type { FeatureExchange } from './exchange.js';
-import { FileSink } from './file-sink.js';
-import type { ObjectFiles } from './files.js';
+import type { BlobArea, BlobStore, BlobWrite } from './blobs.js';
 import type { LookupCache } from './lookup-cache.js';
 import type { BucketRow, ObjectMetadata } from './metadata.js';
 import { isAllowed, type AccessRequest, type Statement } from './policy.js';
@@ -26,6 +25,8 @@ export interface S3ServerDeps {
   secretBox: SecretBox;
   logger: Logger;
   dataDir: string;
+  /** Where object and part bytes live; the data directory's files when not given (blobs.ts). */
+  blobs?: BlobStore;
   /** Host names under which `<bucket>.<host>` means virtual-host-style addressing. */
   virtualHostSuffixes: readonly string[];
   /** How long access keys and buckets looked up in the store are reused (default LOOKUP_TTL_MS). */
@@ -102,10 +103,22 @@ export function fromWire(value: string): string {
 export const toWire = (value: string): string =>
   /[^\x00-\xff]/.test(value) ? `=?UTF-8?B?${Buffer.from(value, 'utf8').toString('base64')}?=` : value;
 
+/**
+ * The length of the body's content as the client declares it (decoded, for aws-chunked framing);
+ * undefined when it does not (a chunked transfer without a declared length).
+ */
+export function bodyLength(req: IncomingMessage, signature: ParsedSignature): number | undefined {
+  const text =
+    signature.payload.kind === 'chunked'
+      ? headerValue(req.headers, 'x-amz-decoded-content-length')
+      : headerValue(req.headers, 'content-length');
+  return text !== undefined && /^\d{1,15}$/.test(text) ? Number(text) : undefined;
+}
+
 export function createKit(
   deps: S3ServerDeps,
   meta: ObjectMetadata,
-  files: ObjectFiles,
+  blobs: BlobStore,
   bucketCache: LookupCache<BucketRow>,
 ) {
   function allow(x: Exchange, request: AccessRequest): void {
@@ -139,21 +152,22 @@ export function createKit(
   const sendXml = (x: Exchange, root: string, body: XmlNode, headers: Headers = {}) =>
     send(x, 200, headers, xmlDocument(root, body));
 
-  /** Receives a body into a fresh temp file; on any failure the temp file is gone. */
-  async function receiveToTemp(x: Exchange): Promise<ReceivedBody & { temp: string }> {
-    const temp = await files.temp();
+  /**
+   * Receives a body into a new blob of `owner`, not yet placed (the caller places or discards it); on
+   * any failure nothing of it is left.
+   */
+  async function receiveBlob(
+    x: Exchange,
+    area: BlobArea,
+    owner: number,
+  ): Promise<ReceivedBody & { blob: BlobWrite }> {
+    const blob = await blobs.begin(area, owner, bodyLength(x.req, x.caller.signature));
     x.proceed();
     try {
-      const received = await receiveBody(
-        x.req,
-        x.caller.signature,
-        x.caller.secret,
-        new FileSink(temp),
-        MAX_OBJECT,
-      );
-      return { temp, ...received };
+      const received = await receiveBody(x.req, x.caller.signature, x.caller.secret, blob.sink, MAX_OBJECT);
+      return { blob, ...received };
     } catch (error) {
-      await files.removeTemp(temp);
+      await blob.discard();
       throw error;
     }
   }
@@ -216,14 +230,14 @@ export function createKit(
   return {
     deps,
     meta,
-    files,
+    blobs,
     bucketCache,
     now: () => iso(deps.clock.now()),
     allow,
     ownBucket,
     send,
     sendXml,
-    receiveToTemp,
+    receiveBlob,
     receiveXml,
     storedHeaders,
     checkKey,

@@ -1,8 +1,7 @@
 // Multipart uploads: CreateMultipartUpload, UploadPart, UploadPartCopy, CompleteMultipartUpload,
-// AbortMultipartUpload and ListParts. Parts are files of their own until completion joins them into
-// one object file; the object keeps each part's size and checksum for GET ?partNumber=.
+// AbortMultipartUpload and ListParts. Parts are blobs of their own (blobs.ts) until completion joins
+// them into one object blob; the object keeps each part's size and checksum for GET ?partNumber=.
 import { createHash, randomBytes } from 'node:crypto';
-import fs from 'node:fs';
 import { pipeline } from 'node:stream/promises';
 import {
   checksumHeaders,
@@ -18,7 +17,6 @@ import {
 } from './checksums.js';
 import { conditionalWrite } from './conditional.js';
 import { errors, S3Error } from './errors.js';
-import { FileSink } from './file-sink.js';
 import { bareEtag, MIN_PART, quoteEtag, type Exchange, type Kit } from './kit.js';
 import type { BucketRow } from './metadata.js';
 import { checksumColumn, type objectHandlers } from './objects.js';
@@ -54,7 +52,7 @@ function copyRange(header: string | undefined, size: number): { start: number; e
 }
 
 export function multipartHandlers(kit: Kit, objects: ReturnType<typeof objectHandlers>) {
-  const { meta, files, allow, send, sendXml } = kit;
+  const { meta, blobs, allow, send, sendXml } = kit;
 
   async function findUpload(x: Exchange, bucket: BucketRow, key: string) {
     const uploadId = x.params.get('uploadId') ?? '';
@@ -95,17 +93,16 @@ export function multipartHandlers(kit: Kit, objects: ReturnType<typeof objectHan
     return partNumber;
   }
 
-  /** Records a received part file; the part it replaces (a re-sent part) is removed. */
+  /** Records a placed part blob; the part it replaces (a re-sent part) is removed. */
   async function storePart(
     uploadRowId: number,
     partNumber: number,
-    temp: string,
+    file: string,
     values: { size: number; etag: string; checksum: PartChecksum | undefined },
   ): Promise<string> {
-    const file = await files.place(temp, 'parts', uploadRowId);
     const lastModified = kit.now();
     try {
-      await files.remove(
+      await blobs.remove(
         await meta.putPart(uploadRowId, partNumber, {
           size: values.size,
           etag: values.etag,
@@ -115,7 +112,7 @@ export function multipartHandlers(kit: Kit, objects: ReturnType<typeof objectHan
         }),
       );
     } catch (error) {
-      await files.remove(file);
+      await blobs.remove(file);
       throw error;
     }
     return lastModified;
@@ -128,15 +125,15 @@ export function multipartHandlers(kit: Kit, objects: ReturnType<typeof objectHan
     if (source !== undefined) return uploadPartCopy(x, bucket, key, partNumber, source);
     const upload = await findUpload(x, bucket, key);
     const asked = parseJson<UploadChecksum>(upload.checksum);
-    const { temp, size, md5, checksum } = await kit.receiveToTemp(x);
+    const { blob, size, md5, checksum } = await kit.receiveBlob(x, 'parts', upload.id);
     if (asked && checksum && checksum.algorithm !== asked.algorithm) {
-      await files.removeTemp(temp);
+      await blob.discard();
       throw errors.invalidRequest(
         `Checksum Type mismatch occurred, expected checksum Type: ${asked.algorithm.toLowerCase()}, actual checksum Type: ${checksum.algorithm.toLowerCase()}`,
       );
     }
     const etag = quoteEtag(md5.toString('hex'));
-    await storePart(upload.id, partNumber, temp, { size, etag, checksum });
+    await storePart(upload.id, partNumber, await blob.place(), { size, etag, checksum });
     send(x, 200, { etag, ...(checksum ? { [headerOf(checksum.algorithm)]: checksum.value } : {}) });
   }
 
@@ -157,7 +154,7 @@ export function multipartHandlers(kit: Kit, objects: ReturnType<typeof objectHan
     const md5 = createHash('md5');
     const summer = asked ? checksummer(asked.algorithm) : undefined;
     let size = 0;
-    const temp = await objects.copyBytes(object, {
+    const file = await objects.copyBytes(object, 'parts', upload.id, {
       ...(range && object.size > 0 ? { range } : {}),
       observe(chunk) {
         size += chunk.length;
@@ -167,7 +164,7 @@ export function multipartHandlers(kit: Kit, objects: ReturnType<typeof objectHan
     });
     const etag = quoteEtag(md5.digest('hex'));
     const checksum = asked && summer ? { algorithm: asked.algorithm, value: summer.digest() } : undefined;
-    const lastModified = await storePart(upload.id, partNumber, temp, { size, etag, checksum });
+    const lastModified = await storePart(upload.id, partNumber, file, { size, etag, checksum });
     sendXml(x, 'CopyPartResult', {
       LastModified: lastModified,
       ETag: etag,
@@ -238,7 +235,6 @@ export function multipartHandlers(kit: Kit, objects: ReturnType<typeof objectHan
     // The whole object's checksum: of the parts' checksums (COMPOSITE) or of all the bytes, computed
     // while the parts are joined (FULL_OBJECT).
     const full = asked?.type === 'FULL_OBJECT' ? checksummer(asked.algorithm) : undefined;
-    const temp = await files.temp();
     let size = 0;
     const md5s = createHash('md5');
     for (const part of chosen) {
@@ -249,18 +245,18 @@ export function multipartHandlers(kit: Kit, objects: ReturnType<typeof objectHan
     // it each time (MaxListenersExceededWarning on uploads of more than a few parts).
     async function* partBytes() {
       for (const part of chosen) {
-        for await (const chunk of fs.createReadStream(files.absolute(part.file), {
-          highWaterMark: 1024 * 1024,
-        }) as AsyncIterable<Buffer>) {
+        const bytes = part.size === 0 ? [] : await blobs.open(part.file);
+        for await (const chunk of bytes as AsyncIterable<Buffer>) {
           full?.update(chunk);
           yield chunk;
         }
       }
     }
+    const blob = await blobs.begin('data', bucket.id, size);
     try {
-      await pipeline(partBytes, new FileSink(temp));
+      await pipeline(partBytes, blob.sink);
     } catch (error) {
-      await files.removeTemp(temp);
+      await blob.discard();
       throw error;
     }
     let checksum: StoredChecksum | undefined;
@@ -274,12 +270,12 @@ export function multipartHandlers(kit: Kit, objects: ReturnType<typeof objectHan
       checksum = { ...asked, value };
       const declared = headerValue(x.req.headers, headerOf(asked.algorithm));
       if (declared !== undefined && declared !== value) {
-        await files.removeTemp(temp);
+        await blob.discard();
         throw errors.badDigest();
       }
     }
     const etag = quoteEtag(`${md5s.digest('hex')}-${chosen.length}`);
-    const file = await files.place(temp, 'data', bucket.id);
+    const file = await blob.place();
     const result = await meta
       .completeUpload(
         upload.id,
@@ -298,15 +294,15 @@ export function multipartHandlers(kit: Kit, objects: ReturnType<typeof objectHan
         guard?.commit,
       )
       .catch(async (error: unknown) => {
-        await files.remove(file); // hook: a refused condition leaves no object file behind
+        await blobs.remove(file); // hook: a refused condition leaves no object file behind
         throw error;
       });
     if (!result.completed) {
-      await files.remove(file);
+      await blobs.remove(file);
       throw errors.noSuchUpload(upload.upload_id);
     }
-    await files.remove(result.old);
-    await files.removeTree('parts', upload.id);
+    await blobs.remove(result.old);
+    await blobs.removeTree('parts', upload.id);
     sendXml(
       x,
       'CompleteMultipartUploadResult',
@@ -319,7 +315,7 @@ export function multipartHandlers(kit: Kit, objects: ReturnType<typeof objectHan
     allow(x, { action: 's3:AbortMultipartUpload', bucket: bucket.name, key });
     const upload = await findUpload(x, bucket, key);
     await meta.abortUpload(upload.id);
-    await files.removeTree('parts', upload.id);
+    await blobs.removeTree('parts', upload.id);
     send(x, 204);
   }
 

@@ -1,7 +1,8 @@
 // Object operations: PutObject, CopyObject, GetObject/HeadObject (ranges, conditions, partNumber,
 // checksums), GetObjectAttributes, DeleteObject and DeleteObjects.
-import fs from 'node:fs';
+import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import type { CopyOptions } from './blobs.js';
 import { checksumHeaders, parseStored, xmlNameOf, type StoredChecksum } from './checksums.js';
 import { conditionalWrite } from './conditional.js';
 import { errors } from './errors.js';
@@ -82,7 +83,7 @@ export function parseCopySource(source: string): { bucket: string; key: string }
 }
 
 export function objectHandlers(kit: Kit) {
-  const { meta, files, allow, send, sendXml } = kit;
+  const { meta, blobs, allow, send, sendXml } = kit;
 
   async function putObject(x: Exchange, bucket: BucketRow, key: string): Promise<void> {
     allow(x, { action: 's3:PutObject', bucket: bucket.name, key });
@@ -90,10 +91,10 @@ export function objectHandlers(kit: Kit) {
     const guard = conditionalWrite(x.req.headers, key); // hook: conditional writes (conditional.ts)
     guard?.before(await meta.findObject(bucket.id, key));
     const tags = headerTags(x.req.headers); // hook: x-amz-tagging (tagging.ts)
-    const { temp, size, md5, checksum } = await kit.receiveToTemp(x);
+    const { blob, size, md5, checksum } = await kit.receiveBlob(x, 'data', bucket.id);
     const etag = quoteEtag(md5.toString('hex'));
     const stored: StoredChecksum | undefined = checksum && { ...checksum, type: 'FULL_OBJECT' };
-    const file = await files.place(temp, 'data', bucket.id);
+    const file = await blob.place();
     let old: string | undefined;
     try {
       old = await meta.putObject(
@@ -112,10 +113,10 @@ export function objectHandlers(kit: Kit) {
         guard?.commit,
       );
     } catch (error) {
-      await files.remove(file);
+      await blobs.remove(file);
       throw error;
     }
-    await files.remove(old);
+    await blobs.remove(old);
     send(x, 200, { etag, ...checksumHeaders(stored) });
   }
 
@@ -180,12 +181,13 @@ export function objectHandlers(kit: Kit) {
       send(x, range ? 206 : 200, { ...headers, 'content-length': length });
       return;
     }
-    // Open before answering: a file replaced after the lookup stays readable through its handle.
-    let handle: fs.promises.FileHandle;
+    // Opened before answering: a blob replaced after the lookup stays readable (local) or is a 404.
+    let bytes: Readable;
     try {
-      handle = await fs.promises.open(files.absolute(object.file), 'r');
-    } catch {
-      throw errors.noSuchKey(key);
+      bytes = await blobs.open(object.file, { start, end });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw errors.noSuchKey(key);
+      throw error;
     }
     x.res.writeHead(range ? 206 : 200, {
       'x-amz-request-id': x.requestId,
@@ -193,7 +195,7 @@ export function objectHandlers(kit: Kit) {
       ...headers,
       'content-length': length,
     });
-    await pipeline(handle.createReadStream({ start, end, highWaterMark: 1024 * 1024 }), x.res);
+    await pipeline(bytes, x.res);
   }
 
   /** GetObjectAttributes: what `x-amz-object-attributes` names, without the bytes. */
@@ -250,7 +252,7 @@ export function objectHandlers(kit: Kit) {
 
   async function deleteObject(x: Exchange, bucket: BucketRow, key: string): Promise<void> {
     allow(x, { action: 's3:DeleteObject', bucket: bucket.name, key });
-    await files.remove(await meta.deleteObject(bucket.id, key));
+    await blobs.remove(await meta.deleteObject(bucket.id, key));
     send(x, 204);
   }
 
@@ -273,7 +275,7 @@ export function objectHandlers(kit: Kit) {
         failed.push({ Key: key, Code: 'AccessDenied', Message: 'Access Denied' });
         continue;
       }
-      await files.remove(await meta.deleteObject(bucket.id, key));
+      await blobs.remove(await meta.deleteObject(bucket.id, key));
       if (!quiet) deleted.push({ Key: key, VersionId: versionId });
     }
     sendXml(x, 'DeleteResult', { Deleted: deleted, Error: failed });
@@ -291,13 +293,15 @@ export function objectHandlers(kit: Kit) {
     return { bucket: sourceBucket, object };
   }
 
-  /** The source's bytes (or a range of them) in a temporary file; a source gone meanwhile is a 404. */
+  /** The source's bytes (or a range of them) as a new blob of `owner`; a source gone meanwhile is a 404. */
   async function copyBytes(
     object: ObjectRow,
-    options?: Parameters<typeof files.copyToTemp>[1],
+    area: 'data' | 'parts',
+    owner: number,
+    options?: CopyOptions,
   ): Promise<string> {
     try {
-      return await files.copyToTemp(object.file, options);
+      return await blobs.copy(object.file, area, owner, options);
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw errors.noSuchKey(object.key);
       throw error;
@@ -315,8 +319,7 @@ export function objectHandlers(kit: Kit) {
       );
     }
     x.req.resume();
-    const temp = await copyBytes(object);
-    const file = await files.place(temp, 'data', bucket.id);
+    const file = await copyBytes(object, 'data', bucket.id);
     const lastModified = kit.now();
     const old = await meta.putObject(bucket.id, key, {
       size: object.size,
@@ -329,7 +332,7 @@ export function objectHandlers(kit: Kit) {
       checksum: object.checksum ?? null,
       parts: object.parts ?? null,
     });
-    await files.remove(old);
+    await blobs.remove(old);
     const stored = parseStored(object.checksum);
     sendXml(x, 'CopyObjectResult', {
       LastModified: lastModified,

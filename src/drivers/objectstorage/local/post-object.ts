@@ -2,10 +2,11 @@
 // base64 policy document signed with SigV4. The signature proves the key holder issued the policy;
 // the policy's conditions bound what the browser may send (key prefix, size, content type…).
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Readable, Writable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { Busboy, type BusboyHeaders, type BusboyInstance } from '@fastify/busboy';
 import { createHash, createHmac } from 'node:crypto';
+import type { BlobWrite } from './blobs.js';
 import { errors, S3Error } from './errors.js';
 import { STORED_HEADERS } from './kit.js';
 import type { BucketRow } from './metadata.js';
@@ -20,15 +21,13 @@ export interface PostObjectDeps {
   ): Promise<{ storageId: number; secret: string; allows(request: AccessRequest): boolean } | undefined>;
   /** The storage's bucket of that name. */
   bucket(storageId: number, name: string): Promise<BucketRow | undefined>;
-  /** A fresh temp file, a durable writer into it, and its removal. */
-  temp(): Promise<string>;
-  sink(temp: string): Writable;
-  discard(temp: string): Promise<void>;
-  /** Stores a received file as the object, as PutObject does; returns its quoted ETag. */
+  /** A new blob of the bucket (its length is not known beforehand). */
+  begin(bucket: BucketRow): Promise<BlobWrite>;
+  /** Stores a received blob as the object, as PutObject does; returns its quoted ETag. */
   store(
     bucket: BucketRow,
     key: string,
-    temp: string,
+    blob: BlobWrite,
     size: number,
     md5: Buffer,
     headers: Record<string, string>,
@@ -144,9 +143,9 @@ function readForm<T>(
 }
 
 export function createPostObject(deps: PostObjectDeps) {
-  /** Receives the file part into a temp file, refusing it past `max` bytes. */
-  async function receive(file: Readable, max: number) {
-    const temp = await deps.temp();
+  /** Receives the file part into a new blob, refusing it past `max` bytes. */
+  async function receive(file: Readable, max: number, bucket: BucketRow) {
+    const blob = await deps.begin(bucket);
     const md5 = createHash('md5');
     let size = 0;
     try {
@@ -165,13 +164,13 @@ export function createPostObject(deps: PostObjectDeps) {
             yield chunk;
           }
         },
-        deps.sink(temp),
+        blob.sink,
       );
     } catch (error) {
-      await deps.discard(temp);
+      await blob.discard();
       throw error;
     }
-    return { temp, size, md5: md5.digest() };
+    return { blob, size, md5: md5.digest() };
   }
 
   /** True for a form upload: a POST to a bucket itself, with a multipart/form-data body. */
@@ -223,9 +222,9 @@ export function createPostObject(deps: PostObjectDeps) {
         throw errors.accessDenied();
       const range = conditions.find((c) => c.op === 'content-length-range');
       const max = Math.min(deps.maxObject, range?.op === 'content-length-range' ? range.max : deps.maxObject);
-      const received = await receive(file, max);
+      const received = await receive(file, max, bucket);
       if (range?.op === 'content-length-range' && received.size < range.min) {
-        await deps.discard(received.temp);
+        await received.blob.discard();
         throw new S3Error(
           'EntityTooSmall',
           400,
@@ -237,7 +236,7 @@ export function createPostObject(deps: PostObjectDeps) {
         if (STORED.includes(name) || name.startsWith('x-amz-meta-')) headers[name] = value;
       }
       headers['content-type'] ??= 'application/octet-stream';
-      const etag = await deps.store(bucket, objectKey, received.temp, received.size, received.md5, headers);
+      const etag = await deps.store(bucket, objectKey, received.blob, received.size, received.md5, headers);
       return { key: objectKey, etag, fields };
     });
     const location = `/${bucketName}/${uriEncode(done.key, false)}`;

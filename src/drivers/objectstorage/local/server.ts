@@ -1,7 +1,8 @@
 // Berth's S3-compatible endpoint: a plain node:http server (no framework between the socket and the
 // bytes) that authenticates every request with SigV4, checks that the bucket belongs to the caller's
 // object storage and that the caller's policies allow the action, then serves the operation from
-// files in the data directory and metadata in the store.
+// blobs (files in the data directory, or an upstream bucket with the s3 driver: blobs.ts) and
+// metadata in the store.
 //
 // This file routes; the operations live in buckets.ts, objects.ts and multipart.ts, the steps they
 // share in kit.ts, addressing and signatures in auth.ts, and the features in cors.ts, tagging.ts,
@@ -12,11 +13,10 @@ import type { AddressInfo } from 'node:net';
 import { addressOf, claimedAccessKey, createAuthenticator } from './auth.js';
 import { bucketHandlers } from './buckets.js';
 import { createCors } from './cors.js';
-import { FileSink } from './file-sink.js';
 import { createPostObject } from './post-object.js';
 import { createTagging } from './tagging.js';
 import { errors, S3Error } from './errors.js';
-import { createObjectFiles, type ObjectFiles } from './files.js';
+import { localBlobStore, type BlobStore } from './blobs.js';
 import {
   bucketCacheKey,
   createKit,
@@ -50,7 +50,7 @@ export interface S3Server {
  */
 export const LOOKUP_TTL_MS = 1000;
 
-export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(deps.dataDir)) {
+export function createS3Handler(deps: S3ServerDeps, blobs = deps.blobs ?? localBlobStore(deps.dataDir)) {
   const meta = createObjectMetadata(deps.db, deps.dialect);
   const suffixes = deps.virtualHostSuffixes.map((s) => s.toLowerCase());
   const ttl = deps.lookupTtlMs ?? LOOKUP_TTL_MS;
@@ -58,7 +58,7 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
   const bucketCache = lookupCache<BucketRow>(ttl);
   /** Storage ids by uuid, for the endpoints of their own; a storage keeps its uuid for life. */
   const storageCache = lookupCache<number>(ttl);
-  const kit = createKit(deps, meta, files, bucketCache);
+  const kit = createKit(deps, meta, blobs, bucketCache);
   const { loadKey, authenticate } = createAuthenticator(deps, meta, keyCache);
   const corsFeature = createCors(meta, ttl);
   const tagging = createTagging(meta);
@@ -87,12 +87,10 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
     },
     bucket: (storageId, name) =>
       bucketCache.get(bucketCacheKey(storageId, name), () => meta.findBucket(storageId, name)),
-    temp: () => files.temp(),
-    sink: (temp) => new FileSink(temp),
-    discard: (temp) => files.removeTemp(temp),
-    async store(bucket, key, temp, size, md5, headers) {
+    begin: (bucket) => blobs.begin('data', bucket.id),
+    async store(bucket, key, blob, size, md5, headers) {
       const etag = quoteEtag(md5.toString('hex'));
-      const file = await files.place(temp, 'data', bucket.id);
+      const file = await blob.place();
       const values = {
         size,
         etag,
@@ -103,10 +101,10 @@ export function createS3Handler(deps: S3ServerDeps, files = createObjectFiles(de
         parts: null,
       };
       const old = await meta.putObject(bucket.id, key, values).catch(async (error: unknown) => {
-        await files.remove(file);
+        await blobs.remove(file);
         throw error;
       });
-      await files.remove(old);
+      await blobs.remove(old);
       return etag;
     },
     maxObject: MAX_OBJECT,
@@ -409,11 +407,13 @@ export async function startS3Server(
   deps: S3ServerDeps,
   listen: { host: string; port: number },
 ): Promise<S3Server> {
-  const files = createObjectFiles(deps.dataDir);
+  const blobs = deps.blobs ?? localBlobStore(deps.dataDir);
+  // A store that cannot be reached (an upstream bucket) fails the start, naming what to fix.
+  await blobs.check();
   // File times are wall-clock times, so the wall clock (not the injected one) judges their age.
-  await files.sweepTemp(new Date(), 24 * 3600_000);
-  const sweeper = orphanSweeper(deps, files);
-  const handle = createS3Handler(deps, files);
+  await blobs.sweepTemp(new Date(), 24 * 3600_000);
+  const sweeper = orphanSweeper(deps, blobs);
+  const handle = createS3Handler(deps, blobs);
   // Uploads of several GiB may take longer than Node's default 5-minute request timeout; a socket
   // that stays silent for two minutes is dropped instead.
   const server = http.createServer({ keepAliveTimeout: 5000, requestTimeout: 0 });
@@ -448,12 +448,12 @@ const ORPHAN_AGE_MS = 3600_000;
 const ORPHAN_SWEEP_EVERY_MS = 24 * 3600_000;
 
 /** Sweeps orphaned object files in the background, at start and then daily; a failure waits for the next. */
-function orphanSweeper(deps: S3ServerDeps, files: ObjectFiles) {
+function orphanSweeper(deps: S3ServerDeps, blobs: BlobStore) {
   const meta = createObjectMetadata(deps.db, deps.dialect);
   let running: Promise<void> | undefined;
   const sweep = (): void => {
     // File times are wall-clock times, so the wall clock (not the injected one) judges their age.
-    running ??= files
+    running ??= blobs
       .sweepOrphans((paths) => meta.namedFiles(paths), new Date(), ORPHAN_AGE_MS)
       .then(
         (removed) => {

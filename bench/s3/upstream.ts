@@ -1,0 +1,237 @@
+// The s3 object-storage driver against the local one, measured in the same run (issue 29):
+//
+//   npx tsx bench/s3/upstream.ts [--quick]
+//
+// Two endpoints, each in its own Node process as in production (server.ts): L with the local driver,
+// and U with BERTH_OBJECT_STORAGE_DRIVER=s3 whose upstream bucket is on L (a real S3 peer on this
+// machine: every U request is also an L request, and both share the same two cores). 1 MiB PUTs and
+// GETs with the AWS SDK and with presigned URLs over plain node:http, round-robin so that both see the
+// same load. Ratio = upstream MB/s ÷ local MB/s (target ≥ 0.7).
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { Writable, type Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { GetObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
+import { pino } from 'pino';
+import { loadConfig } from '../../src/config/index.js';
+import { createContext } from '../../src/context.js';
+import { iso } from '../../src/domain/clock.js';
+import { enqueueJob } from '../../src/jobs/queue.js';
+
+const quick = process.argv.includes('--quick');
+const BYTES = 1024 * 1024;
+const ROUNDS = quick ? 20 : 100;
+
+/** A storage with `bucket` and one admin user in the Berth of `env`; that user's key. */
+async function provision(env: Record<string, string>, bucket: string) {
+  const ctx = await createContext(loadConfig({ ...env, BERTH_S3_PORT: '0', BERTH_LOG_LEVEL: 'silent' }), {
+    logger: pino({ level: 'silent' }),
+  });
+  try {
+    const user = await ctx.identity.createUser({ email: `${bucket}@example.com`, team: bucket });
+    const uuid = ctx.ids.uuid();
+    const now = ctx.clock.now();
+    await ctx.db.transaction().execute(async (trx) => {
+      await trx
+        .insertInto('object_storages')
+        .values({
+          uuid,
+          team_id: user.team_id,
+          name: bucket,
+          zone: 'local',
+          plan: null,
+          buckets: JSON.stringify([bucket]),
+          users: JSON.stringify([{ username: 'admin', policies: ['admin'] }]),
+          state: 'pending',
+          state_reason: null,
+          pending_zone: null,
+          created_at: iso(now),
+          updated_at: iso(now),
+        })
+        .execute();
+      await enqueueJob(
+        trx,
+        {
+          type: 'object_storage.provision',
+          key: `object_storage.provision:${uuid}`,
+          payload: { uuid },
+          runAt: now,
+        },
+        now,
+      );
+    });
+    await ctx.services.jobs.runner().runDue();
+    const [storage] = await ctx.services.objectStorage.view({ id: user.team_id, role: 'owner' });
+    const key = storage!.users[0]!;
+    return { id: key.access_key_id, secret: key.secret_key! };
+  } finally {
+    await ctx.close();
+  }
+}
+
+/** server.ts in its own process; it prints `PORT <n>` once it listens. */
+async function startEndpoint(env: Record<string, string>) {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(import.meta.dirname, 'server.ts')], {
+    env: { ...process.env, ...env, BERTH_LOG_LEVEL: 'silent', NODE_NO_WARNINGS: '1' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const port = await new Promise<number>((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+      const m = /PORT (\d+)/.exec(out);
+      if (m) resolve(Number(m[1]));
+    });
+    child.once('exit', (code) => reject(new Error(`server.ts exited with ${code}`)));
+  });
+  return {
+    url: `http://127.0.0.1:${port}`,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+      }),
+  };
+}
+
+function rawRequest(url: string, method: 'PUT' | 'GET', body?: Buffer): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      url,
+      { method, headers: body ? { 'content-length': body.length } : {} },
+      (res) => {
+        let n = 0;
+        const sink = new Writable({
+          write(chunk: Buffer, _e, cb) {
+            n += chunk.length;
+            cb();
+          },
+        });
+        pipeline(res, sink).then(() => {
+          if ((res.statusCode ?? 500) >= 300) reject(new Error(`${method} ${res.statusCode}`));
+          else resolve(n);
+        }, reject);
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** MB/s of each contender, round-robin (round i runs every contender once). */
+async function timedTogether<K extends string>(runs: Record<K, (i: number) => Promise<void>>) {
+  const names = Object.keys(runs) as K[];
+  const nanos = Object.fromEntries(names.map((n) => [n, 0n])) as Record<K, bigint>;
+  for (const n of names) await runs[n](-1); // warm-up
+  for (let i = 0; i < ROUNDS; i += 1) {
+    for (const n of names) {
+      const start = process.hrtime.bigint();
+      await runs[n](i);
+      nanos[n] += process.hrtime.bigint() - start;
+    }
+  }
+  return Object.fromEntries(
+    names.map((n) => [n, (ROUNDS * BYTES) / 1024 / 1024 / (Number(nanos[n]) / 1e9)]),
+  ) as Record<K, number>;
+}
+
+async function main(): Promise<void> {
+  const localDir = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-bench-s3-local-'));
+  const upstreamDir = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-bench-s3-upstream-'));
+  const stops: Array<() => Promise<void>> = [];
+  try {
+    const localKey = await provision({ BERTH_DATA_DIR: localDir }, 'bench');
+    const blobsKey = await provision({ BERTH_DATA_DIR: localDir }, 'blobs');
+    const local = await startEndpoint({ BERTH_DATA_DIR: localDir });
+    stops.push(local.stop);
+    const upstreamEnv = {
+      BERTH_DATA_DIR: upstreamDir,
+      BERTH_OBJECT_STORAGE_DRIVER: 's3',
+      BERTH_S3_UPSTREAM_URL: local.url,
+      BERTH_S3_UPSTREAM_BUCKET: 'blobs',
+      BERTH_S3_UPSTREAM_ACCESS_KEY_ID: blobsKey.id,
+      BERTH_S3_UPSTREAM_SECRET_ACCESS_KEY: blobsKey.secret,
+    };
+    const tenantKey = await provision(upstreamEnv, 'bench');
+    const upstream = await startEndpoint(upstreamEnv);
+    stops.push(upstream.stop);
+    const client = (url: string, key: { id: string; secret: string }) =>
+      new S3Client({
+        endpoint: url,
+        region: 'us-east-1',
+        forcePathStyle: true,
+        credentials: { accessKeyId: key.id, secretAccessKey: key.secret },
+      });
+    const clients = { local: client(local.url, localKey), upstream: client(upstream.url, tenantKey) };
+    const data = randomBytes(BYTES);
+    const putUrls = async (c: S3Client) =>
+      Promise.all(
+        Array.from({ length: ROUNDS + 1 }, (_, i) =>
+          getSignedUrl(c, new PutObjectCommand({ Bucket: 'bench', Key: `raw-${i - 1}` }), {
+            expiresIn: 3600,
+          }),
+        ),
+      );
+    const urls = { local: await putUrls(clients.local), upstream: await putUrls(clients.upstream) };
+    const sdkPut = (c: S3Client) => async (i: number) => {
+      await c.send(new PutObjectCommand({ Bucket: 'bench', Key: `sdk-${i}`, Body: data }));
+    };
+    const rawPut = (list: string[]) => async (i: number) => {
+      await rawRequest(list[i + 1]!, 'PUT', data);
+    };
+    const put = await timedTogether({
+      localSdk: sdkPut(clients.local),
+      upstreamSdk: sdkPut(clients.upstream),
+      localRaw: rawPut(urls.local),
+      upstreamRaw: rawPut(urls.upstream),
+    });
+    const getUrl = (c: S3Client) =>
+      getSignedUrl(c, new GetObjectCommand({ Bucket: 'bench', Key: 'raw-0' }), { expiresIn: 3600 });
+    const getUrls = { local: await getUrl(clients.local), upstream: await getUrl(clients.upstream) };
+    const sdkGet = (c: S3Client) => async (i: number) => {
+      const got = await c.send(new GetObjectCommand({ Bucket: 'bench', Key: `sdk-${Math.max(i, 0)}` }));
+      let n = 0;
+      for await (const chunk of got.Body as Readable) n += (chunk as Buffer).length;
+      if (n !== BYTES) throw new Error('short read');
+    };
+    const rawGet = (url: string) => async () => {
+      if ((await rawRequest(url, 'GET')) !== BYTES) throw new Error('short read');
+    };
+    const get = await timedTogether({
+      localSdk: sdkGet(clients.local),
+      upstreamSdk: sdkGet(clients.upstream),
+      localRaw: rawGet(getUrls.local),
+      upstreamRaw: rawGet(getUrls.upstream),
+    });
+    const f = (n: number) => n.toFixed(0);
+    const r = (n: number, d: number) => (n / d).toFixed(2);
+    console.log(
+      `s3 driver (upstream: a local-driver Berth on this machine) vs local driver, 1 MiB, ${ROUNDS} rounds, Node ${process.version}, ${os.cpus().length} CPUs`,
+    );
+    console.log(
+      '| operation | local SDK MB/s | s3 SDK MB/s | ratio | local presigned MB/s | s3 presigned MB/s | ratio |',
+    );
+    console.log('|---|---|---|---|---|---|---|');
+    for (const [name, m] of [
+      ['PUT', put],
+      ['GET', get],
+    ] as const) {
+      console.log(
+        `| ${name} | ${f(m.localSdk)} | ${f(m.upstreamSdk)} | ${r(m.upstreamSdk, m.localSdk)} | ${f(m.localRaw)} | ${f(m.upstreamRaw)} | ${r(m.upstreamRaw, m.localRaw)} |`,
+      );
+    }
+    clients.local.destroy();
+    clients.upstream.destroy();
+  } finally {
+    for (const stop of stops.reverse()) await stop();
+    fs.rmSync(localDir, { recursive: true, force: true });
+    fs.rmSync(upstreamDir, { recursive: true, force: true });
+  }
+}
+
+await main();
