@@ -179,6 +179,12 @@ describe.each(DIALECTS)('the artifact store in an upstream S3 bucket (%s)', (dia
     expect(expired.status).toBe(403);
     expect(await expired.text()).toMatch(/expired/i);
 
+    // Berth's own signed-URL route serves no artifact of this store: its URLs are the upstream's.
+    const route = await b.request({
+      url: `/internal/artifacts/${key}?expires=9999999999&signature=${'0'.repeat(64)}`,
+    });
+    expect(route.statusCode).toBe(404);
+
     expect(() => store.url(key, 0)).toThrow(RangeError);
     expect(() => store.url(key, 24 * 3600 + 1)).toThrow(RangeError);
     expect(() => store.url('apps/11/sources/../x', 60)).toThrow(/artifact key must be/);
