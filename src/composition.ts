@@ -64,6 +64,7 @@ import { createDeploymentService, type DeploymentService } from './services/appl
 import { createRuntimeService, type RuntimeService } from './services/applications/runtime.js';
 import type { ArtifactStore } from './drivers/artifacts/types.js';
 import { createLocalArtifactStore } from './drivers/artifacts/local.js';
+import { lazyS3ArtifactStore } from './drivers/artifacts/s3-url.js';
 import { createSpecBuilder } from './services/applications/spec.js';
 import { createChromeRunner } from './drivers/services/chrome.js';
 import { createDatabaseServiceRunner } from './drivers/services/databases.js';
@@ -335,6 +336,14 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
           onLegacyMoved: (count) =>
             ctx.logger.info(`moved ${count} uploaded source archive(s) from uploads/ to the artifact store`),
         });
+      case 's3': {
+        // In the upstream bucket (loadConfig checked it is set); the SDK is loaded on first use.
+        const settings = config.s3Upstream!;
+        return lazyS3ArtifactStore(settings, ctx.clock, async () => {
+          const { createS3ArtifactStore } = await import('./drivers/artifacts/s3.js');
+          return createS3ArtifactStore({ settings, dataDir: config.dataDir, clock: ctx.clock });
+        });
+      }
     }
   });
   const resources = once(() =>

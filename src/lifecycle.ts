@@ -85,6 +85,8 @@ export async function startBackground(
   // A managed-database provider that refuses the configured credential or zone fails the start,
   // before anything is started (the error names the variable).
   await services.managedDatabases.driver.verify?.();
+  // So does an artifact store in an upstream bucket it cannot use (the local store is made on first use).
+  if (ctx.config.drivers.artifacts !== 'local') await services.artifacts.check?.();
   const work = services.jobs.runner(options);
   const stops: Array<(options: CloseOptions) => Promise<void>> = [];
   // Feature starters go here (servers, reconcilers), each pushing its stop onto `stops`.

@@ -123,7 +123,7 @@ export const DRIVERS = {
   runtime: ['local', 'kubernetes'],
   services: ['local'],
   tools: ['local'],
-  artifacts: ['local'],
+  artifacts: ['local', 's3'],
 } as const;
 
 export type DriverChoice = { [F in keyof typeof DRIVERS]: (typeof DRIVERS)[F][number] };
@@ -351,7 +351,7 @@ export const CONFIG_VARIABLES: Record<keyof ConfigOverrides, { env: string; flag
   artifactStore: {
     env: 'BERTH_ARTIFACT_STORE',
     flag: 'artifact-store',
-    doc: "where uploaded sources are kept and fetched from by signed URL: local (files under the data dir's artifacts/; default)",
+    doc: "where uploaded sources are kept and fetched from by signed URL: local (files under the data dir's artifacts/; default) or s3 (the upstream bucket of BERTH_S3_UPSTREAM_*, keys under artifacts/, presigned URLs)",
   },
   edgePort: {
     env: 'BERTH_EDGE_PORT',
@@ -486,7 +486,7 @@ export const CONFIG_VARIABLES: Record<keyof ConfigOverrides, { env: string; flag
   s3UpstreamUrl: {
     env: 'BERTH_S3_UPSTREAM_URL',
     flag: 's3-upstream-url',
-    doc: 'endpoint of the S3 service the s3 object-storage driver keeps object bytes in, such as https://s3.eu-central-1.amazonaws.com',
+    doc: 'endpoint of the S3 service the s3 object-storage driver keeps object bytes in (and the s3 artifact store its artifacts), such as https://s3.eu-central-1.amazonaws.com',
   },
   s3UpstreamRegion: {
     env: 'BERTH_S3_UPSTREAM_REGION',
@@ -496,7 +496,7 @@ export const CONFIG_VARIABLES: Record<keyof ConfigOverrides, { env: string; flag
   s3UpstreamBucket: {
     env: 'BERTH_S3_UPSTREAM_BUCKET',
     flag: 's3-upstream-bucket',
-    doc: 'bucket of the upstream S3 service that holds the object bytes (keys under objects/)',
+    doc: 'bucket of the upstream S3 service that holds the object bytes (keys under objects/) and the artifacts of the s3 artifact store (under artifacts/)',
   },
   s3UpstreamAccessKeyId: {
     env: 'BERTH_S3_UPSTREAM_ACCESS_KEY_ID',
@@ -768,11 +768,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
   const managedDatabasesDriver = driver('managedDatabases', 'managedDatabaseDriver');
   const upcloudSettings = upcloud(managedDatabasesDriver);
   /** The upstream of the s3 object-storage driver: every setting it needs, checked together. */
-  const s3Upstream = (): S3UpstreamSettings | undefined => {
+  const s3Upstream = (chosenBy: string): S3UpstreamSettings | undefined => {
     const value = (key: keyof ConfigOverrides): string => {
       const v = raw(key);
-      if (v === undefined)
-        problems.push(`${CONFIG_VARIABLES[key].env} is required with BERTH_OBJECT_STORAGE_DRIVER=s3`);
+      if (v === undefined) problems.push(`${CONFIG_VARIABLES[key].env} is required with ${chosenBy}`);
       return v ?? '';
     };
     const settings = {
@@ -795,6 +794,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     return settings;
   };
 
+  // What needs the upstream S3 settings (named in the error when one is missing).
+  const upstreamChosenBy = [
+    ...(raw('objectStorageDriver') === 's3' ? ['BERTH_OBJECT_STORAGE_DRIVER=s3'] : []),
+    ...(raw('artifactStore') === 's3' ? ['BERTH_ARTIFACT_STORE=s3'] : []),
+  ];
   const config: Config = {
     port,
     host,
@@ -850,8 +854,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     }),
     kubernetes: Object.freeze(kubernetes()),
     upcloud: upcloudSettings && Object.freeze(upcloudSettings),
-    // Needed by the s3 driver only: another driver ignores the upstream settings.
-    s3Upstream: raw('objectStorageDriver') === 's3' ? Object.freeze(s3Upstream()) : undefined,
+    // Needed by the s3 object-storage driver and the s3 artifact store only: the others ignore them.
+    s3Upstream:
+      upstreamChosenBy.length > 0 ? Object.freeze(s3Upstream(upstreamChosenBy.join(' or '))) : undefined,
   };
   if (!isHttpUrl(config.runtime.gitBaseUrl))
     problems.push(`BERTH_GIT_BASE_URL must be an http(s) URL, got '${config.runtime.gitBaseUrl}'`);

@@ -11,7 +11,7 @@ import { buildApp } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config/index.js';
 import { createContext, type AppContext } from '../../src/context.js';
 import type { Clock } from '../../src/domain/clock.js';
-import type { Dialect } from '../../src/db/connect.js';
+import type { Dialect, Store } from '../../src/db/connect.js';
 import type { CreatedUser } from '../../src/services/identity.js';
 import { listenOnSocket, type RequestOverSocket } from './http.js';
 import { openTestStore } from './store.js';
@@ -69,6 +69,15 @@ export async function createTestApp(
     services?: ServiceOverrides;
     /** Compose Berth without a password cost override, as `berth serve` does. */
     productionPasswordCost?: boolean;
+    /**
+     * The store instead of a fresh one (a second replica on the same database: open it with
+     * `migrate: false`); closed with the app.
+     */
+    store?: Store;
+    /** Berth's secret key instead of a random one (replicas share theirs). */
+    masterKey?: Buffer;
+    /** The first user's e-mail (a second replica on the same store makes a user of its own). */
+    email?: string;
   } = {},
 ): Promise<TestApp> {
   // BERTH_TEST_OBJECT_STORAGE=s3: every test Berth keeps object bytes in a bucket of an upstream Berth
@@ -78,11 +87,11 @@ export async function createTestApp(
       ? await upstreamBerth(dialect)
       : undefined;
   const config = testConfig({ ...upstream?.env, ...options.env });
-  const store = await openTestStore(dialect);
+  const store = options.store ?? (await openTestStore(dialect));
   const ctx = await createContext(config, {
     store,
     logger: pino({ level: 'silent' }),
-    masterKey: randomBytes(32),
+    masterKey: options.masterKey ?? randomBytes(32),
     ...(options.clock ? { clock: options.clock } : {}),
     services: {
       ...(options.productionPasswordCost ? {} : { passwordCost: TEST_PASSWORD_COST }),
@@ -92,7 +101,10 @@ export async function createTestApp(
   // Every JSON answer is checked against its route's documented response schema (a mismatch is a 500).
   const app = await buildApp(ctx, { checkResponses: true });
   const { port, request } = await listenOnSocket(app);
-  const user = await ctx.identity.createUser({ email: 'owner@example.com', team: options.team ?? 'acme' });
+  const user = await ctx.identity.createUser({
+    email: options.email ?? 'owner@example.com',
+    team: options.team ?? 'acme',
+  });
   return {
     ctx,
     app,

@@ -8,6 +8,7 @@ import { compilePolicies, isAllowed, PolicyError } from '../../src/drivers/objec
 import { localStorageProblems } from '../../src/drivers/objectstorage/local/index.js';
 import {
   parseSignature,
+  presignGetUrl,
   signingKey,
   verifySignature,
   type SignedRequest,
@@ -60,6 +61,24 @@ describe('SigV4 (AWS documentation examples)', () => {
       /signature we calculated/,
     );
     expect(() => check(presigned, SECRET, new Date(AT.getTime() + 86_401_000))).toThrow(/expired/);
+  });
+
+  it('makes the presigned URL example, byte for byte (the s3 artifact store signs its URLs so)', () => {
+    expect(
+      presignGetUrl({
+        endpoint: 'https://examplebucket.s3.amazonaws.com',
+        path: '/test.txt',
+        region: 'us-east-1',
+        accessKeyId: 'AKIAIOSFODNN7EXAMPLE',
+        secretAccessKey: SECRET,
+        now: AT,
+        expiresSeconds: 86400,
+      }),
+    ).toBe(
+      'https://examplebucket.s3.amazonaws.com/test.txt?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F20130524%2Fus-east-1%2Fs3%2Faws4_request' +
+        '&X-Amz-Date=20130524T000000Z&X-Amz-Expires=86400&X-Amz-SignedHeaders=host' +
+        '&X-Amz-Signature=aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404',
+    );
   });
 
   it('verifies the streaming (aws-chunked) example: seed, every chunk signature, and tampering', async () => {

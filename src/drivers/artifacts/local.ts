@@ -170,7 +170,8 @@ export function createLocalArtifactStore(options: LocalArtifactStoreOptions): Lo
   };
 }
 
-function removeStaleTemporaries(temp: string, now: number): void {
+/** Removes temporary files older than a day in `temp` (a crashed write's; the s3 store's spools too). */
+export function removeStaleTemporaries(temp: string, now: number): void {
   for (const name of fs.readdirSync(temp)) {
     const file = path.join(temp, name);
     try {

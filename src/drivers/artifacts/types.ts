@@ -1,7 +1,9 @@
 // Where Berth keeps what it hands to runtimes: uploaded source archives today, built release archives
 // when a runtime builds away from where it runs (docs/decisions/0011-artifact-store.md). The `local`
-// store keeps files under the data dir; an object-storage store is next. Another host, a second Berth
+// store keeps files under the data dir. Another host, a second Berth
 // replica or a Kubernetes pod fetches an artifact by the short-lived URL `url()` signs, never by a path.
+// The `s3` store keeps them in the upstream bucket of BERTH_S3_UPSTREAM_* and its URLs are presigned
+// GETs of that upstream.
 import type { Readable } from 'node:stream';
 
 /**
@@ -95,4 +97,9 @@ export interface ArtifactStore {
    * the artifact. A store whose URLs point elsewhere (an object storage's presigned URLs) omits it.
    */
   openSigned?(key: string, query: { expires?: string; signature?: string }): Promise<SignedRead>;
+  /**
+   * For a store elsewhere (an upstream bucket): fails when it cannot be used, naming the setting to
+   * fix; the start runs it before Berth serves.
+   */
+  check?(): Promise<void>;
 }

@@ -313,3 +313,50 @@ export function trailerSignature(
     )
     .digest('hex');
 }
+
+/**
+ * A presigned GET URL (query authentication, only `host` signed, UNSIGNED-PAYLOAD), as an S3 client's
+ * presigner makes it but synchronously: `path` is the request path (`/bucket/key` path-style), each
+ * segment encoded here. Signed with the same canonical form the endpoint verifies.
+ */
+export function presignGetUrl(options: {
+  /** The service's base URL (scheme, host, port, and a path prefix if any). */
+  endpoint: string;
+  path: string;
+  region: string;
+  accessKeyId: string;
+  secretAccessKey: string;
+  now: Date;
+  expiresSeconds: number;
+}): string {
+  const base = new URL(options.endpoint);
+  const amzDate = options.now
+    .toISOString()
+    .replace(/[-:]/g, '')
+    .replace(/\.\d{3}/, '');
+  const date = amzDate.slice(0, 8);
+  const scope = { date, region: options.region, service: 's3' };
+  const path =
+    base.pathname.replace(/\/+$/, '') +
+    options.path
+      .split('/')
+      .map((segment) => uriEncode(segment))
+      .join('/');
+  const query = [
+    ['X-Amz-Algorithm', ALGORITHM],
+    ['X-Amz-Credential', `${options.accessKeyId}/${scopeOf(scope)}`],
+    ['X-Amz-Date', amzDate],
+    ['X-Amz-Expires', String(options.expiresSeconds)],
+    ['X-Amz-SignedHeaders', 'host'],
+  ]
+    .map(([name, value]) => `${name}=${uriEncode(value!)}`)
+    .join('&');
+  const canonical = canonicalRequest(
+    { method: 'GET', url: `${path}?${query}`, headers: { host: base.host } },
+    { presigned: true, signedHeaders: ['host'], payloadHash: 'UNSIGNED-PAYLOAD' } as ParsedSignature,
+  );
+  const signature = createHmac('sha256', signingKey(options.secretAccessKey, date, options.region, 's3'))
+    .update([ALGORITHM, amzDate, scopeOf(scope), sha256Hex(canonical)].join('\n'))
+    .digest('hex');
+  return `${base.protocol}//${base.host}${path}?${query}&X-Amz-Signature=${signature}`;
+}

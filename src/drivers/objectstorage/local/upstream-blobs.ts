@@ -14,33 +14,30 @@ import { pipeline } from 'node:stream/promises';
 import {
   CopyObjectCommand,
   DeleteObjectCommand,
-  DeleteObjectsCommand,
   GetObjectCommand,
-  HeadBucketCommand,
-  ListObjectsV2Command,
   PutObjectCommand,
-  S3Client,
+  type S3Client,
 } from '@aws-sdk/client-s3';
 import { blobGone, type BlobArea, type BlobStore, type BlobWrite } from './blobs.js';
 import type { Logger } from 'pino';
 import { errors, S3Error } from './errors.js';
 import { FileSink } from './file-sink.js';
 import { createObjectFiles } from './files.js';
+import {
+  checkUpstreamBucket,
+  createUpstreamClient,
+  deleteUpstreamKeys,
+  isMissingUpstream,
+  listUpstreamKeys,
+  type UpstreamSettings,
+} from '../upstream-client.js';
 
-export interface UpstreamSettings {
-  url: string;
-  region: string;
-  bucket: string;
-  accessKeyId: string;
-  secretAccessKey: string;
-}
+export type { UpstreamSettings };
 
 /** Every upstream key starts so: the bucket may hold other things beside Berth's blobs. */
 const PREFIX = 'objects/';
 /** The most one upstream PutObject takes (S3's limit). */
 const MAX_PUT = 5 * 1024 ** 3;
-/** How many keys one DeleteObjects removes (S3's limit). */
-const DELETE_BATCH = 1000;
 
 const keyOf = (name: string) => PREFIX + name;
 
@@ -120,28 +117,12 @@ class UpstreamSink extends Writable {
 }
 
 export function upstreamBlobStore(settings: UpstreamSettings, dataDir: string, logger: Logger): BlobStore {
-  const quiet = () => undefined;
-  const client = new S3Client({
-    // The SDK's own warnings (a failed streaming request) are reported once, below, as Berth's.
-    logger: { debug: quiet, info: quiet, warn: quiet, error: quiet },
-    endpoint: settings.url,
-    region: settings.region,
-    forcePathStyle: true,
-    credentials: { accessKeyId: settings.accessKeyId, secretAccessKey: settings.secretAccessKey },
-    // Berth checks every body itself (body.ts); the upstream's checksums would hash every byte again.
-    requestChecksumCalculation: 'WHEN_REQUIRED',
-    responseChecksumValidation: 'WHEN_REQUIRED',
-    // A stream cannot be sent twice: a failed request fails the operation, the client retries it.
-    maxAttempts: 1,
-  });
+  const client = createUpstreamClient(settings);
   const Bucket = settings.bucket;
   // Spools for bodies of unknown length, named as the local driver names its blobs.
   const spool = createObjectFiles(dataDir);
 
-  const isMissing = (error: unknown) => {
-    const e = error as { name?: string; $metadata?: { httpStatusCode?: number } };
-    return e.name === 'NoSuchKey' || e.name === 'NotFound' || e.$metadata?.httpStatusCode === 404;
-  };
+  const isMissing = isMissingUpstream;
 
   /**
    * An upstream failure as the tenant sees it: 503, which clients retry. What went wrong upstream
@@ -161,33 +142,12 @@ export function upstreamBlobStore(settings: UpstreamSettings, dataDir: string, l
     throw isMissing(error) ? error : unavailable(error);
   };
 
-  async function deleteKeys(keys: string[]): Promise<void> {
-    for (let i = 0; i < keys.length; i += DELETE_BATCH) {
-      const batch = keys.slice(i, i + DELETE_BATCH);
-      const out = await client
-        .send(
-          new DeleteObjectsCommand({
-            Bucket,
-            Delete: { Objects: batch.map((Key) => ({ Key })), Quiet: true },
-          }),
-        )
-        .catch(failed);
-      const refused = out.Errors?.[0];
-      if (refused) throw unavailable(new Error(`upstream refused to delete ${refused.Key}: ${refused.Code}`));
-    }
-  }
-
+  const deleteKeys = (keys: string[]) =>
+    deleteUpstreamKeys(client, Bucket, keys, (error) => {
+      throw unavailable(error);
+    });
   /** Every key under a prefix with its age, page by page. */
-  async function* listed(prefix: string): AsyncGenerator<{ key: string; modified: Date | undefined }> {
-    let token: string | undefined;
-    do {
-      const page = await client
-        .send(new ListObjectsV2Command({ Bucket, Prefix: prefix, ContinuationToken: token }))
-        .catch(failed);
-      for (const item of page.Contents ?? []) yield { key: item.Key!, modified: item.LastModified };
-      token = page.IsTruncated ? page.NextContinuationToken : undefined;
-    } while (token);
-  }
+  const listed = (prefix: string) => listUpstreamKeys(client, Bucket, prefix, failed);
 
   /** A new blob's name, shaped like the local driver's (`<area>/<owner>/<xx>/<token>`). */
   const freshName = (area: BlobArea, owner: number) => spool.name(area, owner);
@@ -330,21 +290,6 @@ export function upstreamBlobStore(settings: UpstreamSettings, dataDir: string, l
       return removed;
     },
 
-    async check() {
-      try {
-        await client.send(new HeadBucketCommand({ Bucket }));
-      } catch (error) {
-        const status = (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
-        const why =
-          status === 404
-            ? 'the bucket does not exist there'
-            : status === 403 || status === 401
-              ? 'the upstream refused BERTH_S3_UPSTREAM_ACCESS_KEY_ID and BERTH_S3_UPSTREAM_SECRET_ACCESS_KEY'
-              : `the upstream could not be reached (${(error as Error).message || (error as Error).name})`;
-        throw new Error(
-          `BERTH_S3_UPSTREAM_BUCKET '${Bucket}' at BERTH_S3_UPSTREAM_URL ${settings.url} cannot be used: ${why}`,
-        );
-      }
-    },
+    check: () => checkUpstreamBucket(client, settings),
   };
 }
