@@ -221,16 +221,8 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
     if (overrides.objectStorageDriver) return overrides.objectStorageDriver;
     switch (config.drivers.objectStorage) {
       case 'local':
-        return createLocalObjectStorageDriver({
-          db: ctx.db,
-          dialect: ctx.store.dialect,
-          clock: ctx.clock,
-          secretBox: ctx.secretBox,
-          logger: ctx.logger,
-          config,
-        });
+      // s3: Berth's own endpoint still, with the bytes in the upstream bucket (loadConfig checked it is set).
       case 's3':
-        // Berth's own endpoint still, with the bytes in the upstream bucket (loadConfig checked it is set).
         return createLocalObjectStorageDriver({
           db: ctx.db,
           dialect: ctx.store.dialect,
@@ -238,10 +230,15 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
           secretBox: ctx.secretBox,
           logger: ctx.logger,
           config,
-          blobs: lazyBlobStore('s3', async () => {
-            const { upstreamBlobStore } = await import('./drivers/objectstorage/local/upstream-blobs.js');
-            return upstreamBlobStore(config.s3Upstream!, config.dataDir, ctx.logger);
-          }),
+          ...(config.drivers.objectStorage === 's3'
+            ? {
+                blobs: lazyBlobStore('s3', async () => {
+                  const { upstreamBlobStore } =
+                    await import('./drivers/objectstorage/local/upstream-blobs.js');
+                  return upstreamBlobStore(config.s3Upstream!, config.dataDir, ctx.logger);
+                }),
+              }
+            : {}),
         });
     }
   };

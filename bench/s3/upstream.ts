@@ -20,8 +20,7 @@ import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { pino } from 'pino';
 import { loadConfig } from '../../src/config/index.js';
 import { createContext } from '../../src/context.js';
-import { iso } from '../../src/domain/clock.js';
-import { enqueueJob } from '../../src/jobs/queue.js';
+import { provisionStorage } from '../../test/object-storage/helpers.js';
 
 const quick = process.argv.includes('--quick');
 const BYTES = 1024 * 1024;
@@ -34,41 +33,10 @@ async function provision(env: Record<string, string>, bucket: string) {
   });
   try {
     const user = await ctx.identity.createUser({ email: `${bucket}@example.com`, team: bucket });
-    const uuid = ctx.ids.uuid();
-    const now = ctx.clock.now();
-    await ctx.db.transaction().execute(async (trx) => {
-      await trx
-        .insertInto('object_storages')
-        .values({
-          uuid,
-          team_id: user.team_id,
-          name: bucket,
-          zone: 'local',
-          plan: null,
-          buckets: JSON.stringify([bucket]),
-          users: JSON.stringify([{ username: 'admin', policies: ['admin'] }]),
-          state: 'pending',
-          state_reason: null,
-          pending_zone: null,
-          created_at: iso(now),
-          updated_at: iso(now),
-        })
-        .execute();
-      await enqueueJob(
-        trx,
-        {
-          type: 'object_storage.provision',
-          key: `object_storage.provision:${uuid}`,
-          payload: { uuid },
-          runAt: now,
-        },
-        now,
-      );
-    });
-    await ctx.services.jobs.runner().runDue();
-    const [storage] = await ctx.services.objectStorage.view({ id: user.team_id, role: 'owner' });
-    const key = storage!.users[0]!;
-    return { id: key.access_key_id, secret: key.secret_key! };
+    const keys = await provisionStorage(ctx, user.team_id, bucket, [
+      { username: 'admin', policies: ['admin'] },
+    ]);
+    return keys.admin!;
   } finally {
     await ctx.close();
   }
