@@ -16,6 +16,7 @@ import type { InstanceSpec } from '../../src/drivers/databases/types.js';
 import { detectCgroups, groupDir } from '../../src/drivers/os/cgroups.js';
 import { isMounted } from '../../src/drivers/os/disk-images.js';
 import { isRoot } from '../../src/drivers/os/users.js';
+import { isAlive } from '../helpers/processes.js';
 
 const MIB = 1024 * 1024;
 const cgroups = detectCgroups();
@@ -95,10 +96,11 @@ describe.runIf(isRoot() && cgroups)('limits of an application database service',
     expect(tree.length).toBeGreaterThan(3); // the postmaster and its background processes
     const members = () => fs.readFileSync(path.join(group, 'cgroup.procs'), 'utf8').split('\n').map(Number);
     // Read after the tree: a process the server starts meanwhile is born in the group. One that ended
-    // meanwhile (a WAL archive command, a short-lived worker) is gone from both: only the processes
-    // still in the tree after the read must be in it.
+    // meanwhile (a WAL archive command, a short-lived worker) leaves the group at its exit but stays in
+    // its parent's list of children, a zombie, until it is reaped: only the processes still in the tree
+    // after the read, and not zombies, must be in it.
     const inGroup = members();
-    const stable = processTree(runtime.pid!).filter((pid) => tree.includes(pid));
+    const stable = processTree(runtime.pid!).filter((pid) => tree.includes(pid) && isAlive(pid));
     expect(stable.length).toBeGreaterThan(3);
     for (const pid of stable) expect(inGroup).toContain(pid);
 
