@@ -47,6 +47,8 @@ export function startSupervisor(
   const intervalMs = options.intervalMs ?? 1000;
   const backoff = new Map<string, { until: number; delay: number }>();
   const storageCheckedAt = new Map<string, number>();
+  /** The states in which an instance is the supervisor's to keep running; in the others an operation has it. */
+  const SUPERVISED_STATES = ['running', 'error', 'setup-service'];
   /** Running instances whose settings this supervisor has compared with its Berth's (once each). */
   const settingsChecked = new Set<string>();
   let timer: NodeJS.Timeout | undefined;
@@ -56,12 +58,15 @@ export function startSupervisor(
   async function superviseOne(instance: ManagedInstanceRow & { uuid: string; state: string }): Promise<void> {
     const wait = backoff.get(instance.uuid);
     if (wait && wait.until > Date.now()) return;
-    if (instance.powered === 0 || !['running', 'error', 'setup-service'].includes(instance.state)) return;
+    if (instance.powered === 0 || !SUPERVISED_STATES.includes(instance.state)) return;
     await locked(instance.uuid, async () => {
       if (stopped || core.closing()) return;
       const row = await repo.findDatabase(instance.uuid);
       const fresh = row && (await repo.findInstance(row.id));
       if (!row || !fresh || fresh.powered === 0 || fresh.applied_plan === null) return;
+      // Asked again under the lock: an operation requested since the pass read its list (an upgrade's
+      // `rebalancing`) owns the instance now, and a restart here would undo its state.
+      if (!SUPERVISED_STATES.includes(row.state)) return;
       const ref = { id: row.uuid, engine: engineOf(row.type) };
       // The pid and data_dir columns are the driver's state: it tells what they mean now.
       const health = await driver.health(ref, { pid: fresh.pid, location: fresh.data_dir });
