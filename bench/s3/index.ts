@@ -11,7 +11,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
-import { spawn } from 'node:child_process';
 import os from 'node:os';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
@@ -23,6 +22,7 @@ import { loadConfig } from '../../src/config/index.js';
 import { createContext } from '../../src/context.js';
 import { iso } from '../../src/domain/clock.js';
 import { enqueueJob } from '../../src/jobs/queue.js';
+import { startListeningScript } from '../../test/helpers/processes.js';
 
 const quick = process.argv.includes('--quick');
 const SIZES: Array<{ label: string; bytes: number; rounds: number }> = [
@@ -92,32 +92,8 @@ function rawRequest(
 }
 
 /** Starts a script of this folder in its own Node process; it prints `PORT <n>` once it listens. */
-async function startChild(script: string, env: Record<string, string>, nodeArgs: string[] = []) {
-  const child = spawn(
-    process.execPath,
-    [...nodeArgs, '--import', 'tsx', path.join(import.meta.dirname, script)],
-    {
-      env: { ...process.env, ...env, NODE_NO_WARNINGS: '1' },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    },
-  );
-  const port = await new Promise<number>((resolve, reject) => {
-    let out = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-      const m = /PORT (\d+)/.exec(out);
-      if (m) resolve(Number(m[1]));
-    });
-    child.once('exit', (code) => reject(new Error(`${script} exited with ${code}`)));
-  });
-  return {
-    url: `http://127.0.0.1:${port}`,
-    stop: () =>
-      new Promise<void>((resolve) => {
-        child.once('exit', () => resolve());
-        child.kill('SIGTERM');
-      }),
-  };
+function startChild(script: string, env: Record<string, string>, nodeArgs: string[] = []) {
+  return startListeningScript(path.join(import.meta.dirname, script), env, nodeArgs);
 }
 
 function startEndpoint(dataDir: string) {

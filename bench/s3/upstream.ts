@@ -11,7 +11,6 @@ import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { Writable, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -20,6 +19,7 @@ import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { pino } from 'pino';
 import { loadConfig } from '../../src/config/index.js';
 import { createContext } from '../../src/context.js';
+import { startListeningScript } from '../../test/helpers/processes.js';
 import { provisionStorage } from '../../test/object-storage/helpers.js';
 
 const quick = process.argv.includes('--quick');
@@ -43,28 +43,11 @@ async function provision(env: Record<string, string>, bucket: string) {
 }
 
 /** server.ts in its own process; it prints `PORT <n>` once it listens. */
-async function startEndpoint(env: Record<string, string>) {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(import.meta.dirname, 'server.ts')], {
-    env: { ...process.env, ...env, BERTH_LOG_LEVEL: 'silent', NODE_NO_WARNINGS: '1' },
-    stdio: ['ignore', 'pipe', 'inherit'],
+function startEndpoint(env: Record<string, string>) {
+  return startListeningScript(path.join(import.meta.dirname, 'server.ts'), {
+    ...env,
+    BERTH_LOG_LEVEL: 'silent',
   });
-  const port = await new Promise<number>((resolve, reject) => {
-    let out = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-      const m = /PORT (\d+)/.exec(out);
-      if (m) resolve(Number(m[1]));
-    });
-    child.once('exit', (code) => reject(new Error(`server.ts exited with ${code}`)));
-  });
-  return {
-    url: `http://127.0.0.1:${port}`,
-    stop: () =>
-      new Promise<void>((resolve) => {
-        child.once('exit', () => resolve());
-        child.kill('SIGTERM');
-      }),
-  };
 }
 
 function rawRequest(url: string, method: 'PUT' | 'GET', body?: Buffer): Promise<number> {

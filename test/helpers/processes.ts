@@ -1,7 +1,8 @@
 // Small helpers for tests that start real servers: free ports, running as a service user, waiting.
-import { execFile, execFileSync } from 'node:child_process';
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
+import path from 'node:path';
 import { promisify } from 'node:util';
 
 export const execFileAsync = promisify(execFile);
@@ -61,3 +62,37 @@ export const isAlive = (pid: number): boolean => {
     return false;
   }
 };
+
+/**
+ * `script` (TypeScript, run under tsx) in a Node process of its own that prints `PORT <n>` once it
+ * listens: the process, its URL on loopback, and a stop that ends it (SIGTERM) and waits for its exit.
+ * Rejects when it exits before it listens.
+ */
+export async function startListeningScript(
+  script: string,
+  env: Record<string, string>,
+  nodeArgs: string[] = [],
+): Promise<{ child: ChildProcess; url: string; stop: () => Promise<void> }> {
+  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', script], {
+    env: { ...process.env, ...env, NODE_NO_WARNINGS: '1' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const port = await new Promise<number>((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+      const m = /PORT (\d+)/.exec(out);
+      if (m) resolve(Number(m[1]));
+    });
+    child.once('exit', (code) => reject(new Error(`${path.basename(script)} exited with ${code}`)));
+  });
+  return {
+    child,
+    url: `http://127.0.0.1:${port}`,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+      }),
+  };
+}

@@ -1,7 +1,7 @@
 // The s3 object-storage driver (BERTH_OBJECT_STORAGE_DRIVER=s3): Berth B answers S3 as ever and keeps
 // the bytes in an upstream bucket; the upstream is a second Berth's (A's) S3 endpoint, a real S3
 // protocol peer. Everything goes through B with the AWS SDK, and A's bucket is inspected directly.
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -30,10 +30,10 @@ import { createContext } from '../../src/context.js';
 import { createObjectMetadata } from '../../src/drivers/objectstorage/local/metadata.js';
 import { upstreamBlobStore } from '../../src/drivers/objectstorage/local/upstream-blobs.js';
 import type { ServedEndpoint } from '../../src/drivers/objectstorage/driver.js';
-import { startBackground } from '../../src/lifecycle.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
-import { waitFor } from '../helpers/processes.js';
+import { startListeningScript, waitFor } from '../helpers/processes.js';
 import { DIALECTS } from '../helpers/store.js';
+import { expectUnusableUpstreamRefused } from '../helpers/upstream.js';
 import { applyObjectStorage, presignedPost, provisionStorage, refusal, s3Client } from './helpers.js';
 
 const MiB = 1024 * 1024;
@@ -315,23 +315,7 @@ describe.each(DIALECTS)('object storage on an upstream S3 service, on %s', (dial
     expect(() => loadConfig({ BERTH_DATA_DIR: '/tmp/x', BERTH_OBJECT_STORAGE_DRIVER: 's3' })).toThrow(
       /BERTH_S3_UPSTREAM_URL is required[\s\S]*BERTH_S3_UPSTREAM_BUCKET is required[\s\S]*BERTH_S3_UPSTREAM_ACCESS_KEY_ID is required[\s\S]*BERTH_S3_UPSTREAM_SECRET_ACCESS_KEY is required/,
     );
-    for (const [env, message] of [
-      [
-        { BERTH_S3_UPSTREAM_BUCKET: 'no-such-bucket' },
-        /BERTH_S3_UPSTREAM_BUCKET 'no-such-bucket' at BERTH_S3_UPSTREAM_URL .*does not exist/,
-      ],
-      [
-        { BERTH_S3_UPSTREAM_SECRET_ACCESS_KEY: 'wrong' },
-        /refused BERTH_S3_UPSTREAM_ACCESS_KEY_ID and BERTH_S3_UPSTREAM_SECRET_ACCESS_KEY/,
-      ],
-    ] as const) {
-      const wrong = await createTestApp(dialect, { env: { ...upstreamEnv, ...env } });
-      try {
-        await expect(startBackground(wrong.ctx)).rejects.toThrow(message);
-      } finally {
-        await wrong.close();
-      }
-    }
+    await expectUnusableUpstreamRefused(dialect, upstreamEnv);
   });
 
   // Last: it stops the upstream.
@@ -354,22 +338,8 @@ describe.each(DIALECTS)('object storage on an upstream S3 service, on %s', (dial
 });
 
 /** The S3 endpoint of `env` in a process of its own (upstream-endpoint.ts), once it listens. */
-async function endpointProcess(env: Record<string, string>): Promise<{ child: ChildProcess; url: string }> {
-  const script = path.join(import.meta.dirname, 'upstream-endpoint.ts');
-  const child = spawn(process.execPath, ['--import', 'tsx', script], {
-    env: { ...process.env, ...env, NODE_NO_WARNINGS: '1' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const port = await new Promise<number>((resolve, reject) => {
-    let out = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-      const m = /PORT (\d+)/.exec(out);
-      if (m) resolve(Number(m[1]));
-    });
-    child.once('exit', (code) => reject(new Error(`the endpoint exited with ${code}`)));
-  });
-  return { child, url: `http://127.0.0.1:${port}` };
+function endpointProcess(env: Record<string, string>) {
+  return startListeningScript(path.join(import.meta.dirname, 'upstream-endpoint.ts'), env);
 }
 
 const killed = (child: ChildProcess) =>

@@ -11,9 +11,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/index.js';
 import type { ServedEndpoint } from '../../src/drivers/objectstorage/driver.js';
 import { ArtifactTooLargeError, sourceKey } from '../../src/drivers/artifacts/types.js';
-import { startBackground } from '../../src/lifecycle.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
+import { expectUnusableUpstreamRefused } from '../helpers/upstream.js';
 import { apply } from '../infrastructure/helpers.js';
 import { provisionStorage, s3Client } from '../object-storage/helpers.js';
 import { archiveOf } from './node-app.js';
@@ -232,22 +232,6 @@ describe.each(DIALECTS)('the artifact store in an upstream S3 bucket (%s)', (dia
     expect(() => loadConfig({ BERTH_DATA_DIR: '/tmp/x', BERTH_ARTIFACT_STORE: 'ftp' })).toThrow(
       /BERTH_ARTIFACT_STORE/,
     );
-    for (const [env, message] of [
-      [
-        { BERTH_S3_UPSTREAM_BUCKET: 'no-such-bucket' },
-        /BERTH_S3_UPSTREAM_BUCKET 'no-such-bucket' at BERTH_S3_UPSTREAM_URL .*does not exist/,
-      ],
-      [
-        { BERTH_S3_UPSTREAM_SECRET_ACCESS_KEY: 'wrong' },
-        /refused BERTH_S3_UPSTREAM_ACCESS_KEY_ID and BERTH_S3_UPSTREAM_SECRET_ACCESS_KEY/,
-      ],
-    ] as const) {
-      const wrong = await createTestApp(dialect, { env: { ...upstreamEnv, ...env } });
-      try {
-        await expect(startBackground(wrong.ctx)).rejects.toThrow(message);
-      } finally {
-        await wrong.close();
-      }
-    }
+    await expectUnusableUpstreamRefused(dialect, upstreamEnv);
   });
 });
