@@ -12,11 +12,12 @@ import type {
   LogLine,
   RuntimeStatus,
 } from '../../src/drivers/runtime/driver.js';
-import type {
-  InstanceRef,
-  InstanceRuntime,
-  InstanceSpec,
-  ManagedDatabaseDriver,
+import {
+  credentialsOfSpec,
+  type InstanceRef,
+  type InstanceRuntime,
+  type InstanceSpec,
+  type ManagedDatabaseDriver,
 } from '../../src/drivers/databases/types.js';
 import type {
   ObjectStorageCredential,
@@ -127,14 +128,7 @@ export function stubDatabaseDriver(calls: CallLog): ManagedDatabaseDriver {
     version: spec.engine === 'pg' ? '17.2' : spec.engine === 'mysql' ? '8.0.40' : '8.0.1',
     plan: spec.plan,
     location: null,
-    credentials: {
-      admin: { username: spec.adminUser, password: spec.adminPassword },
-      users: spec.users.map((u) => ({
-        username: u.username,
-        password: u.password,
-        authentication: u.authentication ?? null,
-      })),
-    },
+    credentials: credentialsOfSpec(spec),
   });
   const up = (spec: InstanceSpec) => {
     instances.set(spec.id, spec);

@@ -61,6 +61,16 @@ export interface InstanceCredentials {
   users: Array<{ username: string; password: string; authentication: string | null }>;
 }
 
+/** The credentials a driver that sets the spec's passwords as given answers (a provider's, a stub's). */
+export const credentialsOfSpec = (spec: InstanceSpec): InstanceCredentials => ({
+  admin: { username: spec.adminUser, password: spec.adminPassword },
+  users: spec.users.map((u) => ({
+    username: u.username,
+    password: u.password,
+    authentication: u.authentication ?? null,
+  })),
+});
+
 export interface InstanceRuntime {
   host: string;
   port: number;

@@ -17,6 +17,7 @@ import {
   type InstanceStatus,
   type ManagedDatabaseDriver,
   type PlanLimits,
+  credentialsOfSpec,
 } from '../types.js';
 import { createUpCloudClient, UpCloudApiError, type UpCloudClient } from './client.js';
 
@@ -163,14 +164,7 @@ export function createUpCloudDatabaseDriver(options: UpCloudDriverOptions): Mana
         '',
       plan: service.plan,
       location: null,
-      credentials: {
-        admin: { username: spec.adminUser, password: spec.adminPassword },
-        users: spec.users.map((u) => ({
-          username: u.username,
-          password: u.password,
-          authentication: u.authentication ?? null,
-        })),
-      },
+      credentials: credentialsOfSpec(spec),
     };
   }
 
