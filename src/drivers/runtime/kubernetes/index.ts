@@ -77,13 +77,12 @@ export function createKubernetesRuntimeDriver(options: KubernetesRuntimeOptions)
   const namespace = (appId: number): string => namespaceOf(options.render.namespacePrefix, appId);
   /** The SHA-256 of each release archive in the store, read once per process. */
   const hashes = new Map<string, string>();
-  /** What this Berth last applied of each application, for the release URLs' renewal. */
-  const applied = new Map<number, { app: AppSpec; release: string }>();
   /**
-   * What last rolled out (or was found running) of each application: a failed rollout goes back to
-   * it, with the spec it ran with (the failed one's start command may be what failed).
+   * What this Berth last applied of each application and left applied (a rollout, or what it found
+   * running): the release URLs it renews, and what a failed rollout goes back to, with the spec it ran
+   * with (the failed one's start command may be what failed).
    */
-  const served = new Map<number, { app: AppSpec; release: string }>();
+  const applied = new Map<number, { app: AppSpec; release: string }>();
   let renewal: NodeJS.Timeout | undefined;
   let renderOptions: KubernetesRenderOptions | undefined;
 
@@ -312,7 +311,7 @@ export function createKubernetesRuntimeDriver(options: KubernetesRuntimeOptions)
     },
 
     async rollout(app, release, step) {
-      const previous = served.get(app.id);
+      const previous = applied.get(app.id);
       await apply(app, release, step.log);
       step.log(`Applied release ${release} to namespace ${namespace(app.id)}`);
       try {
@@ -321,10 +320,14 @@ export function createKubernetesRuntimeDriver(options: KubernetesRuntimeOptions)
         // The old ReplicaSet kept serving (maxUnavailable 0): the Deployment goes back to its template,
         // so that the failed one stops trying; a first rollout goes to no replicas.
         if (previous) {
-          await apply(previous.app, previous.release).catch((undo: unknown) =>
-            options.log.warn({ err: undo, app: app.id }, 'the failed rollout was not undone'),
+          await apply(previous.app, previous.release).then(
+            () => step.log(`Rolled back to ${previous.release}`),
+            (undo: unknown) => {
+              // Still what to go back to, and whose URL to renew.
+              applied.set(app.id, previous);
+              options.log.warn({ err: undo, app: app.id }, 'the failed rollout was not undone');
+            },
           );
-          step.log(`Rolled back to ${previous.release}`);
         } else {
           await client.patchMerge(
             'apps/v1',
@@ -340,19 +343,16 @@ export function createKubernetesRuntimeDriver(options: KubernetesRuntimeOptions)
           throw new Error(`the rollout of ${release} failed: ${error.message}`);
         throw error;
       }
-      served.set(app.id, { app, release });
       step.log(`Routed ${app.hostnames.join(', ')} to ${release}`);
     },
 
     async ensureRunning(app, release) {
       await apply(app, release);
-      served.set(app.id, { app, release });
     },
 
     async stop(appId) {
       const ns = namespace(appId);
       applied.delete(appId);
-      served.delete(appId);
       const deployments = await client.list<Deployment>('apps/v1', 'Deployment', ns);
       for (const d of deployments)
         await client.patchMerge(
@@ -377,7 +377,6 @@ export function createKubernetesRuntimeDriver(options: KubernetesRuntimeOptions)
 
     async remove(appId) {
       applied.delete(appId);
-      served.delete(appId);
       const ns = namespace(appId);
       await client.remove('v1', 'Namespace', ns, undefined, { propagation: 'Background' });
       await wait(
