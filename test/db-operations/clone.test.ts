@@ -85,6 +85,9 @@ describe('PostgreSQL clones', () => {
     });
     expect(result).toMatchObject({ dataDir, port, running: true, recoveryTime: target.toISOString() });
     expect(await counts(port)).toEqual({ base: 1000, keep: 500 });
+    // No Unix socket (nor its lock file) in the shared /tmp, where a stale lock of a server killed on
+    // the same port (another OS account's) would make the start fail "could not open lock file".
+    expect(fs.readdirSync('/tmp').filter((f) => f.startsWith(`.s.PGSQL.${port}`))).toEqual([]);
     // The clone is promoted (writable) and does not archive into the source's archive.
     const url = new URL(source.url);
     url.port = String(port);

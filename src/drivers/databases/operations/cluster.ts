@@ -14,7 +14,7 @@ export interface ClusterRef {
 
 export interface StartOptions extends ClusterRef {
   port: number;
-  /** Directory for the Unix socket; short paths only (108-byte limit). */
+  /** Directory for the Unix socket; short paths only (108-byte limit). Without it, TCP only. */
   socketDir?: string;
   /** Extra `name=value` settings passed as -c. */
   settings?: Record<string, string>;
@@ -45,7 +45,9 @@ const shellQuote = (value: string): string => `'${value.replace(/'/g, `'\\''`)}'
 export async function startCluster(options: StartOptions): Promise<void> {
   const settings = {
     listen_addresses: '127.0.0.1',
-    unix_socket_directories: options.socketDir ?? '/tmp',
+    // Never /tmp: a lock file left there by a server killed on the same port (another OS account's, or
+    // one in another network namespace) makes the start fail with "could not open lock file".
+    unix_socket_directories: options.socketDir ?? '',
     ...options.settings,
   };
   const opts = [
