@@ -1,13 +1,11 @@
 // Deleting an object storage (team owners): its buckets, objects, uploads and keys go, rows and files;
 // its key then opens nothing. Apply never deletes one.
-import fs from 'node:fs';
-import path from 'node:path';
 import { CreateMultipartUploadCommand, GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LOOKUP_TTL_MS, type S3Server } from '../../src/drivers/objectstorage/local/server.js';
 import { authHeaders, createTestApp, type TestApp } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
-import { adminStorage, refusal } from './helpers.js';
+import { adminStorage, refusal, storedBlobs } from './helpers.js';
 
 describe.each(DIALECTS)('deleting an object storage on %s', (dialect) => {
   let t: TestApp;
@@ -26,8 +24,7 @@ describe.each(DIALECTS)('deleting an object storage on %s', (dialect) => {
     const client = await adminStorage(t.ctx, t.user.team_id, s3.url, Bucket);
     await client.send(new PutObjectCommand({ Bucket, Key: 'a.txt', Body: 'hello' }));
     await client.send(new CreateMultipartUploadCommand({ Bucket, Key: 'big.bin' }));
-    const objectsDir = path.join(t.ctx.config.dataDir, 'objects', 'data');
-    expect(fs.readdirSync(objectsDir).length).toBeGreaterThan(0);
+    expect((await storedBlobs(t.ctx, 'data')).length).toBeGreaterThan(0);
 
     const member = await t.ctx.identity.createUser({ email: 'm@example.com', team: 'acme', role: 'member' });
     const del = (headers: Record<string, string>) =>
@@ -51,7 +48,7 @@ describe.each(DIALECTS)('deleting an object storage on %s', (dialect) => {
     ] as const) {
       expect(await t.ctx.db.selectFrom(table).select('id').execute(), table).toEqual([]);
     }
-    expect(fs.readdirSync(objectsDir)).toEqual([]);
+    expect(await storedBlobs(t.ctx, 'data')).toEqual([]);
     // Past the look-up cache, the storage's key opens nothing.
     await new Promise((r) => setTimeout(r, LOOKUP_TTL_MS + 100));
     expect(await refusal(client.send(new GetObjectCommand({ Bucket, Key: 'a.txt' })))).toMatchObject({

@@ -1,7 +1,9 @@
 // Object storages inserted and enqueued exactly as apply does, and S3 clients for their users.
 import { createHmac } from 'node:crypto';
+import fs from 'node:fs';
 import http from 'node:http';
-import { S3Client, S3ServiceException } from '@aws-sdk/client-s3';
+import path from 'node:path';
+import { ListObjectsV2Command, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
 import { iso } from '../../src/domain/clock.js';
 import { enqueueJob } from '../../src/jobs/queue.js';
 import type { AppContext } from '../../src/context.js';
@@ -177,4 +179,46 @@ export function presignedPost(
   ).toString('base64');
   const signingKey = hmac(hmac(hmac(hmac(`AWS4${key.secret}`, date), 'us-east-1'), 's3'), 'aws4_request');
   return { ...fields, policy, 'x-amz-signature': hmac(signingKey, policy).toString('hex') };
+}
+
+/**
+ * The blobs (object or part bytes) the storage keeps under `<area>/<owner>/`, on whichever driver the
+ * Berth runs: files under the data directory's objects/ (local), or keys under objects/ of the upstream
+ * bucket (s3). Names relative to `<area>/<owner>/`, sorted.
+ */
+export async function storedBlobs(
+  ctx: AppContext,
+  area: 'data' | 'parts',
+  owner?: number,
+): Promise<string[]> {
+  const under = owner === undefined ? `${area}/` : `${area}/${owner}/`;
+  const upstream = ctx.config.s3Upstream;
+  if (ctx.config.drivers.objectStorage === 's3' && upstream) {
+    const client = s3Client(upstream.url, upstream.accessKeyId, upstream.secretAccessKey);
+    const names: string[] = [];
+    try {
+      let token: string | undefined;
+      do {
+        const page = await client.send(
+          new ListObjectsV2Command({
+            Bucket: upstream.bucket,
+            Prefix: `objects/${under}`,
+            ContinuationToken: token,
+          }),
+        );
+        for (const item of page.Contents ?? []) names.push(item.Key!.slice(`objects/${under}`.length));
+        token = page.IsTruncated ? page.NextContinuationToken : undefined;
+      } while (token);
+    } finally {
+      client.destroy();
+    }
+    return names.sort();
+  }
+  const root = path.join(ctx.config.dataDir, 'objects', under);
+  if (!fs.existsSync(root)) return [];
+  return fs
+    .readdirSync(root, { recursive: true })
+    .map(String)
+    .filter((f) => fs.statSync(path.join(root, f)).isFile())
+    .sort();
 }
