@@ -8,7 +8,7 @@ import { compilePolicies, isAllowed, PolicyError } from '../../src/drivers/objec
 import { localStorageProblems } from '../../src/drivers/objectstorage/local/index.js';
 import {
   parseSignature,
-  presignGetUrl,
+  presignUrl,
   signingKey,
   verifySignature,
   type SignedRequest,
@@ -65,7 +65,8 @@ describe('SigV4 (AWS documentation examples)', () => {
 
   it('makes the presigned URL example, byte for byte (the s3 artifact store signs its URLs so)', () => {
     expect(
-      presignGetUrl({
+      presignUrl({
+        method: 'GET',
         endpoint: 'https://examplebucket.s3.amazonaws.com',
         path: '/test.txt',
         region: 'us-east-1',

@@ -4,6 +4,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
@@ -23,6 +24,7 @@ import {
   UploadPartCommand,
   UploadPartCopyCommand,
 } from '@aws-sdk/client-s3';
+import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/index.js';
@@ -197,6 +199,27 @@ describe.each(DIALECTS)('object storage on an upstream S3 service, on %s', (dial
     expect(refused).toEqual({ code: 'BadDigest', status: 400 });
     expect((await refusal(bytesOf('bad.bin'))).code).toBe('NoSuchKey');
     expect(await upstreamKeys()).toEqual(before);
+  });
+
+  it('abandons the upstream PUT when the tenant’s body is cut short, leaving nothing', async () => {
+    const before = await upstreamKeys();
+    const url = await getSignedUrl(tenant, new PutObjectCommand({ Bucket, Key: 'cut.bin' }), {
+      expiresIn: 60,
+    });
+    const request = http.request(url, { method: 'PUT', headers: { 'content-length': 4 * MiB } });
+    request.on('error', () => undefined);
+    request.write(pattern(MiB));
+    // A (the upstream) is receiving B's PUT: its body is on A's disk in flight.
+    const inFlight = () => {
+      const tmp = path.join(a.ctx.config.dataDir, 'objects', 'tmp');
+      return fs.existsSync(tmp) ? fs.readdirSync(tmp) : [];
+    };
+    await waitFor(() => Promise.resolve(inFlight().length > 0 || undefined));
+    request.destroy();
+    // B cuts its upstream request short, so A drops what it was receiving rather than wait for the rest.
+    await waitFor(() => Promise.resolve(inFlight().length === 0 || undefined));
+    expect(await upstreamKeys()).toEqual(before);
+    expect((await refusal(tenant.send(new HeadObjectCommand({ Bucket, Key: 'cut.bin' })))).status).toBe(404);
   });
 
   it('answers conditional requests from the metadata it keeps', async () => {

@@ -2,7 +2,7 @@
 // the upstream, signed here synchronously, as url() is), and the stand-in src/composition.ts hands out
 // until the SDK is loaded on first use.
 import type { Clock } from '../../domain/clock.js';
-import { presignGetUrl } from '../objectstorage/local/sigv4.js';
+import { presignUrl } from '../objectstorage/local/sigv4.js';
 import type { UpstreamSettings } from '../objectstorage/upstream-client.js';
 import { checkArtifactKey, MAX_URL_TTL_SECONDS, type ArtifactStore } from './types.js';
 
@@ -22,7 +22,8 @@ export function presignedArtifactUrl(
   const upstreamKey = upstreamArtifactKey(key);
   if (!Number.isInteger(ttlSeconds) || ttlSeconds < 1 || ttlSeconds > MAX_URL_TTL_SECONDS)
     throw new RangeError(`ttlSeconds must be an integer from 1 to ${MAX_URL_TTL_SECONDS}`);
-  return presignGetUrl({
+  return presignUrl({
+    method: 'GET',
     endpoint: settings.url,
     path: `/${settings.bucket}/${upstreamKey}`,
     region: settings.region,

@@ -315,11 +315,12 @@ export function trailerSignature(
 }
 
 /**
- * A presigned GET URL (query authentication, only `host` signed, UNSIGNED-PAYLOAD), as an S3 client's
+ * A presigned URL (query authentication, only `host` signed, UNSIGNED-PAYLOAD), as an S3 client's
  * presigner makes it but synchronously: `path` is the request path (`/bucket/key` path-style), each
  * segment encoded here. Signed with the same canonical form the endpoint verifies.
  */
-export function presignGetUrl(options: {
+export function presignUrl(options: {
+  method: 'GET' | 'PUT';
   /** The service's base URL (scheme, host, port, and a path prefix if any). */
   endpoint: string;
   path: string;
@@ -352,7 +353,7 @@ export function presignGetUrl(options: {
     .map(([name, value]) => `${name}=${uriEncode(value!)}`)
     .join('&');
   const canonical = canonicalRequest(
-    { method: 'GET', url: `${path}?${query}`, headers: { host: base.host } },
+    { method: options.method, url: `${path}?${query}`, headers: { host: base.host } },
     { presigned: true, signedHeaders: ['host'], payloadHash: 'UNSIGNED-PAYLOAD' } as ParsedSignature,
   );
   const signature = createHmac('sha256', signingKey(options.secretAccessKey, date, options.region, 's3'))

@@ -7,21 +7,18 @@
 // that does not match) is deleted again, so a failed write leaves nothing a tenant can see. What a
 // crash leaves between the upstream PUT and the commit no row names; the orphan sweep removes it.
 // A body whose length is not declared (a browser form upload) is spooled to the data directory first:
-// an upstream PUT needs its length. Reads are upstream GETs, ranges upstream Range GETs: presigned
-// here and sent over plain keep-alive HTTP, as the SDK's middleware stack costs a GET as much CPU as
-// the bytes do (bench/s3/upstream.ts).
+// an upstream PUT needs its length. Reads are upstream GETs, ranges upstream Range GETs. Object GETs
+// and PUTs go over plain HTTP (upstream-http.ts), everything else through the SDK.
 import fs from 'node:fs';
-import http from 'node:http';
-import https from 'node:https';
-import { PassThrough, Readable, Transform, Writable } from 'node:stream';
+import { Transform, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { CopyObjectCommand, DeleteObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { CopyObjectCommand, DeleteObjectCommand } from '@aws-sdk/client-s3';
 import { blobGone, type BlobArea, type BlobStore, type BlobWrite } from './blobs.js';
 import type { Logger } from 'pino';
 import { errors, S3Error } from './errors.js';
 import { FileSink } from './file-sink.js';
 import { createObjectFiles } from './files.js';
-import { presignGetUrl } from './sigv4.js';
+import { upstreamHttp, UpstreamRefusal, type UpstreamHttp, type UpstreamPut } from './upstream-http.js';
 import {
   checkUpstreamBucket,
   createUpstreamClient,
@@ -40,42 +37,37 @@ const MAX_PUT = 5 * 1024 ** 3;
 
 const keyOf = (name: string) => PREFIX + name;
 
-/** Streams bytes into one upstream PutObject of `length` bytes; finishes once the upstream has them. */
+/** Streams bytes into one upstream PUT of `length` bytes; finishes once the upstream has them. */
 class UpstreamSink extends Writable {
-  private readonly body = new PassThrough({ highWaterMark: 1024 * 1024 });
-  private readonly abort = new AbortController();
-  private readonly put: Promise<unknown>;
+  private readonly put: UpstreamPut;
+  private abandoned = false;
   private written = 0;
   private failure: Error | undefined;
-  /** The write callback held back until the body drains (or the PUT fails). */
+  /** The write callback held back until the request drains (or the PUT fails). */
   private waiting: ((error?: Error | null) => void) | undefined;
 
   constructor(
-    client: S3Client,
-    bucket: string,
+    upstream: UpstreamHttp,
     key: string,
     private readonly length: number,
     failed: (error: unknown) => Error,
   ) {
     super({ highWaterMark: 1024 * 1024 });
-    this.put = client
-      .send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: this.body, ContentLength: length }), {
-        abortSignal: this.abort.signal,
-      })
-      // Abandoned by Berth (the client went away): not the upstream's failure.
-      .catch((error: unknown) => {
-        throw this.abort.signal.aborted ? error : failed(error);
-      });
-    this.put.catch((error: unknown) => {
+    this.put = upstream.put(key, length);
+    // Abandoned by Berth (the client went away): not the upstream's failure.
+    this.put.done = this.put.done.catch((error: unknown) => {
+      throw this.abandoned ? error : failed(error);
+    });
+    this.put.done.catch((error: unknown) => {
       this.failure ??= error as Error;
       this.resume();
     });
-    this.body.on('drain', () => this.resume());
+    this.put.request.on('drain', () => this.resume());
   }
 
   /** Settles when the PUT does, never rejecting (discard waits for it before deleting). */
   settled(): Promise<void> {
-    return this.put.then(
+    return this.put.done.then(
       () => undefined,
       () => undefined,
     );
@@ -92,24 +84,25 @@ class UpstreamSink extends Writable {
     this.written += chunk.length;
     // More than declared would be cut off by the upstream: refused here as S3 refuses it.
     if (this.written > this.length) return callback(errors.incompleteBody());
-    if (this.body.write(chunk)) callback();
+    if (this.put.request.write(chunk)) callback();
     else this.waiting = callback;
   }
 
   override _final(callback: (error?: Error | null) => void): void {
     if (this.written !== this.length) return callback(errors.incompleteBody());
-    this.body.end();
-    this.put.then(
+    this.put.request.end();
+    this.put.done.then(
       () => callback(),
       (error: unknown) => callback(error as Error),
     );
   }
 
   override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
-    // A body cut short must not reach the upstream as an object: the PUT is abandoned.
+    // A body cut short must not reach the upstream as an object: the request is cut off before its
+    // declared length, which the upstream refuses.
     if (error || !this.writableFinished) {
-      this.abort.abort();
-      this.body.destroy();
+      this.abandoned = true;
+      this.put.request.destroy();
     }
     callback(error);
   }
@@ -151,44 +144,16 @@ export function upstreamBlobStore(settings: UpstreamSettings, dataDir: string, l
   /** A new blob's name, shaped like the local driver's (`<area>/<owner>/<xx>/<token>`). */
   const freshName = (area: BlobArea, owner: number) => spool.name(area, owner);
 
-  const secure = new URL(settings.url).protocol === 'https:';
-  const agent = secure
-    ? new https.Agent({ keepAlive: true, maxSockets: 256 })
-    : new http.Agent({ keepAlive: true, maxSockets: 256 });
+  const upstream = upstreamHttp(settings);
 
   /** Upstream bytes of a blob: the body stream and its length. */
-  function get(name: string, range?: { start: number; end: number }) {
-    const url = presignGetUrl({
-      endpoint: settings.url,
-      path: `/${Bucket}/${keyOf(name)}`,
-      region: settings.region,
-      accessKeyId: settings.accessKeyId,
-      secretAccessKey: settings.secretAccessKey,
-      now: new Date(),
-      expiresSeconds: 60,
-    });
-    const headers = range ? { range: `bytes=${range.start}-${range.end}` } : {};
-    return new Promise<{ body: Readable; length: number }>((resolve, reject) => {
-      const request = (secure ? https : http).get(url, { agent, headers }, (response) => {
-        const status = response.statusCode ?? 0;
-        if (status === 200 || status === 206) {
-          resolve({ body: response, length: Number(response.headers['content-length'] ?? 0) });
-          return;
-        }
-        // The answer's body says why; read (a little of) it for the log, never for the tenant.
-        let text = '';
-        response.setEncoding('utf8');
-        response.on('data', (chunk: string) => {
-          if (text.length < 2048) text += chunk;
-        });
-        response.on('error', () => undefined);
-        response.on('end', () => {
-          if (status === 404) reject(blobGone(name));
-          else reject(unavailable(new Error(`upstream GET answered ${status}: ${text.slice(0, 2048)}`)));
-        });
-      });
-      request.on('error', (error) => reject(unavailable(error)));
-    });
+  async function get(name: string, range?: { start: number; end: number }) {
+    try {
+      return await upstream.get(keyOf(name), range);
+    } catch (error) {
+      if (error instanceof UpstreamRefusal && error.status === 404) throw blobGone(name);
+      throw unavailable(error);
+    }
   }
 
   async function begin(area: BlobArea, owner: number, length?: number): Promise<BlobWrite> {
@@ -197,7 +162,7 @@ export function upstreamBlobStore(settings: UpstreamSettings, dataDir: string, l
     if (length !== undefined && length > MAX_PUT) throw errors.entityTooLarge();
     const name = freshName(area, owner);
     if (length !== undefined) {
-      const sink = new UpstreamSink(client, Bucket, keyOf(name), length, unavailable);
+      const sink = new UpstreamSink(upstream, keyOf(name), length, unavailable);
       return {
         sink,
         place: () => Promise.resolve(name),
@@ -214,16 +179,10 @@ export function upstreamBlobStore(settings: UpstreamSettings, dataDir: string, l
       async place() {
         try {
           const { size } = await fs.promises.stat(temp);
-          await client
-            .send(
-              new PutObjectCommand({
-                Bucket,
-                Key: keyOf(name),
-                Body: fs.createReadStream(temp, { highWaterMark: 1024 * 1024 }),
-                ContentLength: size,
-              }),
-            )
-            .catch(failed);
+          await pipeline(
+            fs.createReadStream(temp, { highWaterMark: 1024 * 1024 }),
+            new UpstreamSink(upstream, keyOf(name), size, unavailable),
+          );
           return name;
         } finally {
           await spool.removeTemp(temp);
