@@ -1,5 +1,5 @@
-// Object storage in the panel: endpoint, buckets, a user's secret key revealed on demand, and the zone
-// change apply left waiting, carried out.
+// Object storage in the panel: endpoint, buckets and whether each is public (an owner makes one public),
+// a user's secret key revealed on demand, and the zone change apply left waiting, carried out.
 import { expect, signIn, test } from './fixtures.js';
 
 test('shows the storage, reveals a secret key and carries out the pending zone change', async ({
@@ -11,7 +11,12 @@ test('shows the storage, reveals a secret key and carries out the pending zone c
   await expect(page.getByText('a zone change waits')).toBeVisible();
   await page.getByRole('link', { name: 'files' }).click();
   await expect(page.getByRole('heading', { name: 'files', level: 1 })).toBeVisible();
-  await expect(page.getByText('uploads')).toBeVisible();
+  const buckets = page.getByRole('region', { name: 'Buckets' });
+  const row = buckets.getByRole('row', { name: /uploads/ });
+  await expect(row).toContainText('Private: access keys only');
+  await row.getByRole('button', { name: 'Make uploads public' }).click();
+  await expect(row).toContainText('Public: anyone can read its objects');
+  await expect(row.getByRole('button', { name: 'Make uploads private' })).toBeVisible();
   await expect(page.getByText(/^http:\/\/127\.0\.0\.1:\d+$/)).toBeVisible();
   // The storage's own endpoint: the shared one with the storage's uuid as a path prefix.
   await expect(page.getByText(/^http:\/\/127\.0\.0\.1:\d+\/[0-9a-f-]{36}$/)).toBeVisible();
@@ -23,8 +28,14 @@ test('shows the storage, reveals a secret key and carries out the pending zone c
   expect(secret).toMatch(/^[A-Za-z0-9+/=_-]{20,}$/);
   const api = await fetch(`${berth.url}/api/v1/teams/acme/object-storage/files`, {
     headers: { authorization: `Bearer ${berth.owner.token}` },
-  }).then((r) => r.json() as Promise<{ data: { users: Array<{ username: string; secret_key: string }> } }>);
+  }).then(
+    (r) =>
+      r.json() as Promise<{
+        data: { public_buckets: string[]; users: Array<{ username: string; secret_key: string }> };
+      }>,
+  );
   expect(api.data.users.find((u) => u.username === 'uploader')?.secret_key).toBe(secret);
+  expect(api.data.public_buckets).toEqual(['uploads']);
 
   const pending = page.getByRole('region', { name: 'A zone change waits for you' });
   await expect(pending).toContainText('europe-2');

@@ -265,6 +265,19 @@ const ROLE_TABLE: RoleRow[] = [
     owner: () => ({ path: '/api/v1/teams/acme/object-storage/doomed-files' }),
   },
   { method: 'POST', url: '/api/v1/teams/:team/object-storage/:storage/apply-pending-change', role: 'owner' },
+  {
+    method: 'PUT',
+    url: '/api/v1/teams/:team/object-storage/:storage/buckets/:bucket/acl',
+    role: 'owner',
+    member: () => ({
+      path: '/api/v1/teams/acme/object-storage/files/buckets/shop-uploads/acl',
+      payload: { acl: 'public-read' },
+    }),
+    owner: () => ({
+      path: '/api/v1/teams/acme/object-storage/files/buckets/shop-uploads/acl',
+      payload: { acl: 'private' },
+    }),
+  },
   { method: 'GET', url: '/api/v1/managed-databases/:uuid', role: 'member' },
   { method: 'POST', url: '/api/v1/managed-databases/:uuid/apply-pending-change', role: 'owner' },
   {

@@ -171,6 +171,7 @@ export type DatabaseSummary = EntryOf<typeof TeamManagedDatabasesResponse>;
 export type DatabaseDetail = DataOf<typeof ManagedDatabaseResponse>;
 export type StorageSummary = EntryOf<typeof TeamObjectStoragesResponse>;
 export type StorageDetail = DataOf<typeof ObjectStorageResponse>;
+export type BucketAcl = StorageDetail['bucket_acls'][string];
 /** /1.3's service object (a clone's answer). */
 export type DatabaseService = Static<typeof ServiceResponse>;
 export type Task = Static<typeof TaskResponse>;

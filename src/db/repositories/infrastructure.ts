@@ -119,6 +119,7 @@ export function objectStorageState(row: ObjectStorageRow): ObjectStorageState & 
     zone: row.zone,
     plan: row.plan,
     buckets: json(row.buckets, []),
+    bucket_acls: json(row.bucket_acls, {}),
     users: json(row.users, []),
     pending_zone: row.pending_zone,
   };
@@ -681,6 +682,7 @@ export function createInfrastructureRepository(db: Db) {
           zone: values.zone,
           plan: values.plan,
           buckets: JSON.stringify(values.buckets),
+          bucket_acls: JSON.stringify(values.bucket_acls),
           users: JSON.stringify(values.users),
           state: 'pending',
           state_reason: null,
@@ -693,7 +695,7 @@ export function createInfrastructureRepository(db: Db) {
     async updateObjectStorage(id: number, values: Partial<ObjectStorageState>, at: string) {
       await db
         .updateTable('object_storages')
-        .set({ ...jsonColumns(values, ['buckets', 'users']), updated_at: at })
+        .set({ ...jsonColumns(values, ['buckets', 'bucket_acls', 'users']), updated_at: at })
         .where('id', '=', id)
         .execute();
     },

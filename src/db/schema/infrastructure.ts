@@ -196,6 +196,8 @@ export interface ObjectStoragesTable {
   plan: string | null;
   /** JSON: string[] */
   buckets: string;
+  /** JSON: { [bucket]: 'private' | 'public-read' }: the buckets the document wrote with an `acl` (migration 029). */
+  bucket_acls: ColumnType<string, string | undefined, string>;
   /** JSON: Array<{ username, policies: unknown[] }> (keys live in the driver's tables). */
   users: string;
   state: string;

@@ -112,11 +112,17 @@ export interface DesiredStorageUser {
   policies?: unknown[];
 }
 
+/** The canned ACLs a bucket of the document may give (`buckets: [{name, acl}]`). */
+export const DOCUMENT_BUCKET_ACLS = ['private', 'public-read'] as const;
+export type DocumentBucketAcl = (typeof DOCUMENT_BUCKET_ACLS)[number];
+
 export interface DesiredObjectStorage {
   name: string;
   zone: string;
   plan?: string;
   buckets?: string[];
+  /** The listed buckets written with an `acl`, by name (set whenever `buckets` is). */
+  bucket_acls?: Record<string, DocumentBucketAcl>;
   users?: DesiredStorageUser[];
 }
 

@@ -156,7 +156,11 @@ export function objectStorageEntry(storage: ObjectStorageState): Obj {
     zone: storage.zone,
     plan: storage.plan,
     secret_key: storageSecretKeyPlaceholder(storage.name),
-    buckets: storage.buckets,
+    // Each bucket as it was written: its name, or {name, acl} when the document gave its ACL.
+    buckets: storage.buckets.map((bucket) => {
+      const acl = storage.bucket_acls[bucket];
+      return acl === undefined ? bucket : { name: bucket, acl };
+    }),
     // Policies are kept even when empty: "may be empty" is a stated value, not an absence.
     users: storage.users.map((u) => ({ username: u.username, policies: u.policies })),
   });

@@ -3,7 +3,13 @@
 // enumerations never drift; the validator stays the authority (it also checks cross-field rules).
 import { APPLICATION_TYPES } from '../health-checks.js';
 import { MANAGED_DATABASE_PLANS, MANAGED_DATABASE_ZONES, OBJECT_STORAGE_REGIONS } from '../plans.js';
-import { CONTAINER_SERVICE_TYPES, NODEJS_VERSIONS, PHP_VERSIONS, SERVICE_TYPES } from './document.js';
+import {
+  CONTAINER_SERVICE_TYPES,
+  DOCUMENT_BUCKET_ACLS,
+  NODEJS_VERSIONS,
+  PHP_VERSIONS,
+  SERVICE_TYPES,
+} from './document.js';
 
 const str = (description?: string) => ({ type: 'string', ...(description ? { description } : {}) });
 const strList = (description?: string) => ({
@@ -165,7 +171,15 @@ export function infrastructureJsonSchema(): Record<string, unknown> {
                 zone: { enum: OBJECT_STORAGE_REGIONS },
                 plan: str('Accepted and ignored'),
                 secret_key: { type: 'string', pattern: '^\\$\\{STORAGE_[A-Z0-9_]+_SECRET_KEY\\}$' },
-                buckets: strList(),
+                buckets: {
+                  type: 'array',
+                  items: {
+                    oneOf: [
+                      { type: 'string' },
+                      closed({ name: str(), acl: { enum: [...DOCUMENT_BUCKET_ACLS] } }, ['name']),
+                    ],
+                  },
+                },
                 users: {
                   type: 'array',
                   items: closed({ username: str(), policies: { type: 'array' } }, ['username']),

@@ -12,6 +12,8 @@ export interface ObjectStorageSpec {
   uuid: string;
   name: string;
   buckets: string[];
+  /** Canned ACLs the storage's document sets, by bucket; the other buckets' ACLs are left as they are. */
+  bucketAcls: Record<string, 'private' | 'public-read'>;
   users: ObjectStorageUserSpec[];
 }
 

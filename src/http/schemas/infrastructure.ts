@@ -104,6 +104,14 @@ export const ApplicationsResponse = Data(
 );
 
 const Strings = Type.Array(Type.String());
+/** The buckets whose canned ACL the storage's document (or the dashboard) sets, by name. */
+const BucketAcls = Type.Record(
+  Type.String(),
+  Type.Union([Type.Literal('private'), Type.Literal('public-read')]),
+  {
+    description: "Buckets written as {name, acl} in the storage's document, with their ACL",
+  },
+);
 
 export const ApplicationResponse = Data(
   Type.Object({
@@ -235,6 +243,7 @@ export const TeamObjectStoragesResponse = Data(
       state_reason: Nullable(Type.String()),
       endpoints: StorageEndpoints,
       buckets: Strings,
+      bucket_acls: BucketAcls,
       users: Type.Array(StorageUser),
       pending_changes: PendingZone,
       created_at: Timestamp,
@@ -259,6 +268,10 @@ const ObjectStorage = Type.Object({
   region: Type.String(),
   path_style: Type.Boolean(),
   buckets: Strings,
+  bucket_acls: BucketAcls,
+  public_buckets: Type.Array(Type.String(), {
+    description: 'The buckets anyone may read without a credential (a public ACL or bucket policy)',
+  }),
   users: Type.Array(
     Type.Object({
       username: Type.String(),

@@ -134,6 +134,7 @@ export function createMinioRunner(deps: MinioRunnerDeps): ServiceRunner {
       uuid: row.uuid,
       name: row.name,
       buckets: [bucket],
+      bucketAcls: {},
       users: [{ username: USERNAME, policies: bucketPolicy(bucket) }],
     });
   }

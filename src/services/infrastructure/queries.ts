@@ -99,6 +99,7 @@ export function objectStorageView(
     state_reason: row.state_reason,
     endpoints,
     buckets: storage.buckets,
+    bucket_acls: storage.bucket_acls,
     users: storage.users,
     pending_changes: storage.pending_zone === null ? null : { zone: storage.pending_zone },
     created_at: row.created_at,

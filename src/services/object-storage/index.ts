@@ -2,7 +2,7 @@
 // owner's view of a storage (endpoint, buckets, credentials). One service per context, built by
 // src/composition.ts from the driver its config names.
 import type { Kysely } from 'kysely';
-import { handles, jobKey } from '../jobs.js';
+import { enqueue, handles, jobKey } from '../jobs.js';
 import { iso, type Clock } from '../../domain/clock.js';
 import type { Database } from '../../db/schema/index.js';
 import { recordAudit } from '../../db/repositories/audit.js';
@@ -17,6 +17,7 @@ import {
   type ServedEndpoint,
 } from '../../drivers/objectstorage/driver.js';
 import type { JobHandler } from '../../jobs/runner.js';
+import type { DocumentBucketAcl } from '../../domain/infrastructure/document.js';
 
 export interface ObjectStorageDeps {
   db: Kysely<Database>;
@@ -50,6 +51,7 @@ function provisionHandler(deps: ObjectStorageDeps): Record<'object_storage.provi
         uuid: row.uuid,
         name: row.name,
         buckets: JSON.parse(row.buckets) as string[],
+        bucketAcls: JSON.parse(row.bucket_acls) as Record<string, 'private' | 'public-read'>,
         users: users.map((u) => ({ username: u.username, policies: u.policies ?? [] })),
       });
       // After the driver: a crash between the two leaves the job to run again, and provision is idempotent.
@@ -83,6 +85,10 @@ export interface ObjectStorageView {
   region: string;
   path_style: boolean;
   buckets: string[];
+  /** The buckets whose canned ACL the storage's document (or the dashboard) sets. */
+  bucket_acls: Record<string, DocumentBucketAcl>;
+  /** The buckets anyone may read without a credential. */
+  public_buckets: string[];
   users: Array<{ username: string; access_key_id: string; secret_key: string | null; policies: unknown[] }>;
   /** A zone change from apply that waits for the panel's action (apply-pending-change). */
   pending_changes: { zone: string } | null;
@@ -118,6 +124,49 @@ async function applyPendingChange(
       action: 'object_storage.zone_changed',
       target: row.uuid,
       details: { from: row.zone, to: row.pending_zone },
+    });
+  });
+}
+
+/**
+ * Sets a bucket's canned ACL as the storage's document would (owners; the dashboard's switch): recorded
+ * with the storage, so export writes the bucket as `{name, acl}`, and carried out by provisioning.
+ */
+async function setBucketAcl(
+  deps: ObjectStorageDeps,
+  team: { id: number; name: string; role: Role },
+  ref: string,
+  bucket: string,
+  acl: DocumentBucketAcl,
+  userId: number,
+): Promise<void> {
+  requireRole({ teamName: team.name, role: team.role }, 'owner', "Changing a bucket's access");
+  const row = await createObjectStorageRepository(deps.db).findTeamStorage(team.id, ref);
+  if (!row) throw new AppError('not_found', `Object storage '${ref}' not found`);
+  const listed = JSON.parse(row.buckets) as string[];
+  // A bucket made through S3 (not in the document's list) joins the list, so that export names it.
+  if (!listed.includes(bucket) && !(await deps.driver.buckets(row.id)).includes(bucket))
+    throw new AppError('not_found', `Bucket '${bucket}' not found in object storage '${row.name}'`);
+  const at = iso(deps.clock.now());
+  await deps.db.transaction().execute(async (trx) => {
+    const storages = createObjectStorageRepository(trx);
+    const fresh = await storages.findTeamStorage(team.id, row.uuid);
+    if (!fresh) throw new AppError('not_found', `Object storage '${ref}' not found`);
+    const buckets = JSON.parse(fresh.buckets) as string[];
+    const acls = JSON.parse(fresh.bucket_acls) as Record<string, DocumentBucketAcl>;
+    await storages.update(row.id, {
+      buckets: JSON.stringify(buckets.includes(bucket) ? buckets : [...buckets, bucket]),
+      bucket_acls: JSON.stringify({ ...acls, [bucket]: acl }),
+      updated_at: at,
+    });
+    await enqueue(trx, 'object_storage.provision', { uuid: row.uuid }, { now: deps.clock.now() });
+    await recordAudit(trx, {
+      at,
+      userId,
+      teamId: team.id,
+      action: 'object_storage.bucket_acl_changed',
+      target: row.uuid,
+      details: { bucket, from: acls[bucket] ?? null, to: acl },
     });
   });
 }
@@ -186,6 +235,10 @@ async function view(
       region: 'us-east-1',
       path_style: true,
       buckets: await driver.buckets(row.id),
+      bucket_acls: JSON.parse(row.bucket_acls) as Record<string, DocumentBucketAcl>,
+      public_buckets: Object.entries(JSON.parse(row.bucket_acls) as Record<string, DocumentBucketAcl>)
+        .filter(([, acl]) => acl === 'public-read')
+        .map(([bucket]) => bucket),
       users: (await driver.credentials(row.id)).map((c) => ({
         username: c.username,
         access_key_id: c.accessKeyId,
@@ -273,6 +326,13 @@ export function createObjectStorageService(deps: ObjectStorageDeps) {
       remove(deps, team, ref, userId),
     applyPendingChange: (team: { id: number; name: string; role: Role }, ref: string, userId: number) =>
       applyPendingChange(deps, team, ref, userId),
+    setBucketAcl: (
+      team: { id: number; name: string; role: Role },
+      ref: string,
+      bucket: string,
+      acl: DocumentBucketAcl,
+      userId: number,
+    ) => setBucketAcl(deps, team, ref, bucket, acl, userId),
   };
 }
 

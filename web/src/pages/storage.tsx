@@ -1,6 +1,6 @@
 // Object storage: the team's storages, and one (endpoint, buckets, users and their keys revealed on
 // demand, the pending zone change and its action).
-import { api, enc, type StorageDetail, type StorageSummary } from '../api';
+import { api, enc, type BucketAcl, type StorageDetail, type StorageSummary } from '../api';
 import { MEMBER_NOTE, owns, team } from '../state';
 import { Badge, Busy, Button, Empty, ErrorBox, Secret, useAction, useLoad } from '../ui';
 
@@ -47,6 +47,10 @@ export function StorageDetailPage({ name }: { name: string }) {
     await api.post(`${path}/apply-pending-change`);
     s.reload();
   });
+  const [setAccess, settingAccess, accessError] = useAction(async (bucket: string, acl: BucketAcl) => {
+    await api.put(`${path}/buckets/${enc(bucket)}/acl`, { acl });
+    s.reload();
+  });
   if (s.error) return <ErrorBox error={s.error} />;
   const d = s.data;
   if (!d) return <Busy />;
@@ -75,9 +79,53 @@ export function StorageDetailPage({ name }: { name: string }) {
           )}{' '}
           (names this storage; its bucket names are its own)
         </dd>
-        <dt>Buckets</dt>
-        <dd>{d.buckets.join(', ') || '—'}</dd>
       </dl>
+      <section aria-labelledby="buckets-heading">
+        <h2 id="buckets-heading">Buckets</h2>
+        {d.buckets.length === 0 ? (
+          <p>—</p>
+        ) : (
+          <table>
+            <thead>
+              <tr>
+                <th scope="col">Bucket</th>
+                <th scope="col">Access</th>
+                {owns() && <th scope="col">Change</th>}
+              </tr>
+            </thead>
+            <tbody>
+              {d.buckets.map((bucket) => {
+                const isPublic = d.public_buckets.includes(bucket);
+                return (
+                  <tr key={bucket}>
+                    <td>
+                      <code>{bucket}</code>
+                    </td>
+                    <td>
+                      {isPublic ? (
+                        <strong>Public: anyone can read its objects</strong>
+                      ) : (
+                        'Private: access keys only'
+                      )}
+                    </td>
+                    {owns() && (
+                      <td>
+                        <Button
+                          busy={settingAccess}
+                          onClick={() => void setAccess(bucket, isPublic ? 'private' : 'public-read')}
+                        >
+                          {isPublic ? `Make ${bucket} private` : `Make ${bucket} public`}
+                        </Button>
+                      </td>
+                    )}
+                  </tr>
+                );
+              })}
+            </tbody>
+          </table>
+        )}
+        <ErrorBox error={accessError} />
+      </section>
       {d.pending_changes && (
         <section class="notice" aria-labelledby="zone-heading">
           <h2 id="zone-heading">A zone change waits for you</h2>

@@ -97,6 +97,7 @@ export function planObjectStorages(p: Plan): void {
           zone: storage.zone,
           plan: storage.plan ?? null,
           buckets: storage.buckets ?? [],
+          bucket_acls: storage.bucket_acls ?? {},
           users: (storage.users ?? []).map((u) => ({ username: u.username, policies: u.policies ?? [] })),
           pending_zone: null,
         },
@@ -125,7 +126,18 @@ export function planObjectStorages(p: Plan): void {
       ? [...kept, ...storage.buckets.filter((b) => !stored.buckets.includes(b))]
       : stored.buckets;
     const users = mergeStorageUsers(stored.users, storage.users);
+    // The listed buckets' ACLs are as written now (a name alone: the document no longer sets its ACL);
+    // a bucket the document stopped listing keeps what it had.
+    const bucketAcls = storage.buckets
+      ? {
+          ...Object.fromEntries(
+            Object.entries(stored.bucket_acls).filter(([b]) => !storage.buckets!.includes(b)),
+          ),
+          ...storage.bucket_acls,
+        }
+      : stored.bucket_acls;
     if (!same(buckets, stored.buckets)) values.buckets = buckets;
+    if (!same(bucketAcls, stored.bucket_acls)) values.bucket_acls = bucketAcls;
     if (!same(users, stored.users)) values.users = users;
     const reconcile = Object.keys(values).length > 0;
     const needsAction = storage.zone !== stored.zone;
@@ -133,7 +145,7 @@ export function planObjectStorages(p: Plan): void {
     if (Object.keys(values).length > 0) {
       ops.push({ kind: 'object_storage.update', id: stored.id, uuid: stored.uuid, values, reconcile });
     }
-    const fields = reconcile ? ['buckets', 'users'].filter((k) => k in values) : [];
+    const fields = reconcile ? ['buckets', 'bucket_acls', 'users'].filter((k) => k in values) : [];
     if (reconcile) {
       lines.push(
         line(subject, `updated (${fields.join(', ')})`, `update ${lower(subject)} (${fields.join(', ')})`),

@@ -2,7 +2,12 @@
 import type { ApplicationType } from '../../applications.js';
 import type { FieldErrors } from '../../errors.js';
 import type { ManagedDatabaseEngine } from '../../plans.js';
-import type { DesiredDatabaseUser, DesiredDocument, DesiredLogicalDatabase } from '../document.js';
+import type {
+  DesiredDatabaseUser,
+  DesiredDocument,
+  DesiredLogicalDatabase,
+  DocumentBucketAcl,
+} from '../document.js';
 
 export type Action = 'created' | 'updated' | 'unchanged' | 'needs_action';
 
@@ -65,6 +70,8 @@ export interface ObjectStorageState {
   zone: string;
   plan: string | null;
   buckets: string[];
+  /** The buckets the document wrote with an `acl` (export writes them back so). */
+  bucket_acls: Record<string, DocumentBucketAcl>;
   users: Array<{ username: string; policies: unknown[] }>;
   pending_zone: string | null;
 }

@@ -14,6 +14,16 @@ const StorageRef = Type.Object({
   storage: Type.String({ minLength: 1, maxLength: 200 }),
 });
 
+const BucketRef = Type.Object({
+  team: Type.String({ minLength: 1, maxLength: 100 }),
+  storage: Type.String({ minLength: 1, maxLength: 200 }),
+  bucket: Type.String({ minLength: 3, maxLength: 63, pattern: '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$' }),
+});
+const BucketAclBody = Type.Object(
+  { acl: Type.Union([Type.Literal('private'), Type.Literal('public-read')]) },
+  { additionalProperties: false },
+);
+
 const tags = ['object-storage'];
 const security = [{ bearer: [] }];
 
@@ -81,6 +91,30 @@ export function registerObjectStorageRoutes(app: FastifyInstance, deps: RouteDep
       await deps.services.objectStorage.applyPendingChange(team, request.params.storage, userId);
       const [storage] = await deps.services.objectStorage.view(team, request.params.storage);
       return { data: storage };
+    },
+  );
+
+  app.put<{ Params: Static<typeof BucketRef>; Body: Static<typeof BucketAclBody> }>(
+    '/api/v1/teams/:team/object-storage/:storage/buckets/:bucket/acl',
+    {
+      config: owner,
+      schema: {
+        tags,
+        security,
+        params: BucketRef,
+        body: BucketAclBody,
+        summary:
+          "Make a bucket public-read or private (owners), as a document's {name, acl} would; export writes it so",
+        response: { 200: ObjectStorageResponse, ...platformErrors(401, 403, 404, 422) },
+      },
+    },
+    async (request) => {
+      const { userId } = principalOf(request);
+      const team = await deps.identity.requireTeam(userId, request.params.team);
+      const { storage, bucket } = request.params;
+      await deps.services.objectStorage.setBucketAcl(team, storage, bucket, request.body.acl, userId);
+      const [view] = await deps.services.objectStorage.view(team, storage);
+      return { data: view };
     },
   );
 }
