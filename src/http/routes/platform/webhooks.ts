@@ -42,7 +42,6 @@ const CreateBody = Type.Object(
 const DeliveriesQuery = Type.Object({
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20 })),
 });
-const RotateBody = Type.Object({}, { additionalProperties: false });
 const tags = ['webhooks'];
 const security = [{ bearer: [] }];
 
@@ -171,7 +170,6 @@ export function registerWebhookRoutes(app: FastifyInstance, deps: RouteDeps): vo
         security,
         summary: 'Push to deploy: a new secret (the old one stops working at once)',
         params: AppParam,
-        body: Type.Optional(RotateBody),
         response: { 200: GitWebhookResponse, ...platformErrors(401, 403, 404, 422) },
       },
     },
