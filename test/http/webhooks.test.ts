@@ -1,4 +1,5 @@
-/* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-unsafe-assignment --
+/* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-unsafe-assignment,
+   @typescript-eslint/no-unsafe-call, @typescript-eslint/no-unsafe-argument --
    HTTP bodies are untyped JSON; the assertions are what check their shape. */
 // Issue 31, item 4: team webhooks. An owner registers an endpoint and gets its signing secret once
 // (stored sealed, never listed); an event (an application suspended) arrives at an HTTP sink signed with

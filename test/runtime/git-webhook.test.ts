@@ -1,4 +1,5 @@
-/* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-unsafe-assignment --
+/* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-unsafe-assignment,
+   @typescript-eslint/no-unsafe-argument --
    HTTP bodies are untyped JSON; the assertions are what check their shape. */
 // Issue 31, item 5: push to deploy. An owner reads the application's git webhook URL and secret; a
 // GitHub push event to the application's branch, signed with that secret and carrying no Berth
@@ -165,7 +166,7 @@ describe.each(DIALECTS)('push to deploy (%s)', (dialect) => {
     expect(deployment.commit_sha).toBe(commit);
 
     const events = await eventually(
-      async () => (sink.received.length >= 2 ? sink.received : undefined),
+      () => Promise.resolve(sink.received.length >= 2 ? sink.received : undefined),
       30_000,
       'the deployment webhooks',
     );
