@@ -135,6 +135,43 @@ describe.each(DIALECTS)('team webhooks (%s)', (dialect) => {
     expect(sink.received.some((r) => r.url.includes('other'))).toBe(false);
   });
 
+  it("sends a scheduled deletion's warning and the deletion itself to a webhook of every event", async () => {
+    const applied = await apply(t, document('doomed'), '?auto_deploy=false');
+    expect(applied.statusCode, applied.body).toBe(200);
+    const doomedId: number = applied.json().application_id;
+    const created = await call('POST', hooks, { url: `${sink.url}?all`, events: ['*'] });
+    expect(created.statusCode).toBe(201);
+    const heard = () =>
+      sink.received
+        .filter((r) => r.url.endsWith('?all'))
+        .map((r) => ({ event: r.headers['x-berth-event'], data: JSON.parse(r.body).data }));
+
+    // Two days ahead: the 7-day warning is due at once.
+    const at = new Date(clock.now().getTime() + 2 * 24 * 3600 * 1000).toISOString();
+    const scheduled = await call('PATCH', `/api/v1/applications/${doomedId}`, { scheduled_deletion_at: at });
+    expect(scheduled.statusCode, scheduled.body).toBe(200);
+    await runJobs();
+    expect(heard()).toEqual([
+      {
+        event: 'deletion.warning',
+        data: { application: { id: doomedId, name: 'doomed' }, scheduled_deletion_at: at, warning: '7d' },
+      },
+    ]);
+
+    const deleted = await call('DELETE', `/api/v1/applications/${doomedId}`);
+    expect(deleted.statusCode, deleted.body).toBe(202);
+    await runJobs();
+    expect(heard()[1]).toEqual({
+      event: 'application.deleted',
+      data: {
+        application: { id: doomedId, name: 'doomed' },
+        deleted_at: clock.now().toISOString(),
+        scheduled_for: clock.now().toISOString(),
+      },
+    });
+    expect(heard()).toHaveLength(2);
+  });
+
   it('refuses unknown events and non-HTTP URLs with 422 naming the field', async () => {
     const answer = await call('POST', hooks, {
       url: 'ftp://example.com/x',
