@@ -20,6 +20,7 @@ import { registerAppServiceRoutes } from './http/routes/platform/app-services.js
 import { registerInfrastructureRoutes } from './http/routes/platform/infrastructure.js';
 import { registerTeamResourceRoutes } from './http/routes/platform/team-resources.js';
 import { registerScheduledDeletionRoutes } from './http/routes/platform/scheduled-deletion.js';
+import { registerWebhookRoutes } from './http/routes/platform/webhooks.js';
 import { registerObjectStorageRoutes } from './http/routes/platform/object-storage.js';
 import { registerSystemRoutes } from './http/routes/system.js';
 import { registerArtifactRoutes } from './http/routes/artifacts.js';
@@ -140,6 +141,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   registerAppServiceRoutes(app, deps);
   registerTeamResourceRoutes(app, deps);
   registerScheduledDeletionRoutes(app, deps);
+  registerWebhookRoutes(app, deps);
   registerPanelRoutes(app, { dir: options.panelDir ?? DEFAULT_PANEL_DIR });
 
   return app;

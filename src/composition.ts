@@ -58,6 +58,14 @@ import { createKubernetesRuntimeDriver } from './drivers/runtime/kubernetes/inde
 import { createKubernetesServiceRunner } from './drivers/services/kubernetes/index.js';
 import { lazyKubeClient } from './drivers/kubernetes/lazy.js';
 import { createAddressGuard } from './drivers/net/guard.js';
+import { createWebhookTransport } from './drivers/net/webhooks.js';
+import {
+  createWebhookEmitter,
+  createWebhookService,
+  type WebhookEmitter,
+  type WebhookService,
+} from './services/webhooks/index.js';
+import { createPushToDeploy, type PushToDeploy } from './services/applications/push.js';
 import { createDeploymentRepository } from './db/repositories/deployments.js';
 import { iso } from './domain/clock.js';
 import { createDeploymentService, type DeploymentService } from './services/applications/deployments.js';
@@ -132,6 +140,10 @@ export interface Services {
   readonly scheduledDeletion: ScheduledDeletion;
   /** Who may see what a path names, before the body is validated (the ownership plugin). */
   readonly ownership: OwnershipChecks;
+  /** Team webhooks: endpoints, their deliveries (sent by jobs) and the events features emit. */
+  readonly webhooks: WebhookService;
+  /** Push to deploy: applications' git webhook secrets and the forges' push events. */
+  readonly pushToDeploy: PushToDeploy;
   readonly jobs: Jobs;
 }
 
@@ -198,6 +210,14 @@ function once<T>(make: () => T): () => T {
 
 export function createServices(ctx: CompositionContext, overrides: ServiceOverrides = {}): Services {
   const { config } = ctx;
+  // The one way features announce events to team webhooks (deliveries are jobs: the runner is woken).
+  const webhookEvents: WebhookEmitter = createWebhookEmitter({
+    db: ctx.db,
+    clock: ctx.clock,
+    ids: ctx.ids,
+    logger: ctx.logger,
+    wakeJobs: () => jobs.wake(),
+  });
 
   // One driver for managed databases and applications' services: their per-instance locks and
   // engine templates are shared.
@@ -439,6 +459,7 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
       artifacts,
       wakeJobs: () => jobs.wake(),
       services: { ensureApplication: (appId, log) => appServices().ensureApplication(appId, log) },
+      events: webhookEvents,
     }),
   );
   const applications = once(() =>
@@ -452,6 +473,7 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
       specs: specs(),
       driver: runtimeDriver,
       wakeJobs: () => jobs.wake(),
+      events: webhookEvents,
     }),
   );
 
@@ -547,6 +569,7 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
     logger: ctx.logger,
     secretBox: ctx.secretBox,
     identity: ctx.identity,
+    events: webhookEvents,
     get managedDatabases() {
       return managedDatabases();
     },
@@ -607,9 +630,32 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
       cleanups: () => applicationCleanups,
       mailConfigured: config.smtpUrl !== undefined,
       mailer,
+      events: webhookEvents,
     }),
   );
   const ownership = once(() => createOwnershipChecks({ db: ctx.db, identity: ctx.identity }));
+  const webhooks = once(() =>
+    createWebhookService({
+      db: ctx.db,
+      clock: ctx.clock,
+      ids: ctx.ids,
+      logger: ctx.logger,
+      secretBox: ctx.secretBox,
+      identity: ctx.identity,
+      // The tools' rule: endpoints on private addresses only where BERTH_TOOLS_ALLOW_PRIVATE allows them.
+      transport: once(() => createWebhookTransport(createAddressGuard({ allow: config.toolsAllowPrivate }))),
+    }),
+  );
+  const pushToDeploy = once(() =>
+    createPushToDeploy({
+      db: ctx.db,
+      secretBox: ctx.secretBox,
+      ids: ctx.ids,
+      publicUrl: config.publicUrl,
+      queries: resources(),
+      applications: () => applications(),
+    }),
+  );
 
   const jobs: Jobs = {
     // Features add theirs here.
@@ -620,6 +666,7 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
       ...dbOperationJobHandlers(dbOperationsDeps),
       ...deployments().jobHandlers(),
       ...appServices().handlers(),
+      ...webhooks().handlers(),
     }),
     runner: (options = {}) =>
       createBackgroundWork(
@@ -693,6 +740,12 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
     },
     get ownership() {
       return ownership();
+    },
+    get webhooks() {
+      return webhooks();
+    },
+    get pushToDeploy() {
+      return pushToDeploy();
     },
     jobs,
     applicationCleanups,

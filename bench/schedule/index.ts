@@ -8,8 +8,9 @@ import { pino } from 'pino';
 import { sql, type Insertable, type Kysely } from 'kysely';
 import { openStore, type Store } from '../../src/db/connect.js';
 import type { Database } from '../../src/db/schema/index.js';
-import { createManualClock, iso } from '../../src/domain/clock.js';
+import { createManualClock, iso, randomIds } from '../../src/domain/clock.js';
 import { createScheduledDeletionService } from '../../src/services/scheduled-deletion/index.js';
+import { createWebhookEmitter } from '../../src/services/webhooks/index.js';
 import { startPostgres } from '../../test/helpers/postgres-server.js';
 import pg from 'pg';
 
@@ -103,11 +104,15 @@ async function reset(db: Kysely<Database>, due: number[]): Promise<void> {
 
 async function measure(store: Store, total: number): Promise<{ medianMs: number; p90Ms: number }> {
   const due = await fill(store.db, store.dialect, total);
+  const clock = createManualClock(NOW);
+  const logger = pino({ level: 'silent' });
   const service = createScheduledDeletionService({
     db: store.db,
-    clock: createManualClock(NOW),
-    logger: pino({ level: 'silent' }),
+    clock,
+    logger,
     publicUrl: 'http://127.0.0.1:8080',
+    // Each warning asks for its team's webhooks, as in Berth (the teams here have none).
+    events: createWebhookEmitter({ db: store.db, clock, ids: randomIds, logger, wakeJobs: () => undefined }),
   });
   const times: number[] = [];
   for (let pass = 0; pass < PASSES + 3; pass++) {

@@ -256,7 +256,7 @@ export const CONFIG_VARIABLES: Record<keyof ConfigOverrides, { env: string; flag
   toolsAllowPrivate: {
     env: 'BERTH_TOOLS_ALLOW_PRIVATE',
     flag: 'tools-allow-private',
-    doc: 'comma-separated IPs/CIDRs the tools may fetch although private (default none)',
+    doc: 'comma-separated IPs/CIDRs the tools may fetch, and team webhooks be sent to, although private (default none)',
   },
   trustedProxies: {
     env: 'BERTH_TRUSTED_PROXIES',

@@ -448,6 +448,21 @@ describe('dispatch', { timeout: 120_000 }, () => {
   });
 });
 
+describe('push to deploy', { timeout: 120_000 }, () => {
+  it("prints the application's git webhook URL and secret, the same until rotated", async () => {
+    const first = await shell.run(['git-webhook', 'shop', '--json']);
+    expect(first.code, first.stderr).toBe(0);
+    const hook = JSON.parse(first.stdout) as { url: string; secret: string };
+    expect(hook.url).toMatch(/\/api\/v1\/applications\/\d+\/git-webhook$/);
+    const human = await shell.run(['git-webhook', 'shop']);
+    expect(human.stdout).toBe(`url     ${hook.url}\nsecret  ${hook.secret}\n`);
+    const rotated = JSON.parse((await shell.run(['git-webhook', 'shop', '--rotate', '--json'])).stdout) as {
+      secret: string;
+    };
+    expect(rotated.secret).not.toBe(hook.secret);
+  });
+});
+
 describe('scheduled deletion and delete', { timeout: 120_000 }, () => {
   it('schedules and cancels a deletion, and deletes only with --yes off a terminal', async () => {
     const at = '2031-01-31T12:00:00Z';

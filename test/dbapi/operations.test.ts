@@ -7,6 +7,7 @@ import { authHeaders } from '../helpers/app.js';
 import { freePort } from '../helpers/processes.js';
 import { startPostgres, type PostgresServer } from '../helpers/postgres-server.js';
 import { DIALECTS } from '../helpers/store.js';
+import { startWebhookSink } from '../helpers/webhook-sink.js';
 import {
   applyManagedDatabase,
   openManagedEnv,
@@ -172,6 +173,39 @@ describe.each(DIALECTS)('/1.3 database operations on %s', (dialect) => {
     });
     expect(task.success).toBe(false);
     expect(task.result_codes.map((c) => c.code)).toContain('SOURCE_UNREACHABLE');
+  });
+
+  it("tells the team's webhooks that a task finished, without the source's password", async () => {
+    const sink = await startWebhookSink();
+    try {
+      const registered = await berth.request({
+        method: 'POST',
+        url: '/api/v1/teams/acme/webhooks',
+        headers: authHeaders(owner).platform,
+        payload: { url: sink.url, events: ['database.operation.finished'] },
+      });
+      expect(registered.statusCode, registered.body).toBe(201);
+      const port = await freePort();
+      const task = await finishedTask({
+        operation: 'migration_check',
+        migration_check: {
+          source_service_uri: `postgres://postgres:${SOURCE_PASSWORD}@127.0.0.1:${port}/postgres`,
+        },
+      });
+      // finishedTask ran the jobs: the task's, then the delivery it queued.
+      expect(sink.received).toHaveLength(1);
+      const body = JSON.parse(sink.received[0]!.body) as { event: string; data: unknown };
+      expect(body.event).toBe('database.operation.finished');
+      expect(body.data).toEqual({
+        database: { uuid, name: 'target-pg' },
+        operation: 'migration_check',
+        success: false,
+        result: task.result,
+      });
+      expect(sink.received[0]!.body).not.toContain(SOURCE_PASSWORD);
+    } finally {
+      await sink.close();
+    }
   });
 
   it('gates the upgrade on a successful upgrade_check for that version', async () => {

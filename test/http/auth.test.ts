@@ -17,6 +17,9 @@ const OPEN = [
   // Artifacts by the short-lived URL Berth signed (test/runtime/artifacts.test.ts): the signature is
   // the credential.
   '/internal/artifacts/*',
+  // A forge's push event (POST; test/runtime/git-webhook.test.ts): the application's git webhook
+  // secret signs it. Reading that secret (GET, same path) needs an owner's token.
+  '/api/v1/applications/:id/git-webhook',
   // The dashboard's page and assets (src/http/routes/panel.ts): it signs in through the routes above.
   ...PANEL_PATHS,
 ];

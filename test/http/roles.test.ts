@@ -249,6 +249,9 @@ const ROLE_TABLE: RoleRow[] = [
     member: (f: Fixture) => ({ path: `/api/v1/applications/${f.appId}/${segment}/${item}` }),
     owner: (f: Fixture) => ({ path: `/api/v1/applications/${f.appId}/${segment}/nope` }),
   })),
+  // Push to deploy: the secret is a credential of the application.
+  { method: 'GET', url: '/api/v1/applications/:id/git-webhook', role: 'owner' },
+  { method: 'POST', url: '/api/v1/applications/:id/git-webhook/rotate', role: 'owner' },
   { method: 'GET', url: '/api/v1/applications/:id/services/:service/environment', role: 'owner' },
   { method: 'GET', url: '/api/v1/applications/:id/services/:service/connection-formats', role: 'owner' },
   { method: 'POST', url: '/api/v1/applications/:id/services/:service/restart', role: 'owner' },
@@ -257,6 +260,18 @@ const ROLE_TABLE: RoleRow[] = [
   { method: 'GET', url: '/api/v1/teams/:team/managed-databases', role: 'member' },
   { method: 'GET', url: '/api/v1/teams/:team/object-storage', role: 'member' },
   { method: 'GET', url: '/api/v1/teams/:team/notifications', role: 'member' },
+  // Team webhooks: where the team's events go, owners only.
+  {
+    method: 'POST',
+    url: '/api/v1/teams/:team/webhooks',
+    role: 'owner',
+    member: () => ({ payload: { url: 'https://hooks.example.com/berth', events: ['*'] } }),
+    owner: () => bad,
+  },
+  { method: 'GET', url: '/api/v1/teams/:team/webhooks', role: 'owner' },
+  { method: 'GET', url: '/api/v1/teams/:team/webhooks/:id', role: 'owner' },
+  { method: 'DELETE', url: '/api/v1/teams/:team/webhooks/:id', role: 'owner' },
+  { method: 'GET', url: '/api/v1/teams/:team/webhooks/:id/deliveries', role: 'owner' },
   { method: 'GET', url: '/api/v1/teams/:team/object-storage/:storage', role: 'member' },
   {
     method: 'DELETE',
@@ -408,6 +423,7 @@ const GUARDED_TABLES = [
   'object_storages',
   'jobs',
   'team_revisions',
+  'webhooks',
 ] as const;
 
 describe.each(DIALECTS)('roles: what owners and members may do (%s)', (dialect) => {

@@ -35,6 +35,11 @@ import type {
 } from '../../src/http/schemas/runtime.js';
 import type { BalanceResponse, UsageResponse } from '../../src/http/schemas/tools-answers.js';
 import type {
+  CreatedWebhookResponse,
+  WebhookDeliveriesResponse,
+  WebhooksResponse,
+} from '../../src/http/schemas/webhooks.js';
+import type {
   Session as SessionSchema,
   SignedInResponse,
   TeamCreated as TeamCreatedResponse,
@@ -183,3 +188,6 @@ export type UsageEntry = EntryOf<typeof UsageResponse>;
 export type SignedIn = DataOf<typeof SignedInResponse>;
 export type Session = Static<typeof SessionSchema>;
 export type TeamCreated = DataOf<typeof TeamCreatedResponse>;
+export type Webhook = EntryOf<typeof WebhooksResponse>;
+export type CreatedWebhook = DataOf<typeof CreatedWebhookResponse>;
+export type WebhookDelivery = EntryOf<typeof WebhookDeliveriesResponse>;

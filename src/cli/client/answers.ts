@@ -33,6 +33,7 @@ import type {
   UploadDeployingResponse,
 } from '../../http/schemas/runtime.js';
 import type { BalanceResponse } from '../../http/schemas/tools-answers.js';
+import type { GitWebhookResponse } from '../../http/schemas/webhooks.js';
 
 /** The `data` of an answer in the platform API's `{data: …}` envelope. */
 type DataOf<S extends TSchema> = Static<S> extends { data: infer D } ? D : never;
@@ -63,3 +64,4 @@ export type MigrationStatus = Static<typeof MigrationStatusResponse>;
 export type Maintenance = Static<typeof MaintenanceResponse>;
 export type Balance = DataOf<typeof BalanceResponse>;
 export type SignedIn = DataOf<typeof SignedInResponse>;
+export type GitWebhook = DataOf<typeof GitWebhookResponse>;

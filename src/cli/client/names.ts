@@ -19,6 +19,7 @@ export const CLIENT_COMMANDS: ReadonlyArray<readonly [string, string]> = [
   ['resume', 'run a suspended application again'],
   ['delete', 'delete an application and its data'],
   ['schedule-deletion', 'schedule (--at T) or cancel (--cancel) the deletion of an application'],
+  ['git-webhook', "push to deploy: an application's webhook URL and secret (--rotate)"],
   ['db', 'managed databases (/1.3, or the API token): list, show, clone, upgrade, migrate, connect, …'],
   ['storage', 'object storage: list, credentials'],
   ['tools', 'tools API: balance, pdf, merge, screenshot'],

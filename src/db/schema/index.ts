@@ -7,6 +7,7 @@ import type { ObjectStorageTables } from './object-storage.js';
 import type { ManagedInstancesTables } from './managed-instances.js';
 import type { DbOperationsTables } from './db-operations.js';
 import type { AppServicesTables } from './app-services.js';
+import type { WebhookTables } from './webhooks.js';
 
 export type Database = FoundationTables &
   InfrastructureTables &
@@ -15,4 +16,5 @@ export type Database = FoundationTables &
   ScheduledDeletionTables &
   ManagedInstancesTables &
   DbOperationsTables &
-  AppServicesTables;
+  AppServicesTables &
+  WebhookTables;

@@ -25,7 +25,13 @@ const HOP_BY_HOP = new Set([
 export async function guardedFetch(
   guard: AddressGuard,
   request: { url: string; method: string; headers: Record<string, string>; body: Buffer | null },
-  options: { timeoutMs: number; maxBytes: number; signal?: AbortSignal },
+  options: {
+    timeoutMs: number;
+    maxBytes: number;
+    signal?: AbortSignal;
+    /** Past maxBytes: fail (the default), or answer with the first maxBytes and stop reading. */
+    overflow?: 'error' | 'truncate';
+  },
 ): Promise<FetchedResponse> {
   const url = new URL(request.url);
   const target = await guard.resolve(url);
@@ -69,9 +75,23 @@ export async function guardedFetch(
               : encoding === 'br'
                 ? res.pipe(zlib.createBrotliDecompress())
                 : res;
+        const answer = () => {
+          const out: Record<string, string> = {};
+          for (const [name, value] of Object.entries(res.headers)) {
+            if (value === undefined || HOP_BY_HOP.has(name)) continue;
+            out[name] = Array.isArray(value) ? value.join(name === 'set-cookie' ? '\n' : ', ') : value;
+          }
+          resolve({ status: res.statusCode ?? 502, headers: out, body: Buffer.concat(chunks) });
+        };
         stream.on('data', (chunk: Buffer) => {
           size += chunk.length;
           if (size > options.maxBytes) {
+            if (options.overflow === 'truncate') {
+              chunks.push(chunk.subarray(0, chunk.length - (size - options.maxBytes)));
+              answer();
+              req.destroy();
+              return;
+            }
             req.destroy(new Error(`response larger than ${options.maxBytes} bytes`));
             return;
           }
@@ -79,14 +99,7 @@ export async function guardedFetch(
         });
         stream.on('error', reject);
         res.on('error', reject);
-        stream.on('end', () => {
-          const out: Record<string, string> = {};
-          for (const [name, value] of Object.entries(res.headers)) {
-            if (value === undefined || HOP_BY_HOP.has(name)) continue;
-            out[name] = Array.isArray(value) ? value.join(name === 'set-cookie' ? '\n' : ', ') : value;
-          }
-          resolve({ status: res.statusCode ?? 502, headers: out, body: Buffer.concat(chunks) });
-        });
+        stream.on('end', answer);
       },
     );
     req.on('timeout', () => req.destroy(new Error(`no response within ${options.timeoutMs} ms`)));

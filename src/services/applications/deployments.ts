@@ -18,6 +18,7 @@ import { RELEASES_KEPT, releaseName, type DeploymentStep } from '../../domain/de
 import type { AppRuntimeDriver, StepContext } from '../../drivers/runtime/driver.js';
 import { sourceKey, type ArtifactStore } from '../../drivers/artifacts/types.js';
 import { enqueue, handles } from '../jobs.js';
+import type { WebhookEmitter, WebhookEventName } from '../webhooks/index.js';
 import type { SpecBuilder } from './spec.js';
 
 type Db = Kysely<Database> | Transaction<Database>;
@@ -38,6 +39,8 @@ export interface DeploymentDeps {
    * deployment's release waits for it, and a restart of Berth starts them before the application.
    */
   services?: { ensureApplication(appId: number, log?: (line: string) => void): Promise<void> };
+  /** Team webhooks' events (deployment.started, .succeeded, .failed). */
+  events: WebhookEmitter;
 }
 
 /** A deployment's live log: lines as they are written, for streaming before they reach the store. */
@@ -99,6 +102,38 @@ export function createDeploymentService(deps: DeploymentDeps) {
     };
   }
 
+  /** Tells the application's team webhooks what became of the deployment, as it is stored now. */
+  async function announce(deploymentId: number, event: WebhookEventName): Promise<void> {
+    // A deployment's outcome never depends on its announcement.
+    let deployment: Awaited<ReturnType<typeof repo.find>>;
+    let app: Awaited<ReturnType<typeof infrastructure.findApplication>>;
+    try {
+      deployment = await repo.find(deploymentId);
+      app = deployment && (await infrastructure.findApplication(deployment.application_id));
+    } catch (error) {
+      deps.logger.warn({ err: error, deploymentId }, 'deployment event not announced');
+      return;
+    }
+    if (!deployment || !app) return;
+    await deps.events.notify({
+      teamId: app.team_id,
+      event,
+      data: {
+        application: { id: app.id, name: app.name },
+        deployment: {
+          id: deployment.id,
+          status: deployment.status,
+          reason: deployment.reason,
+          branch: deployment.branch,
+          commit_sha: deployment.commit_sha,
+          error: deployment.error,
+          created_at: deployment.created_at,
+          finished_at: deployment.finished_at,
+        },
+      },
+    });
+  }
+
   async function setStep(id: number, step: DeploymentStep, log: (line: string) => void) {
     await repo.setStep(id, step, iso(clock.now()));
     log(`==> ${step}`);
@@ -117,6 +152,7 @@ export function createDeploymentService(deps: DeploymentDeps) {
     if (deployment.status === 'running') {
       // Claimed again after its runner died: whatever it had started died with it.
       await repo.finish(deploymentId, 'failed', 'Interrupted: Berth stopped during the deployment', at());
+      await announce(deploymentId, 'deployment.failed');
       return;
     }
     if (deployment.status !== 'pending') return;
@@ -149,6 +185,7 @@ export function createDeploymentService(deps: DeploymentDeps) {
     };
 
     const app = await infrastructure.findApplication(appId);
+    await announce(deploymentId, 'deployment.started');
     try {
       if (!app) throw new DeploymentAborted('the application no longer exists');
       const live = app.live_deployment_id;
@@ -213,6 +250,7 @@ export function createDeploymentService(deps: DeploymentDeps) {
       step.log(`Deployment ${deploymentId} is live`);
       await finish('success', null);
       await repo.setApplicationStatus(appId, 'active', null, at(), { live_deployment_id: deploymentId });
+      await announce(deploymentId, 'deployment.succeeded');
       await prune(appId, release).catch((error: unknown) =>
         deps.logger.warn({ err: error, appId }, 'pruning releases failed'),
       );
@@ -222,6 +260,7 @@ export function createDeploymentService(deps: DeploymentDeps) {
       const message = `${current ? `${current}: ` : ''}${reason instanceof Error ? reason.message : String(reason)}`;
       step.log(`Deployment ${cancelled ? 'cancelled' : 'failed'}: ${message}`);
       await finish(cancelled ? 'cancelled' : 'failed', message);
+      if (!cancelled) await announce(deploymentId, 'deployment.failed');
       if (app) {
         // The old release keeps serving; without one the application has failed (or waits for the next).
         const fresh = await infrastructure.findApplication(appId);
@@ -307,6 +346,7 @@ export function createDeploymentService(deps: DeploymentDeps) {
             'Interrupted: Berth stopped during the deployment',
             iso(now),
           );
+          await announce(deployment.id, 'deployment.failed');
         } else if (
           now.getTime() - new Date(deployment.created_at).getTime() >
           deps.runtime.deploymentTimeoutSeconds * 1000

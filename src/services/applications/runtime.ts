@@ -6,7 +6,7 @@ import type { Readable } from 'node:stream';
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import { createDeploymentRepository, type DeploymentRecord } from '../../db/repositories/deployments.js';
-import type { ApplicationRow } from '../../db/repositories/infrastructure.js';
+import { createInfrastructureRepository, type ApplicationRow } from '../../db/repositories/infrastructure.js';
 import type { Database } from '../../db/schema/index.js';
 import { iso, type Clock } from '../../domain/clock.js';
 import type { DeploymentStatus } from '../../domain/deployments.js';
@@ -21,6 +21,7 @@ import {
 import { recordAudit } from '../../db/repositories/audit.js';
 import type { InfrastructureQueries } from '../infrastructure/queries.js';
 import { enqueue } from '../jobs.js';
+import type { WebhookEmitter } from '../webhooks/index.js';
 import type { DeploymentService } from './deployments.js';
 import type { SpecBuilder } from './spec.js';
 import { deploymentView } from './views.js';
@@ -36,6 +37,8 @@ export interface RuntimeServiceDeps {
   specs: SpecBuilder;
   driver: () => AppRuntimeDriver;
   wakeJobs: () => void;
+  /** Team webhooks' events (application.suspended). */
+  events: WebhookEmitter;
 }
 
 /** Largest uploaded source archive (Ploi: 100 MB). */
@@ -95,6 +98,16 @@ export function createRuntimeService(deps: RuntimeServiceDeps) {
       });
     },
 
+    /**
+     * A push to the application's branch, its signature checked by the caller (push.ts): the same
+     * deployment as POST …/deploy with no branch (the application's own, never one from the request).
+     */
+    async deployPushed(appId: number, reason: string) {
+      const row = await createInfrastructureRepository(db).findApplication(appId);
+      if (!row) throw new AppError('not_found', `Application ${appId} not found`);
+      return requestDeployment(row, { reason, requestedBy: null });
+    },
+
     async rollback(userId: number, appId: number, deploymentId: number | undefined) {
       const row = await app(userId, appId);
       let target: DeploymentRecord | undefined;
@@ -132,6 +145,11 @@ export function createRuntimeService(deps: RuntimeServiceDeps) {
       await repo.setApplicationStatus(row.id, 'stopping', null, now(), { suspended: 1 });
       await deps.driver().stop(row.id);
       await repo.setApplicationStatus(row.id, 'stopped', 'suspended', now());
+      await deps.events.notify({
+        teamId: row.team_id,
+        event: 'application.suspended',
+        data: { application: { id: row.id, name: row.name } },
+      });
       return this.status(userId, appId);
     },
 

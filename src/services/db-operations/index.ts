@@ -24,6 +24,7 @@ import type { SecretBox } from '../../crypto/secret-box.js';
 import type { ManagedDatabaseService } from '../managed-databases/service.js';
 import { AppError } from '../../domain/errors.js';
 import type { JobHandler, JobResult } from '../../jobs/runner.js';
+import type { WebhookEmitter } from '../webhooks/index.js';
 import {
   createManagedDatabaseRepository,
   type ManagedDatabaseRow,
@@ -46,6 +47,8 @@ export interface DbOperationsDeps {
    * when an operation runs, so that a context whose managed-database driver has none still starts.
    */
   operations: DatabaseOperationsDriver;
+  /** Team webhooks' events (database.operation.finished). */
+  events: WebhookEmitter;
 }
 
 /** The driver's base backups of a PostgreSQL instance, oldest first. */
@@ -127,6 +130,25 @@ export function dbOperationJobHandlers(deps: DbOperationsDeps): Record<string, J
   const log = deps.logger.child({ component: 'db-operations' });
   const now = () => iso(deps.clock.now());
 
+  /** Tells the database's team webhooks that an operation ended, and how. */
+  async function finished(
+    row: ManagedDatabaseRow | undefined,
+    operation: string,
+    outcome: { success: boolean; result?: string | null },
+  ): Promise<void> {
+    if (!row) return;
+    await deps.events.notify({
+      teamId: row.team_id,
+      event: 'database.operation.finished',
+      data: {
+        database: { uuid: row.uuid, name: row.name },
+        operation,
+        success: outcome.success,
+        result: outcome.result ?? null,
+      },
+    });
+  }
+
   async function runTask(id: string): Promise<void> {
     const task = await createDbOperationsRepository(deps.db).findTaskById(id);
     if (!task || task.success !== null) return;
@@ -176,6 +198,7 @@ export function dbOperationJobHandlers(deps: DbOperationsDeps): Record<string, J
       details: details ? JSON.stringify(details) : null,
       update_time: now(),
     });
+    await finished(row, request.operation, { success, result });
   }
 
   async function saveStatus(uuid: string, status: MigrationStatus): Promise<void> {
@@ -222,6 +245,7 @@ export function dbOperationJobHandlers(deps: DbOperationsDeps): Record<string, J
             });
       await progressSaved;
       await saveStatus(uuid, status);
+      await finished(row, 'migration', { success: status.status !== 'failed', result: status.error ?? null });
     } catch (error) {
       await progressSaved;
       if (!isOperationError(error)) log.warn({ err: error, database: uuid }, 'migration failed');
@@ -234,6 +258,7 @@ export function dbOperationJobHandlers(deps: DbOperationsDeps): Record<string, J
         source_active: false,
         databases: [],
       });
+      await finished(row, 'migration', { success: false, result: message });
     }
   }
 
@@ -302,10 +327,12 @@ export function dbOperationJobHandlers(deps: DbOperationsDeps): Record<string, J
         }
       }
       await repo.setState(targetRow.id, 'running', null, now());
+      await finished(targetRow, 'clone', { success: true });
     } catch (error) {
       if (!isOperationError(error)) log.warn({ err: error, database: payload.target }, 'clone failed');
       const reason = isOperationError(error) ? `${error.code}: ${error.message}` : 'The clone failed';
       await repo.setState(targetRow.id, 'error', reason, now());
+      await finished(targetRow, 'clone', { success: false, result: reason });
     }
   }
 
@@ -314,6 +341,7 @@ export function dbOperationJobHandlers(deps: DbOperationsDeps): Record<string, J
     const { row } = await loadDatabase(deps.db, payload.uuid);
     if (row?.state !== 'rebalancing') return;
     await deps.managedDatabases.upgradeMajor(row.uuid, Number.parseInt(payload.targetVersion, 10));
+    await finished(row, 'upgrade', { success: true, result: `upgraded to ${payload.targetVersion}` });
   }
 
   return {

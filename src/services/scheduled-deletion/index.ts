@@ -24,6 +24,7 @@ import {
   requeueUnsent,
   type RelevanceCheck,
 } from '../notifications/index.js';
+import type { WebhookEmitter } from '../webhooks/index.js';
 import { deletedMessage, warningMessage, type ApplicationInventory } from './message.js';
 import { dueWarning, MINUTE_MS, ONE_DAY_MS, SEVEN_DAYS_MS, type WarningKind } from './policy.js';
 
@@ -60,6 +61,8 @@ export interface ScheduledDeletionDeps {
   cleanups?: () => readonly ApplicationCleanup[];
   /** Whether a mail server is configured: without one, a warning still waiting at the deletion was never sent. */
   mailConfigured?: boolean;
+  /** Team webhooks' events (deletion.warning, application.deleted), written in the same transactions. */
+  events: WebhookEmitter;
 }
 
 export interface DeletingApplication {
@@ -127,6 +130,15 @@ export function createScheduledDeletionService(deps: ScheduledDeletionDeps) {
         })),
         now,
       );
+      await deps.events.emit(trx, {
+        teamId,
+        event: 'deletion.warning',
+        data: {
+          application: { id: app.id, name: app.name },
+          scheduled_deletion_at: t,
+          warning: kind,
+        },
+      });
       return true;
     });
   }
@@ -255,6 +267,15 @@ export function createScheduledDeletionService(deps: ScheduledDeletionDeps) {
           })),
           now,
         );
+        await deps.events.emit(trx, {
+          teamId: app.teamId,
+          event: 'application.deleted',
+          data: {
+            application: { id: app.id, name: app.name },
+            deleted_at: nowIso,
+            scheduled_for: scheduledFor,
+          },
+        });
         return 'deleted';
       });
       if (outcome === 'deleted') {

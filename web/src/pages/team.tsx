@@ -1,10 +1,200 @@
-// The team: members (invite by e-mail, change a role, remove, leave), a new team; and the team's
-// notifications (the e-mails Berth sent or holds for it).
+// The team: members (invite by e-mail, change a role, remove, leave), its webhooks (owners: add, with
+// the signing secret shown once; delete; recent deliveries), a new team; and the team's notifications
+// (the e-mails Berth sent or holds for it).
 import { useState } from 'preact/hooks';
-import { api, type Notification, type TeamCreated, type TeamDetail } from '../api';
+import {
+  api,
+  enc,
+  type CreatedWebhook,
+  type Notification,
+  type TeamCreated,
+  type TeamDetail,
+  type Webhook,
+  type WebhookDelivery,
+} from '../api';
 import { navigate } from '../router';
 import { chooseTeam, refreshUser, team, user } from '../state';
-import { Badge, Button, Empty, ErrorBox, Form, useAction, useLoad, when } from '../ui';
+import { Badge, Button, Empty, ErrorBox, Form, ShownOnce, useAction, useLoad, when } from '../ui';
+
+/** The events a webhook can ask for (POST /api/v1/teams/{team}/webhooks). */
+const WEBHOOK_EVENTS = [
+  'deployment.started',
+  'deployment.succeeded',
+  'deployment.failed',
+  'application.suspended',
+  'application.deleted',
+  'deletion.warning',
+  'database.operation.finished',
+];
+
+function Deliveries({ teamId, hook }: { teamId: number; hook: Webhook }) {
+  const list = useLoad(
+    () =>
+      api
+        .get<{ data: WebhookDelivery[] }>(`/api/v1/teams/${teamId}/webhooks/${hook.id}/deliveries?limit=10`)
+        .then((r) => r.data),
+    [teamId, hook.id],
+  );
+  return (
+    <>
+      <ErrorBox error={list.error} />
+      {list.data?.length === 0 && <Empty>No deliveries yet.</Empty>}
+      <ul class="mails">
+        {list.data?.map((d) => {
+          const last = d.attempts.at(-1);
+          return (
+            <li key={d.id}>
+              <details>
+                <summary>
+                  <Badge value={d.state} /> {d.event}{' '}
+                  <small>
+                    {when(d.created_at)}, {d.attempts.length} attempt{d.attempts.length === 1 ? '' : 's'}
+                    {last ? `, last ${last.status_code ?? 'no answer'}` : ''}
+                  </small>
+                </summary>
+                <ol>
+                  {d.attempts.map((a) => (
+                    <li key={a.attempt}>
+                      {when(a.at)}: {a.status_code ?? 'no answer'} in {a.duration_ms} ms
+                      {a.error ? ` — ${a.error}` : ''}
+                    </li>
+                  ))}
+                </ol>
+              </details>
+            </li>
+          );
+        })}
+      </ul>
+      <Button kind="secondary" class="small" onClick={() => list.reload()}>
+        Refresh deliveries
+      </Button>
+    </>
+  );
+}
+
+function Webhooks({ teamId }: { teamId: number }) {
+  const list = useLoad(
+    () => api.get<{ data: Webhook[] }>(`/api/v1/teams/${teamId}/webhooks`).then((r) => r.data),
+    [teamId],
+  );
+  const [url, setUrl] = useState('');
+  const [events, setEvents] = useState<string[]>(['*']);
+  const [created, setCreated] = useState<CreatedWebhook | null>(null);
+  const [open, setOpen] = useState<number | null>(null);
+  const [add, adding, addError] = useAction(async () => {
+    const made = await api.post<{ data: CreatedWebhook }>(`/api/v1/teams/${teamId}/webhooks`, {
+      url,
+      events,
+    });
+    setCreated(made.data);
+    setUrl('');
+    list.reload();
+  });
+  const [remove, removing, removeError] = useAction(async (id: number) => {
+    await api.del(`/api/v1/teams/${teamId}/webhooks/${enc(String(id))}`);
+    if (created?.id === id) setCreated(null);
+    list.reload();
+  });
+  const toggle = (event: string, on: boolean) =>
+    setEvents((now) => {
+      if (event === '*') return on ? ['*'] : [];
+      const named = now.filter((e) => e !== '*' && e !== event);
+      return on ? [...named, event] : named;
+    });
+  return (
+    <section aria-labelledby="webhooks-heading">
+      <h2 id="webhooks-heading">Webhooks</h2>
+      <p class="help">
+        Berth POSTs the team's events as JSON to these URLs, signed in <code>X-Berth-Signature</code> with the
+        webhook's secret.
+      </p>
+      <ErrorBox error={list.error} />
+      {list.data?.length === 0 && <Empty>No webhooks yet.</Empty>}
+      {list.data && list.data.length > 0 && (
+        <div class="scroll" tabIndex={0}>
+          <table class="list">
+            <thead>
+              <tr>
+                <th scope="col">URL</th>
+                <th scope="col">Events</th>
+                <th scope="col">Added</th>
+                <th scope="col">
+                  <span class="visually-hidden">Actions</span>
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {list.data.map((h) => (
+                <tr key={h.id}>
+                  <td>
+                    <code>{h.url}</code>
+                  </td>
+                  <td>{h.events.join(', ')}</td>
+                  <td>{when(h.created_at)}</td>
+                  <td class="row">
+                    <Button
+                      kind="secondary"
+                      class="small"
+                      aria-expanded={open === h.id}
+                      onClick={() => setOpen(open === h.id ? null : h.id)}
+                    >
+                      Deliveries
+                    </Button>
+                    <Button
+                      kind="danger"
+                      class="small"
+                      busy={removing}
+                      aria-label={`Delete the webhook to ${h.url}`}
+                      onClick={() => void remove(h.id)}
+                    >
+                      Delete
+                    </Button>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+      <ErrorBox error={removeError} />
+      {open !== null && list.data?.some((h) => h.id === open) && (
+        <Deliveries teamId={teamId} hook={list.data.find((h) => h.id === open)!} />
+      )}
+      {created && (
+        <ShownOnce label={`The signing secret of the webhook to ${created.url}`} value={created.secret} />
+      )}
+      <Form onSubmit={add}>
+        <label>
+          Webhook URL
+          <input
+            type="url"
+            required
+            placeholder="https://example.com/berth-events"
+            value={url}
+            onInput={(e) => setUrl(e.currentTarget.value)}
+          />
+        </label>
+        <fieldset>
+          <legend>Events</legend>
+          {['*', ...WEBHOOK_EVENTS].map((event) => (
+            <label key={event}>
+              <input
+                type="checkbox"
+                checked={events.includes(event)}
+                onChange={(e) => toggle(event, e.currentTarget.checked)}
+              />{' '}
+              {event === '*' ? 'Every event' : event}
+            </label>
+          ))}
+        </fieldset>
+        <button type="submit" disabled={adding || events.length === 0}>
+          Add webhook
+        </button>
+      </Form>
+      <ErrorBox error={addError} />
+    </section>
+  );
+}
 
 function NewTeam() {
   const [name, setName] = useState('');
@@ -147,6 +337,16 @@ export function TeamPage() {
           <ErrorBox error={leaveError} />
         </section>
       )}
+      {detail.data &&
+        current &&
+        (owner ? (
+          <Webhooks teamId={current.id} />
+        ) : (
+          <section aria-labelledby="webhooks-heading">
+            <h2 id="webhooks-heading">Webhooks</h2>
+            <p class="help">Only the team's owners see and manage its webhooks.</p>
+          </section>
+        ))}
       <NewTeam />
     </>
   );

@@ -1,5 +1,5 @@
 // Applications: list, status, deploy, rollback, deployments, logs, exec, suspend, resume, delete,
-// scheduled deletion.
+// scheduled deletion, push to deploy's webhook.
 import { createInterface } from 'node:readline/promises';
 import { integerOption, requireArg, stringOption, type Command, type CommandContext } from '../command.js';
 import type {
@@ -8,6 +8,7 @@ import type {
   DeletedApplication,
   Deployment,
   ExecResult,
+  GitWebhook,
   LogLine,
   Schedule,
 } from '../answers.js';
@@ -378,6 +379,26 @@ const scheduleDeletion: Command = {
   },
 };
 
+const gitWebhook: Command = {
+  name: 'git-webhook',
+  summary: "push to deploy: the URL and secret to give the repository's GitHub, GitLab or Gitea webhook",
+  usage: 'APP [--rotate] [--team T]',
+  options: { ...TEAM, rotate: { type: 'boolean' } },
+  details:
+    "A push event to the application's branch deploys it. GitHub and Gitea: the secret signs (content type application/json); GitLab: the secret token. --rotate makes a new secret; the old one stops working.",
+  examples: ['berth git-webhook shop', 'berth git-webhook shop --rotate --output json'],
+  async run(context) {
+    const { api, app } = await appOf(context);
+    const hook =
+      context.values.rotate === true
+        ? await api.data<GitWebhook>('POST', `/api/v1/applications/${app.id}/git-webhook/rotate`)
+        : await api.data<GitWebhook>('GET', `/api/v1/applications/${app.id}/git-webhook`);
+    if (context.format === 'json') return printJson(hook);
+    print(`url     ${clean(hook.url)}`);
+    print(`secret  ${clean(hook.secret)}`);
+  },
+};
+
 export const appCommands = [
   apps,
   status,
@@ -390,4 +411,5 @@ export const appCommands = [
   lifecycle('resume', 'run a suspended application again on its live release'),
   deleteCommand,
   scheduleDeletion,
+  gitWebhook,
 ];
