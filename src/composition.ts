@@ -48,6 +48,7 @@ import {
 import { createNotificationService, type NotificationService } from './services/notifications/index.js';
 import { createOwnershipChecks, type OwnershipChecks } from './services/ownership.js';
 import { createRemovals } from './services/infrastructure/removals.js';
+import { createAuditService, type AuditService } from './services/audit.js';
 import { createBackgroundWork } from './jobs/index.js';
 import type { JobHandler, JobRunner } from './jobs/runner.js';
 import type { AppRuntimeDriver } from './drivers/runtime/driver.js';
@@ -132,6 +133,8 @@ export interface Services {
   readonly scheduledDeletion: ScheduledDeletion;
   /** Who may see what a path names, before the body is validated (the ownership plugin). */
   readonly ownership: OwnershipChecks;
+  /** The audit log's readers and its retention prune (the writes are each service's). */
+  readonly audit: AuditService;
   readonly jobs: Jobs;
 }
 
@@ -610,6 +613,14 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
     }),
   );
   const ownership = once(() => createOwnershipChecks({ db: ctx.db, identity: ctx.identity }));
+  const audit = once(() =>
+    createAuditService({
+      db: ctx.db,
+      clock: ctx.clock,
+      identity: ctx.identity,
+      retentionDays: config.auditRetentionDays,
+    }),
+  );
 
   const jobs: Jobs = {
     // Features add theirs here.
@@ -620,6 +631,7 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
       ...dbOperationJobHandlers(dbOperationsDeps),
       ...deployments().jobHandlers(),
       ...appServices().handlers(),
+      ...audit().jobHandlers(),
     }),
     runner: (options = {}) =>
       createBackgroundWork(
@@ -693,6 +705,9 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
     },
     get ownership() {
       return ownership();
+    },
+    get audit() {
+      return audit();
     },
     jobs,
     applicationCleanups,

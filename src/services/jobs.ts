@@ -44,6 +44,7 @@ export interface JobPayloads {
   'scheduled_deletion.delete': { applicationId: number; scheduledFor: string };
   'deployment.run': { id: number };
   'app_service.provision': { applicationId: number };
+  'audit.prune': Record<string, never>;
 }
 
 export type JobType = keyof JobPayloads;
@@ -64,6 +65,7 @@ const JOB_KEYS: { [T in JobType]: (payload: JobPayloads[T]) => string } = {
   'scheduled_deletion.delete': (p) => `scheduled_deletion.delete:${p.applicationId}:${p.scheduledFor}`,
   'deployment.run': (p) => `deployment.run:${p.id}`,
   'app_service.provision': (p) => `app_service.provision:${p.applicationId}`,
+  'audit.prune': () => 'audit.prune',
 };
 
 export const jobKey = <T extends JobType>(type: T, payload: JobPayloads[T]): string =>

@@ -45,7 +45,7 @@ export function registerObjectStorageRoutes(app: FastifyInstance, deps: RouteDep
   app.delete<{ Params: Static<typeof StorageRef> }>(
     '/api/v1/teams/:team/object-storage/:storage',
     {
-      config: owner,
+      config: { ...owner, audit: 'object_storage.delete' },
       schema: {
         tags,
         security,
@@ -65,7 +65,7 @@ export function registerObjectStorageRoutes(app: FastifyInstance, deps: RouteDep
   app.post<{ Params: Static<typeof StorageRef> }>(
     '/api/v1/teams/:team/object-storage/:storage/apply-pending-change',
     {
-      config: owner,
+      config: { ...owner, audit: 'object_storage.apply_pending_change' },
       schema: {
         tags,
         security,
