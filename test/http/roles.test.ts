@@ -257,6 +257,7 @@ const ROLE_TABLE: RoleRow[] = [
   { method: 'GET', url: '/api/v1/teams/:team/managed-databases', role: 'member' },
   { method: 'GET', url: '/api/v1/teams/:team/object-storage', role: 'member' },
   { method: 'GET', url: '/api/v1/teams/:team/notifications', role: 'member' },
+  { method: 'GET', url: '/api/v1/teams/:team/audit-log', role: 'owner' },
   { method: 'GET', url: '/api/v1/teams/:team/object-storage/:storage', role: 'member' },
   {
     method: 'DELETE',
