@@ -17,7 +17,6 @@ import { redactValues } from '../domain/redact.js';
 import { AppError } from '../domain/errors.js';
 import { requireRole } from '../domain/roles.js';
 import { createIdentityRepository } from '../db/repositories/identity.js';
-import type { IdentityService } from './identity.js';
 import { enqueue, handles } from './jobs.js';
 
 export const DAY_MS = 86_400_000;
@@ -142,7 +141,8 @@ export type OperatorAuditQuery = AuditQuery & { team?: string };
 export function createAuditService(deps: {
   db: Kysely<Database>;
   clock: Clock;
-  identity: Pick<IdentityService, 'requireTeam'>;
+  /** The identity service's requireTeam (named by shape: the identity service records entries too). */
+  identity: { requireTeam(userId: number, ref: string): Promise<{ id: number; name: string; role: string }> };
   /** BERTH_AUDIT_RETENTION_DAYS. */
   retentionDays: number;
 }) {
