@@ -11,6 +11,8 @@ import { registerErrorHandler } from './http/plugins/errors.js';
 import { registerProtocol } from './http/plugins/protocol.js';
 import { registerInputGuard } from './http/plugins/input.js';
 import { registerOwnershipCheck } from './http/plugins/ownership.js';
+import { registerAuditLog, type AuditedRoutes } from './http/plugins/audit.js';
+import { registerAuditLogRoutes } from './http/routes/platform/audit-log.js';
 import { registerResponseCheck } from './http/plugins/response-check.js';
 import { registerIdentityRoutes } from './http/routes/platform/identity.js';
 import { registerAccountRoutes } from './http/routes/platform/accounts.js';
@@ -41,6 +43,8 @@ export interface BuildOptions {
   checkResponses?: boolean;
   /** Where the built dashboard is (index.html and assets/); default: dist/web of this package. */
   panelDir?: string;
+  /** Filled with every change route's audit action (for the tests that exercise them all). */
+  auditedRoutes?: AuditedRoutes;
 }
 
 /** dist/web beside src/ and dist/ alike: both are one level under the package root. */
@@ -117,6 +121,11 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   });
   registerInputGuard(app);
   registerOwnershipCheck(app, { ownership: ctx.services.ownership });
+  // With checkResponses (the test suite), a change route that does not record its action answers 500.
+  registerAuditLog(app, {
+    ...(options.checkResponses ? { strict: true } : {}),
+    ...(options.auditedRoutes ? { routes: options.auditedRoutes } : {}),
+  });
 
   // What every route receives: the services and the few things beside them (src/http/deps.ts).
   const deps: RouteDeps = {
@@ -142,6 +151,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   registerTeamResourceRoutes(app, deps);
   registerScheduledDeletionRoutes(app, deps);
   registerWebhookRoutes(app, deps);
+  registerAuditLogRoutes(app, deps);
   registerPanelRoutes(app, { dir: options.panelDir ?? DEFAULT_PANEL_DIR });
 
   return app;

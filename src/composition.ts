@@ -48,6 +48,7 @@ import {
 import { createNotificationService, type NotificationService } from './services/notifications/index.js';
 import { createOwnershipChecks, type OwnershipChecks } from './services/ownership.js';
 import { createRemovals } from './services/infrastructure/removals.js';
+import { createAuditService, type AuditService } from './services/audit.js';
 import { createBackgroundWork } from './jobs/index.js';
 import type { JobHandler, JobRunner } from './jobs/runner.js';
 import type { AppRuntimeDriver } from './drivers/runtime/driver.js';
@@ -144,6 +145,8 @@ export interface Services {
   readonly webhooks: WebhookService;
   /** Push to deploy: applications' git webhook secrets and the forges' push events. */
   readonly pushToDeploy: PushToDeploy;
+  /** The audit log's readers and its retention prune (the writes are each service's). */
+  readonly audit: AuditService;
   readonly jobs: Jobs;
 }
 
@@ -656,6 +659,14 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
       applications: () => applications(),
     }),
   );
+  const audit = once(() =>
+    createAuditService({
+      db: ctx.db,
+      clock: ctx.clock,
+      identity: ctx.identity,
+      retentionDays: config.auditRetentionDays,
+    }),
+  );
 
   const jobs: Jobs = {
     // Features add theirs here.
@@ -667,6 +678,7 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
       ...deployments().jobHandlers(),
       ...appServices().handlers(),
       ...webhooks().handlers(),
+      ...audit().jobHandlers(),
     }),
     runner: (options = {}) =>
       createBackgroundWork(
@@ -746,6 +758,9 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
     },
     get pushToDeploy() {
       return pushToDeploy();
+    },
+    get audit() {
+      return audit();
     },
     jobs,
     applicationCleanups,

@@ -96,7 +96,7 @@ export async function createContext(config: Config, overrides: ContextOverrides 
     secretBox,
     settings,
     identity: createIdentityService({ db: store.db, clock, ids }),
-    maintenance: createMaintenanceSwitch({ settings, clock }),
+    maintenance: createMaintenanceSwitch({ settings, db: store.db, clock }),
     onClose(stop) {
       closers.push(stop);
     },

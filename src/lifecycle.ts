@@ -95,6 +95,7 @@ export async function startBackground(
   });
   if (s3) stops.push(() => s3.close());
   await services.scheduledDeletion.start();
+  await services.audit.start();
   // The supervisor's first pass starts every instance that should run; warmUp builds engine templates.
   const databases = services.managedDatabases.startSupervisor({ warmUp: true });
   stops.push(() => databases.stop());

@@ -28,6 +28,9 @@ Usage:
   berth admin set-credits --email E --credits N|default
                                       give one user a monthly tools allowance other than the server-wide one
   berth admin maintenance on|off      put every replica in (or out of) maintenance mode (503)
+  berth admin audit [--team T] [--action A] [--actor E] [--since TIME] [--until TIME] [--limit N] [--json]
+                                      the audit log of every team (newest first); --action takes a
+                                      prefix ending in * (application.*); a table, or JSON with --json
   berth admin stop-all                stop what serves the applications (replicas, edge, services,
                                       databases) while Berth is down; the next berth serve starts them
   berth admin k8s-check [--json]      whether the kubernetes runtime driver's cluster (--kubeconfig,
@@ -78,6 +81,7 @@ function fail(message: string): never {
 const VALUE_FLAGS = new Set([
   ...Object.values(CONFIG_VARIABLES).map((v) => `--${v.flag}`),
   ...['email', 'team', 'role', 'kind', 'name', 'id', 'credits', 'profile', 'output'].map((f) => `--${f}`),
+  ...['action', 'actor', 'since', 'until', 'limit'].map((f) => `--${f}`),
 ]);
 
 /** The command word: the first argument that is neither a flag nor a flag's value. */
@@ -113,6 +117,11 @@ async function main(argv: string[]): Promise<void> {
       name: { type: 'string' },
       id: { type: 'string' },
       credits: { type: 'string' },
+      action: { type: 'string' },
+      actor: { type: 'string' },
+      since: { type: 'string' },
+      until: { type: 'string' },
+      limit: { type: 'string' },
       'password-stdin': { type: 'boolean' },
       'sign-in-link': { type: 'boolean' },
       json: { type: 'boolean' },
@@ -144,6 +153,13 @@ async function main(argv: string[]): Promise<void> {
   const { createContext } = await import('../context.js');
   const ctx = await createContext(config, {});
   try {
+    // Every change an admin command makes is recorded as the operator's (issue 31, item 2).
+    await ctx.services.audit.asOperator(() => admin());
+  } finally {
+    await ctx.close();
+  }
+
+  async function admin(): Promise<void> {
     const print = (value: unknown) => process.stdout.write(JSON.stringify(value, null, 2) + '\n');
     const userByEmail = async () => {
       if (!values.email) fail('--email is required');
@@ -222,11 +238,18 @@ async function main(argv: string[]): Promise<void> {
         print(await stopDataPlane(ctx));
         break;
       }
+      case 'audit': {
+        const { auditQueryOf, formatAuditTable } = await import('./audit.js');
+        const query = auditQueryOf(values);
+        if (typeof query === 'string') fail(query);
+        const entries = await ctx.services.audit.all(query);
+        if (values.json) print(entries);
+        else process.stdout.write(formatAuditTable(entries));
+        break;
+      }
       default:
         fail(`unknown admin command '${sub ?? ''}'; see berth --help`);
     }
-  } finally {
-    await ctx.close();
   }
 }
 

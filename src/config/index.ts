@@ -21,6 +21,8 @@ export interface Config {
   readonly logFormat: 'pretty' | 'json' | undefined;
   /** Requests per minute per credential; 0 disables. */
   readonly rateLimitPerMinute: number;
+  /** Days an audit log entry is kept before the periodic prune deletes it. */
+  readonly auditRetentionDays: number;
   /** Largest request body accepted, in bytes. */
   readonly bodyLimitBytes: number;
   /** Hosts/CIDRs that the tools may fetch although they are private (tests, intranet operators). */
@@ -150,6 +152,7 @@ export interface ConfigOverrides {
   logLevel?: string;
   logFormat?: string;
   rateLimitPerMinute?: string;
+  auditRetentionDays?: string;
   bodyLimitBytes?: string;
   toolsAllowPrivate?: string;
   trustedProxies?: string;
@@ -247,6 +250,11 @@ export const CONFIG_VARIABLES: Record<keyof ConfigOverrides, { env: string; flag
     env: 'BERTH_RATE_LIMIT_PER_MINUTE',
     flag: 'rate-limit',
     doc: 'requests per minute per credential, 0 = off (default 60)',
+  },
+  auditRetentionDays: {
+    env: 'BERTH_AUDIT_RETENTION_DAYS',
+    flag: 'audit-retention-days',
+    doc: 'days the audit log keeps an entry, 1 to 36500 (default 365)',
   },
   bodyLimitBytes: {
     env: 'BERTH_BODY_LIMIT_BYTES',
@@ -810,6 +818,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     logLevel: logLevel ?? 'info',
     logFormat: logFormat === 'pretty' || logFormat === 'json' ? logFormat : undefined,
     rateLimitPerMinute: integer('rateLimitPerMinute', 60, 0, 1_000_000_000),
+    auditRetentionDays: integer('auditRetentionDays', 365, 1, 36_500),
     bodyLimitBytes: integer('bodyLimitBytes', 30 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
     toolsAllowPrivate: list('toolsAllowPrivate'),
     trustedProxies: addresses('trustedProxies'),

@@ -1,5 +1,6 @@
 // Route-level settings every route declares, and what authentication leaves on the request.
 import type { CredentialKind } from '../db/schema/foundation.js';
+import type { AuditTally } from '../services/audit.js';
 import type { Principal } from '../services/identity.js';
 
 export type RouteAuth = CredentialKind | 'none';
@@ -10,6 +11,13 @@ export type RouteAuth = CredentialKind | 'none';
  * no team (the caller's own account, tools) `member` means any authenticated caller.
  */
 export type RouteRole = 'owner' | 'member';
+
+/**
+ * What a change route (POST, PUT, PATCH, DELETE) writes to the audit log (src/http/plugins/audit.ts,
+ * docs/architecture.md "Audit log"): the action `<resource>.<verb>` its service records once, in the
+ * transaction of the change; or `{ none }` saying why the route changes nothing to record.
+ */
+export type RouteAudit = `${string}.${string}` | { none: string };
 
 export interface DocumentedBody {
   description?: string;
@@ -36,6 +44,8 @@ declare module 'fastify' {
      * must not fail. A presented Authorization header is checked as everywhere.
      */
     signedOut?: 'answer';
+    /** Every change route must say (src/http/plugins/audit.ts refuses to register one that does not). */
+    audit?: RouteAudit;
     /** Media types the route can answer with (406 when Accept allows none). Default: application/json. */
     produces?: string[];
     /**
@@ -46,6 +56,8 @@ declare module 'fastify' {
   }
   interface FastifyRequest {
     principal: Principal | undefined;
+    /** The audit actions this request's handler recorded (src/http/plugins/audit.ts). */
+    auditRecorded: AuditTally | undefined;
   }
 }
 

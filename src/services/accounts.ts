@@ -4,7 +4,7 @@
 // random, shown once and stored as their sha256 only. API tokens (src/services/identity.ts) are
 // untouched by any of this.
 import crypto from 'node:crypto';
-import type { Kysely } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import type { Logger } from 'pino';
 import { constantTimeEqual, sha256, type SecretBox } from '../crypto/secret-box.js';
 import {
@@ -25,6 +25,7 @@ import { requireRole } from '../domain/roles.js';
 import { createSlidingCounts } from '../domain/rate-windows.js';
 import type { Mailer } from '../drivers/mail/types.js';
 import { TEAM_NAME, type IdentityService } from './identity.js';
+import { auditChange, auditUnchanged } from './audit.js';
 
 export const SESSION_DAYS = 30;
 export const SIGN_IN_LINK_MINUTES = 15;
@@ -103,8 +104,20 @@ export function createAccountsService(deps: AccountsDeps) {
       created_at: iso(at),
       expires_at: iso(new Date(at.getTime() + SESSION_DAYS * 86_400_000)),
     };
-    const id = await repo.insertSession(row);
     const { token_hash: _hash, ...rest } = row;
+    const id = await db.transaction().execute(async (trx) => {
+      const session = await createAccountsRepository(trx).insertSession(row);
+      // Signed in: the session's author is the account that signed in (the request has no principal).
+      await auditChange(trx, {
+        at,
+        action: 'session.create',
+        teamId: null,
+        userId,
+        target: { kind: 'session', id: session },
+        after: { user_agent: rest.user_agent, expires_at: rest.expires_at },
+      });
+      return session;
+    });
     return {
       token,
       csrfToken: csrfTokenOf(token),
@@ -135,15 +148,51 @@ export function createAccountsService(deps: AccountsDeps) {
   }
 
   async function newSignInLink(userId: number): Promise<string> {
+    return db.transaction().execute(async (trx) => {
+      const link = await newSignInLinkIn(trx, userId);
+      await auditChange(trx, {
+        at: clock.now(),
+        action: 'sign_in_link.create',
+        teamId: null,
+        userId,
+        target: { kind: 'user', id: userId },
+      });
+      return link;
+    });
+  }
+
+  async function newSignInLinkIn(trx: Transaction<Database>, userId: number): Promise<string> {
     const token = newToken();
     const at = clock.now();
-    await repo.insertSignInLink({
+    await createAccountsRepository(trx).insertSignInLink({
       user_id: userId,
       token_hash: sha256(token),
       created_at: iso(at),
       expires_at: iso(new Date(at.getTime() + SIGN_IN_LINK_MINUTES * 60_000)),
     });
     return `${deps.publicUrl.replace(/\/$/, '')}/sign-in/link#token=${token}`;
+  }
+
+  /**
+   * Stores a new password (never recorded, only that it changed); `keepSession`: the other sessions
+   * end (null: all of them), undefined: they go on.
+   */
+  async function storePassword(userId: number, password: string, keepSession: number | null | undefined) {
+    const problem = passwordProblem(password);
+    if (problem) throw fieldError('password', problem);
+    const hash = await hashPassword(password, deps.passwordCost);
+    await db.transaction().execute(async (trx) => {
+      const r = createAccountsRepository(trx);
+      await r.setPasswordHash(userId, hash);
+      if (keepSession !== undefined) await r.revokeOtherSessions(userId, keepSession ?? undefined, now());
+      await auditChange(trx, {
+        at: now(),
+        action: 'password.update',
+        teamId: null,
+        target: { kind: 'user', id: userId },
+        after: { password: 'set', other_sessions: keepSession === undefined ? 'kept' : 'ended' },
+      });
+    });
   }
 
   /** The caller's team with their role, refused unless they own it. */
@@ -204,7 +253,7 @@ export function createAccountsService(deps: AccountsDeps) {
     async requestSignInLink(emailInput: string): Promise<void> {
       const email = normalEmail(emailInput);
       const user = await users.findUserByEmail(email);
-      if (!user) return;
+      if (!user) return auditUnchanged();
       const link = await newSignInLink(user.id);
       await mail(
         user.id,
@@ -243,8 +292,16 @@ export function createAccountsService(deps: AccountsDeps) {
     listSessions: (userId: number) => repo.listLiveSessions(userId, now()),
 
     async revokeSession(userId: number, sessionId: number): Promise<void> {
-      if (!(await repo.revokeSession(userId, sessionId, now())))
-        throw new AppError('not_found', `Session ${sessionId} not found`);
+      await db.transaction().execute(async (trx) => {
+        if (!(await createAccountsRepository(trx).revokeSession(userId, sessionId, now())))
+          throw new AppError('not_found', `Session ${sessionId} not found`);
+        await auditChange(trx, {
+          at: now(),
+          action: 'session.delete',
+          teamId: null,
+          target: { kind: 'session', id: sessionId },
+        });
+      });
     },
 
     /** Sets a password; a user who has one gives it too. Other sessions end. */
@@ -261,15 +318,12 @@ export function createAccountsService(deps: AccountsDeps) {
           (await verifyPassword(input.currentPassword, user.password_hash));
         if (!ok) throw fieldError('current_password', 'The current password is wrong');
       }
-      await this.forcePassword(userId, input.password);
-      await repo.revokeOtherSessions(userId, keepSession, now());
+      await storePassword(userId, input.password, keepSession ?? null);
     },
 
     /** Sets a password without the current one (`berth admin set-password`). */
     async forcePassword(userId: number, password: string): Promise<void> {
-      const problem = passwordProblem(password);
-      if (problem) throw fieldError('password', problem);
-      await repo.setPasswordHash(userId, await hashPassword(password, deps.passwordCost));
+      await storePassword(userId, password, undefined);
     },
 
     /** Account mail that has not gone out (no SMTP server, or it failed), opened for the operator. */
@@ -288,6 +342,13 @@ export function createAccountsService(deps: AccountsDeps) {
         const r = createIdentityRepository(trx);
         const teamId = await r.insertTeam(name, at);
         await r.upsertMembership(teamId, userId, 'owner', at);
+        await auditChange(trx, {
+          at,
+          action: 'team.create',
+          teamId,
+          target: { kind: 'team', id: teamId },
+          after: { name },
+        });
         return teamId;
       });
       return { id, name, created_at: at, role: 'owner' as Role };
@@ -301,10 +362,20 @@ export function createAccountsService(deps: AccountsDeps) {
       let user = await users.findUserByEmail(email);
       if (user && (await users.findMembership(team.id, user.id)))
         throw new AppError('conflict', `${email} is already a member of team ${team.name}`);
-      const userId = user?.id ?? (await users.insertUser(email, at));
+      const { userId, link } = await db.transaction().execute(async (trx) => {
+        const r = createIdentityRepository(trx);
+        const id = user?.id ?? (await r.insertUser(email, at));
+        await r.upsertMembership(team.id, id, input.role, at);
+        await auditChange(trx, {
+          at,
+          action: 'member.create',
+          teamId: team.id,
+          target: { kind: 'user', id },
+          after: { email, role: input.role },
+        });
+        return { userId: id, link: await newSignInLinkIn(trx, id) };
+      });
       user ??= await users.findUser(userId);
-      await users.upsertMembership(team.id, userId, input.role, at);
-      const link = await newSignInLink(userId);
       await mail(
         userId,
         email,
@@ -318,10 +389,19 @@ export function createAccountsService(deps: AccountsDeps) {
     async setRole(ownerId: number, teamRef: string | number, userId: number, role: Role) {
       const team = await ownedTeam(ownerId, teamRef);
       const current = await requireMember(team.id, userId);
-      if (current !== role) {
-        if (role !== 'owner') await keepAnOwner(team.id, userId, current);
-        await repo.setRole(team.id, userId, role);
-      }
+      if (role !== 'owner' && current !== role) await keepAnOwner(team.id, userId, current);
+      // Recorded even when the role stays: the request was a change, answered 200.
+      await db.transaction().execute(async (trx) => {
+        if (current !== role) await createAccountsRepository(trx).setRole(team.id, userId, role);
+        await auditChange(trx, {
+          at: now(),
+          action: 'member.update',
+          teamId: team.id,
+          target: { kind: 'user', id: userId },
+          before: { role: current },
+          after: { role },
+        });
+      });
       const user = await users.findUser(userId);
       return { id: userId, email: user?.email ?? '', role };
     },
@@ -333,7 +413,16 @@ export function createAccountsService(deps: AccountsDeps) {
         requireRole({ teamName: team.name, role: team.role }, 'owner', 'Removing another member');
       const role = await requireMember(team.id, userId);
       await keepAnOwner(team.id, userId, role);
-      await repo.removeMembership(team.id, userId);
+      await db.transaction().execute(async (trx) => {
+        await createAccountsRepository(trx).removeMembership(team.id, userId);
+        await auditChange(trx, {
+          at: now(),
+          action: 'member.delete',
+          teamId: team.id,
+          target: { kind: 'user', id: userId },
+          before: { role },
+        });
+      });
     },
   };
 }

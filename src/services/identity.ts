@@ -7,6 +7,7 @@ import { createIdentityRepository, type CredentialRow, type TeamRow } from '../d
 import type { CredentialKind, Role } from '../db/schema/foundation.js';
 import type { Database } from '../db/schema/index.js';
 import { constantTimeEqual, sha256 } from '../crypto/secret-box.js';
+import { auditChange } from './audit.js';
 
 export interface Principal {
   userId: number;
@@ -130,6 +131,13 @@ export function createIdentityService(deps: { db: Kysely<Database>; clock: Clock
         const api = await issueWith(r, userId, 'api_token', 'default');
         const tools = await issueWith(r, userId, 'tools_key', 'default');
         const dbApi = await issueWith(r, userId, 'db_api', 'default');
+        await auditChange(trx, {
+          at,
+          action: 'user.create',
+          teamId,
+          target: { kind: 'user', id: userId },
+          after: { email, team: input.team, role: input.role ?? 'owner' },
+        });
         return {
           user_id: userId,
           email,
@@ -148,7 +156,18 @@ export function createIdentityService(deps: { db: Kysely<Database>; clock: Clock
         throw new AppError('bad_request', 'A credential name is 1-100 characters without control characters');
       }
       if (!(await repo.findUser(userId))) throw new AppError('not_found', `User ${userId} not found`);
-      return issueWith(repo, userId, kind, name);
+      return db.transaction().execute(async (trx) => {
+        const issued = await issueWith(createIdentityRepository(trx), userId, kind, name);
+        // The name and kind only: the token or password is shown once and stored as a hash.
+        await auditChange(trx, {
+          at: now(),
+          action: 'credential.create',
+          teamId: null,
+          target: { kind, id: issued.id },
+          after: { name, kind, user_id: userId },
+        });
+        return issued;
+      });
     },
 
     listCredentials: (userId: number, kind?: CredentialKind): Promise<CredentialRow[]> =>
@@ -169,7 +188,21 @@ export function createIdentityService(deps: { db: Kysely<Database>; clock: Clock
       ) {
         throw new AppError('not_found', `Token ${credentialId} not found`);
       }
-      await repo.revokeCredential(credentialId, now());
+      await db.transaction().execute(async (trx) => {
+        await createIdentityRepository(trx).revokeCredential(credentialId, now());
+        await auditChange(trx, {
+          at: now(),
+          action: 'credential.delete',
+          teamId: null,
+          target: { kind: credential.kind, id: credentialId },
+          before: {
+            name: credential.name,
+            kind: credential.kind,
+            user_id: credential.user_id,
+            hint: credential.hint,
+          },
+        });
+      });
     },
 
     /** The principal behind a presented secret, or undefined. Never says why it failed. */

@@ -45,6 +45,7 @@ export interface JobPayloads {
   'deployment.run': { id: number };
   'app_service.provision': { applicationId: number };
   'webhook.deliver': { id: number };
+  'audit.prune': Record<string, never>;
 }
 
 export type JobType = keyof JobPayloads;
@@ -66,6 +67,7 @@ const JOB_KEYS: { [T in JobType]: (payload: JobPayloads[T]) => string } = {
   'deployment.run': (p) => `deployment.run:${p.id}`,
   'app_service.provision': (p) => `app_service.provision:${p.applicationId}`,
   'webhook.deliver': (p) => `webhook.deliver:${p.id}`,
+  'audit.prune': () => 'audit.prune',
 };
 
 export const jobKey = <T extends JobType>(type: T, payload: JobPayloads[T]): string =>

@@ -16,6 +16,7 @@ const PAGES: Array<[string, string, string]> = [
   ['tools', '/tools', 'Tools'],
   ['team', '/team', 'Team acme'],
   ['notifications', '/notifications', 'Notifications'],
+  ['audit-log', '/audit-log', 'Audit log'],
   ['account', '/account', 'Account'],
 ];
 

@@ -272,6 +272,7 @@ const ROLE_TABLE: RoleRow[] = [
   { method: 'GET', url: '/api/v1/teams/:team/webhooks/:id', role: 'owner' },
   { method: 'DELETE', url: '/api/v1/teams/:team/webhooks/:id', role: 'owner' },
   { method: 'GET', url: '/api/v1/teams/:team/webhooks/:id/deliveries', role: 'owner' },
+  { method: 'GET', url: '/api/v1/teams/:team/audit-log', role: 'owner' },
   { method: 'GET', url: '/api/v1/teams/:team/object-storage/:storage', role: 'member' },
   {
     method: 'DELETE',

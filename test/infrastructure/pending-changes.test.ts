@@ -55,10 +55,12 @@ describe.each(DIALECTS)('object storage: apply-pending-change (%s)', (dialect) =
     });
     const audit = await t.ctx.db
       .selectFrom('audit_log')
-      .select(['action', 'details'])
-      .where('action', '=', 'object_storage.zone_changed')
+      .select(['before_state', 'after_state'])
+      .where('action', '=', 'object_storage.apply_pending_change')
       .execute();
-    expect(audit.map((a) => JSON.parse(a.details) as unknown)).toEqual([{ from: 'europe-1', to: 'us-1' }]);
+    expect(audit.map((a) => [a.before_state, a.after_state])).toEqual([
+      ['{"zone":"europe-1"}', '{"zone":"us-1"}'],
+    ]);
     // Carried out once; the document now matches the storage.
     expect((await action(t.auth.platform)).statusCode).toBe(409);
     expect((await apply(t, moved)).json<Changes>().structured_changes.object_storage).toEqual([

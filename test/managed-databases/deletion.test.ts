@@ -156,7 +156,7 @@ describe.each(DIALECTS)('deleting and powering managed databases on %s', (dialec
       .select(['action', 'user_id'])
       .where('target', '=', uuid)
       .execute();
-    expect(audit).toContainEqual({ action: 'managed_database.deleted', user_id: owner.user_id });
+    expect(audit).toContainEqual({ action: 'managed_database.delete', user_id: owner.user_id });
   });
 
   it('shows how to connect on the platform API: the URI and users, passwords for owners only', async () => {

@@ -149,14 +149,16 @@ describe.each(DIALECTS)('scheduled deletion lifecycle (%s)', (dialect) => {
     expect(await childRows(t.ctx.db, id)).toBe(5);
     const audit = await t.ctx.db
       .selectFrom('audit_log')
-      .select('action')
-      .where('target', '=', `application:${id}`)
+      .select(['action', 'after_state'])
+      .where('target_kind', '=', 'application')
+      .where('target', '=', String(id))
+      .where('action', 'in', ['scheduled_deletion.update', 'scheduled_deletion.cancel'])
       .orderBy('id')
       .execute();
-    expect(audit.map((a) => a.action)).toEqual([
-      'application.scheduled_deletion.set',
-      'application.scheduled_deletion.changed',
-      'application.scheduled_deletion.cancelled',
+    expect(audit.map((a) => [a.action, a.after_state])).toEqual([
+      ['scheduled_deletion.update', expect.stringMatching(/^\{"scheduled_deletion_at":"\d{4}-/) as unknown],
+      ['scheduled_deletion.update', expect.stringMatching(/^\{"scheduled_deletion_at":"\d{4}-/) as unknown],
+      ['scheduled_deletion.cancel', '{"scheduled_deletion_at":null}'],
     ]);
     const outbox = await t.ctx.db.selectFrom('notifications').select(['state', 'kind']).execute();
     expect(outbox).toHaveLength(4);

@@ -34,6 +34,7 @@ import type {
   UploadDeployingResponse,
 } from '../../src/http/schemas/runtime.js';
 import type { BalanceResponse, UsageResponse } from '../../src/http/schemas/tools-answers.js';
+import type { AuditLogResponse } from '../../src/http/schemas/audit.js';
 import type {
   CreatedWebhookResponse,
   WebhookDeliveriesResponse,
@@ -162,6 +163,8 @@ export type TeamDetail = DataOf<typeof TeamResponse>;
 export type Credential = EntryOf<typeof CredentialsResponse>;
 export type IssuedCredential = DataOf<typeof IssuedCredentialResponse>;
 export type Notification = EntryOf<typeof NotificationsResponse>;
+export type AuditEntry = EntryOf<typeof AuditLogResponse>;
+export type AuditPage = Static<typeof AuditLogResponse>;
 export type Schedule = DataOf<typeof ScheduleResponse>;
 export type Deployment = Static<typeof DeploymentSchema>;
 export type AppStatus = DataOf<typeof StatusResponse>;

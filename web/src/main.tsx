@@ -13,6 +13,7 @@ import { TeamPage, NotificationsPage } from './pages/team';
 import { DatabasesPage, DatabasePage } from './pages/databases';
 import { StoragePage, StorageDetailPage } from './pages/storage';
 import { ToolsPage } from './pages/tools';
+import { AuditLogPage } from './pages/audit-log';
 import './styles.css';
 
 const NAV: Array<[string, string]> = [
@@ -23,6 +24,7 @@ const NAV: Array<[string, string]> = [
   ['/tools', 'Tools'],
   ['/team', 'Team'],
   ['/notifications', 'Notifications'],
+  ['/audit-log', 'Audit log'],
   ['/account', 'Account'],
 ];
 
@@ -37,6 +39,7 @@ function Page({ path }: { path: string }) {
   if (path.startsWith('/tools')) return <ToolsPage />;
   if (path.startsWith('/team')) return <TeamPage />;
   if (path.startsWith('/notifications')) return <NotificationsPage />;
+  if (path.startsWith('/audit-log')) return <AuditLogPage />;
   if (path.startsWith('/account')) return <AccountPage />;
   return <AppsPage />;
 }

@@ -20,6 +20,7 @@ import * as m022 from './022_service_instances.js';
 import * as m023 from './023_app_object_storage.js';
 import * as m024 from './024_bucket_namespaces.js';
 import * as m026 from './026_webhooks.js';
+import * as m027 from './027_audit_log.js';
 import * as m029 from './029_bucket_acls.js';
 
 type DialectMigration = { up(db: Kysely<unknown>, dialect: Dialect): Promise<void> };
@@ -44,6 +45,7 @@ const MIGRATIONS: Record<string, DialectMigration> = {
   '023_app_object_storage': m023,
   '024_bucket_namespaces': m024,
   '026_webhooks': m026,
+  '027_audit_log': m027,
   '029_bucket_acls': m029,
 };
 

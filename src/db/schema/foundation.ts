@@ -77,6 +77,15 @@ export interface AuditLogTable {
   action: string;
   target: string;
   details: string;
+  /** The e-mail of the account that made the change, `operator` (berth admin), null: Berth itself. */
+  actor: string | null;
+  /** `api_token:<id>`, `session:<id>`, `tools_key:<id>`, `db_api:<id>` or `operator`; never a secret. */
+  credential: string | null;
+  address: string | null;
+  target_kind: string | null;
+  /** JSON, secret values replaced by a placeholder. */
+  before_state: string | null;
+  after_state: string | null;
 }
 
 /** A browser session (cookie); the token is stored as its sha256 only. */

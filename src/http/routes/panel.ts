@@ -19,6 +19,7 @@ export const PANEL_PREFIXES = [
   'account',
   'team',
   'notifications',
+  'audit-log',
 ] as const;
 
 /** Every path the panel serves (for the route sweeps of the tests). */

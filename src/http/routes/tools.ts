@@ -26,6 +26,9 @@ import {
   UsageResponse,
 } from '../schemas/tools.js';
 
+/** A conversion reads its input and answers a file: it changes no resource (its credits are in the ledger). */
+const CONVERSION = { none: 'a conversion changes no resource; its credits are charged in the credit ledger' };
+
 const LengthField = Type.Optional(Type.String({ maxLength: 20 }));
 const pdfFields = {
   landscape: Type.Optional(Type.Boolean()),
@@ -289,7 +292,7 @@ function registerTools(app: FastifyInstance, deps: RouteDeps, api: ToolsApi): vo
     scope.post<{ Body: Static<typeof UrlBody> }>(
       `${prefix}/pdf/convert/url`,
       {
-        config: { ...config, produces: PDF_TYPES },
+        config: { ...config, produces: PDF_TYPES, audit: CONVERSION },
         schema: {
           tags,
           security,
@@ -315,7 +318,7 @@ function registerTools(app: FastifyInstance, deps: RouteDeps, api: ToolsApi): vo
     scope.post<{ Body: Static<typeof HtmlBody> }>(
       `${prefix}/pdf/convert/html`,
       {
-        config: { ...config, produces: PDF_TYPES },
+        config: { ...config, produces: PDF_TYPES, audit: CONVERSION },
         schema: {
           tags,
           security,
@@ -340,7 +343,7 @@ function registerTools(app: FastifyInstance, deps: RouteDeps, api: ToolsApi): vo
     scope.post<{ Body: Static<typeof MarkdownBody> }>(
       `${prefix}/pdf/convert/markdown`,
       {
-        config: { ...config, produces: PDF_TYPES },
+        config: { ...config, produces: PDF_TYPES, audit: CONVERSION },
         schema: {
           tags,
           security,
@@ -366,7 +369,7 @@ function registerTools(app: FastifyInstance, deps: RouteDeps, api: ToolsApi): vo
       `${prefix}/pdf/convert/office`,
       {
         // The upload is read part by part (readUploads): documented here, never validated by Fastify.
-        config: { ...config, produces: PDF_TYPES, documentedBody: OfficeUpload },
+        config: { ...config, produces: PDF_TYPES, documentedBody: OfficeUpload, audit: CONVERSION },
         schema: {
           tags,
           security,
@@ -394,7 +397,7 @@ function registerTools(app: FastifyInstance, deps: RouteDeps, api: ToolsApi): vo
     scope.post(
       `${prefix}/pdf/merge`,
       {
-        config: { ...config, produces: PDF_TYPES, documentedBody: MergeUpload },
+        config: { ...config, produces: PDF_TYPES, documentedBody: MergeUpload, audit: CONVERSION },
         schema: {
           tags,
           security,
@@ -443,7 +446,7 @@ function registerTools(app: FastifyInstance, deps: RouteDeps, api: ToolsApi): vo
     scope.post<{ Body: Static<typeof ShotUrlBody> }>(
       `${prefix}/screenshot/url`,
       {
-        config: { ...config, produces: IMAGE_TYPES },
+        config: { ...config, produces: IMAGE_TYPES, audit: CONVERSION },
         schema: {
           tags,
           security,
@@ -461,7 +464,7 @@ function registerTools(app: FastifyInstance, deps: RouteDeps, api: ToolsApi): vo
     scope.post<{ Body: Static<typeof ShotHtmlBody> }>(
       `${prefix}/screenshot/html`,
       {
-        config: { ...config, produces: IMAGE_TYPES },
+        config: { ...config, produces: IMAGE_TYPES, audit: CONVERSION },
         schema: {
           tags,
           security,

@@ -38,6 +38,7 @@ import type { InstanceStatus as RuntimeInstanceStatus } from '../../drivers/runt
 import type { ServiceRunner, ServiceRuntime, ServiceSpec } from '../../drivers/services/types.js';
 import type { InfrastructureQueries } from '../infrastructure/queries.js';
 import { handles, jobKey } from '../jobs.js';
+import { auditChange } from '../audit.js';
 import { deleteJobs } from '../../jobs/queue.js';
 import {
   createAppServicesRepository,
@@ -597,14 +598,24 @@ export function createAppServicesService(deps: AppServicesDeps) {
 
     /** Stops and starts the service (its data stays); resolves once it runs again. */
     async restart(userId: number, appId: number, ref: string): Promise<ServiceView> {
-      const { service, instance } = await serviceFor(userId, appId, ref);
+      const { app, service, instance } = await serviceFor(userId, appId, ref);
       const { instance: current, runner } = requireConnection(service, instance);
       const key = unitKey(service);
       await locked(key, async () => {
         const runtime = await runner.restart(await specOf(service, current, runner));
-        await repo.updateInstance(key, {
-          ...runningAt(runtime, sizingOf(service), deps.secretBox),
-          updated_at: now(),
+        // Recorded with what the restart changed: the server's new process (a restart that fails is not).
+        await deps.db.transaction().execute(async (trx) => {
+          await createAppServicesRepository(trx).updateInstance(key, {
+            ...runningAt(runtime, sizingOf(service), deps.secretBox),
+            updated_at: now(),
+          });
+          await auditChange(trx, {
+            at: now(),
+            action: 'service.restart',
+            teamId: app.team_id,
+            target: { kind: 'service', id: `${app.id}/${service.name}` },
+            after: { type: service.type },
+          });
         });
       });
       return view(service, await repo.findInstance(key), await runtimeOf(appId));

@@ -11,6 +11,7 @@ import { applicationState, createInfrastructureRepository } from '../../db/repos
 import type { Database } from '../../db/schema/index.js';
 import type { IdGenerator } from '../../domain/clock.js';
 import { AppError } from '../../domain/errors.js';
+import { auditChange, auditUnchanged } from '../audit.js';
 import type { InfrastructureQueries } from '../infrastructure/queries.js';
 import type { RuntimeService } from './runtime.js';
 
@@ -98,13 +99,23 @@ export function createPushToDeploy(deps: PushToDeployDeps) {
     async view(userId: number, appId: number, options: { rotate?: boolean } = {}) {
       const { row } = await deps.queries.requireApplication(userId, appId);
       const stored = await repo.gitWebhookSecret(row.id);
-      if (stored === null || options.rotate) {
+      if (options.rotate) {
+        await deps.db.transaction().execute(async (trx) => {
+          await createWebhookRepository(trx).setGitWebhookSecret(
+            row.id,
+            deps.secretBox.encrypt(deps.ids.token(32)),
+            false,
+          );
+          await auditChange(trx, {
+            at: new Date(),
+            action: 'git_webhook.rotate',
+            teamId: row.team_id,
+            target: { kind: 'application', id: row.id },
+          });
+        });
+      } else if (stored === null) {
         // Two first reads at once agree: only the first write lands, both read it back.
-        await repo.setGitWebhookSecret(
-          row.id,
-          deps.secretBox.encrypt(deps.ids.token(32)),
-          options.rotate !== true,
-        );
+        await repo.setGitWebhookSecret(row.id, deps.secretBox.encrypt(deps.ids.token(32)), true);
       }
       const sealed = await repo.gitWebhookSecret(row.id);
       if (!sealed) throw new AppError('not_found', `Application ${appId} not found`);

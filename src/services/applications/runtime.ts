@@ -3,7 +3,7 @@
 // source upload and download, and deleting an application. Every call checks that the caller belongs
 // to the application's team (404 when it does not exist, 403 when it is not theirs) before anything.
 import type { Readable } from 'node:stream';
-import type { Kysely } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import type { Logger } from 'pino';
 import { createDeploymentRepository, type DeploymentRecord } from '../../db/repositories/deployments.js';
 import { createInfrastructureRepository, type ApplicationRow } from '../../db/repositories/infrastructure.js';
@@ -18,7 +18,7 @@ import {
   type ArtifactInfo,
   type ArtifactStore,
 } from '../../drivers/artifacts/types.js';
-import { recordAudit } from '../../db/repositories/audit.js';
+import { auditChange } from '../audit.js';
 import type { InfrastructureQueries } from '../infrastructure/queries.js';
 import { enqueue } from '../jobs.js';
 import type { WebhookEmitter } from '../webhooks/index.js';
@@ -54,16 +54,33 @@ export function createRuntimeService(deps: RuntimeServiceDeps) {
     return (await deps.queries.requireApplication(userId, appId)).row;
   }
 
+  /** Records `action` on application `row` in `trx` (the change's own transaction). */
+  const audited = (trx: Transaction<Database>, row: ApplicationRow, action: string, after?: unknown) =>
+    auditChange(trx, {
+      at: clock.now(),
+      action,
+      teamId: row.team_id,
+      target: { kind: 'application', id: row.id },
+      before: { name: row.name, status: row.status, suspended: row.suspended === 1 },
+      ...(after !== undefined ? { after } : {}),
+    });
+
   async function requestDeployment(
     row: ApplicationRow,
     values: Omit<Parameters<DeploymentService['request']>[1], 'applicationId'>,
+    action: string,
+    alsoInTransaction?: (trx: Transaction<Database>) => Promise<void>,
   ) {
     if (row.status === 'destroying') throw new AppError('conflict', `Application ${row.id} is being deleted`);
     const id = await db.transaction().execute(async (trx) => {
+      await alsoInTransaction?.(trx);
       if (row.suspended) {
         await createDeploymentRepository(trx).unsuspend(row.id);
       }
-      return deps.deployments.request(trx, { applicationId: row.id, ...values });
+      const deployment = await deps.deployments.request(trx, { applicationId: row.id, ...values });
+      const { requestedBy: _by, ...asked } = values;
+      await audited(trx, row, action, { deployment_id: deployment, ...asked });
+      return deployment;
     });
     deps.deployments.started(row.id, id);
     return deploymentView((await repo.find(id))!);
@@ -89,13 +106,17 @@ export function createRuntimeService(deps: RuntimeServiceDeps) {
           );
         release = last.release;
       }
-      return requestDeployment(row, {
-        reason: 'deploy',
-        requestedBy: userId,
-        skipBuild: options.skipBuild === true,
-        release,
-        ...(options.branch ? { branch: options.branch } : {}),
-      });
+      return requestDeployment(
+        row,
+        {
+          reason: 'deploy',
+          requestedBy: userId,
+          skipBuild: options.skipBuild === true,
+          release,
+          ...(options.branch ? { branch: options.branch } : {}),
+        },
+        'application.deploy',
+      );
     },
 
     /**
@@ -105,7 +126,7 @@ export function createRuntimeService(deps: RuntimeServiceDeps) {
     async deployPushed(appId: number, reason: string) {
       const row = await createInfrastructureRepository(db).findApplication(appId);
       if (!row) throw new AppError('not_found', `Application ${appId} not found`);
-      return requestDeployment(row, { reason, requestedBy: null });
+      return requestDeployment(row, { reason, requestedBy: null }, 'application.deploy');
     },
 
     async rollback(userId: number, appId: number, deploymentId: number | undefined) {
@@ -129,20 +150,29 @@ export function createRuntimeService(deps: RuntimeServiceDeps) {
           { deployment_id: [`The release of deployment ${target.id} is no longer kept (the last 3 are).`] },
           `The release of deployment ${target.id} is no longer kept.`,
         );
-      return requestDeployment(row, {
-        reason: 'rollback',
-        requestedBy: userId,
-        rollbackOf: target.id,
-        release: target.release,
-        branch: target.branch,
-        commit: target.commit_sha,
-      });
+      return requestDeployment(
+        row,
+        {
+          reason: 'rollback',
+          requestedBy: userId,
+          rollbackOf: target.id,
+          release: target.release,
+          branch: target.branch,
+          commit: target.commit_sha,
+        },
+        'application.rollback',
+      );
     },
 
     async suspend(userId: number, appId: number) {
       const row = await app(userId, appId);
       deps.deployments.cancelInFlight(row.id, 'the application was suspended');
-      await repo.setApplicationStatus(row.id, 'stopping', null, now(), { suspended: 1 });
+      await db.transaction().execute(async (trx) => {
+        await createDeploymentRepository(trx).setApplicationStatus(row.id, 'stopping', null, now(), {
+          suspended: 1,
+        });
+        await audited(trx, row, 'application.suspend', { suspended: true });
+      });
       await deps.driver().stop(row.id);
       await repo.setApplicationStatus(row.id, 'stopped', 'suspended', now());
       await deps.events.notify({
@@ -156,7 +186,12 @@ export function createRuntimeService(deps: RuntimeServiceDeps) {
     async resume(userId: number, appId: number) {
       const row = await app(userId, appId);
       const live = row.live_deployment_id === null ? undefined : await repo.find(row.live_deployment_id);
-      await repo.setApplicationStatus(row.id, 'starting', null, now(), { suspended: 0 });
+      await db.transaction().execute(async (trx) => {
+        await createDeploymentRepository(trx).setApplicationStatus(row.id, 'starting', null, now(), {
+          suspended: 0,
+        });
+        await audited(trx, row, 'application.resume', { suspended: false });
+      });
       if (!live?.release) {
         await repo.setApplicationStatus(row.id, 'stopped', 'never deployed', now());
         return this.status(userId, appId);
@@ -291,7 +326,12 @@ export function createRuntimeService(deps: RuntimeServiceDeps) {
           'conflict',
           `Application ${row.id} has no live release to run a command in; deploy it first`,
         );
-      const id = await repo.startCommand(row.id, userId, command, now());
+      // The command is recorded as the history keeps it (owners read both).
+      const id = await db.transaction().execute(async (trx) => {
+        const started = await createDeploymentRepository(trx).startCommand(row.id, userId, command, now());
+        await audited(trx, row, 'application.exec', { command_id: started, command });
+        return started;
+      });
       try {
         const result = await deps.driver().exec(await deps.specs.build(row), live.release, command, {
           log: () => undefined,
@@ -366,14 +406,24 @@ export function createRuntimeService(deps: RuntimeServiceDeps) {
       }
       const size = stored.size;
       const previous = row.uploaded_source;
-      await repo.setUploadedSource(row.id, name, now());
-      if (previous) await store.remove(sourceKey(row.id, previous));
+      const keep = (trx: Transaction<Database>) =>
+        createDeploymentRepository(trx).setUploadedSource(row.id, name, now());
+      // The source and the deployment it asks for are one change, recorded once.
       const deployment = options.deploy
         ? await requestDeployment(
             { ...row, uploaded_source: name },
             { reason: 'source upload', requestedBy: userId },
+            'application.upload_source',
+            keep,
           )
         : null;
+      if (!options.deploy) {
+        await db.transaction().execute(async (trx) => {
+          await keep(trx);
+          await audited(trx, row, 'application.upload_source', { size, deploy: false });
+        });
+      }
+      if (previous) await store.remove(sourceKey(row.id, previous));
       return { size, uploaded_at: now(), deployment };
     },
 
@@ -395,14 +445,7 @@ export function createRuntimeService(deps: RuntimeServiceDeps) {
       deps.deployments.cancelInFlight(row.id, 'the application is being deleted');
       await db.transaction().execute(async (trx) => {
         await createDeploymentRepository(trx).deleteNow(row.id, at);
-        await recordAudit(trx, {
-          at,
-          userId,
-          teamId: row.team_id,
-          action: 'application.delete_requested',
-          target: `application:${row.id}`,
-          details: { name: row.name },
-        });
+        await audited(trx, row, 'application.delete', { status: 'destroying' });
         await enqueue(
           trx,
           'scheduled_deletion.delete',

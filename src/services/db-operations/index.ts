@@ -2,6 +2,7 @@
 // (source URIs hold passwords), the engine work done by the DatabaseOperationsDriver (whose results
 // are redacted) and, for physical clones, by the managed-database driver. This file keeps the use
 // cases: rows, jobs, progress and errors.
+import { auditChange } from '../audit.js';
 import {
   OperationError,
   isOperationError,
@@ -391,6 +392,8 @@ export async function stopMigration(
   deps: DbOperationsDeps,
   row: ManagedDatabaseRow,
   instance: ManagedInstanceRow | undefined,
+  /** The audit action: the route's (DELETE …/migration, or POST …/migration with a null source). */
+  action = 'db_migration.delete',
 ): Promise<MigrationStatus> {
   const migration = await createDbOperationsRepository(deps.db).migrationOf(row.uuid);
   if (!migration || migration.status === 'stopped') {
@@ -436,11 +439,21 @@ export async function stopMigration(
     source_active: false,
     databases,
   };
-  await createDbOperationsRepository(deps.db).updateMigration(row.uuid, {
-    status: 'stopped',
-    status_json: JSON.stringify(status),
-    error: null,
-    updated_at: iso(deps.clock.now()),
+  await deps.db.transaction().execute(async (trx) => {
+    await createDbOperationsRepository(trx).updateMigration(row.uuid, {
+      status: 'stopped',
+      status_json: JSON.stringify(status),
+      error: null,
+      updated_at: iso(deps.clock.now()),
+    });
+    await auditChange(trx, {
+      at: deps.clock.now(),
+      action,
+      teamId: row.team_id,
+      target: { kind: 'managed_database', id: row.uuid },
+      before: { migration: migration.status, method: migration.method },
+      after: { migration: 'stopped' },
+    });
   });
   return status;
 }

@@ -2,6 +2,7 @@
 // clones. Each checks ownership and the database's state, stores the sealed request and enqueues its
 // job in one transaction; the engine work runs in the jobs (index.ts), through the operations'
 // driver. Routes parse, call one of these and shape the answer.
+import { auditChange } from '../audit.js';
 import { createDbOperationsRepository } from '../../db/repositories/db-operations.js';
 import {
   OPERATION_ERROR_STATUS,
@@ -11,6 +12,7 @@ import {
   type PendingUpdate,
 } from '../../drivers/databases/types.js';
 import { iso } from '../../domain/clock.js';
+import { redactUri } from '../../domain/redact.js';
 import { AppError, type ErrorCode } from '../../domain/errors.js';
 import { MANAGED_DATABASE_ZONES, isPlanOffered } from '../../domain/plans.js';
 import type { ProvisionPayload } from '../managed-databases/jobs.js';
@@ -228,6 +230,14 @@ export function createDbOperationRequests(deps: DbOperationRequestsDeps) {
       };
       await deps.db.transaction().execute(async (trx) => {
         await createDbOperationsRepository(trx).insertTask(values);
+        // The operation only: a migration check's source URI carries a password.
+        await auditChange(trx, {
+          at,
+          action: 'db_task.create',
+          teamId: row.team_id,
+          target: { kind: 'managed_database', id: row.uuid },
+          after: { task: id, operation: task.operation, target_version: task.targetVersion ?? null },
+        });
         await enqueue(trx, 'db_operation.task', { id }, { now: now(), maxAttempts: 1 });
       });
       return taskObject(values, row.type);
@@ -247,7 +257,7 @@ export function createDbOperationRequests(deps: DbOperationRequestsDeps) {
       const engine = requireSqlEngine(row);
       const existing = await ops.findMigration(row.uuid);
       if (body.source_service_uri === null) {
-        await stopMigration(deps, row, instance);
+        await stopMigration(deps, row, instance, 'db_migration.create');
         return serviceObjectFor(row, instance, role);
       }
       const method = body.method ?? 'dump';
@@ -287,6 +297,19 @@ export function createDbOperationRequests(deps: DbOperationRequestsDeps) {
           error: null,
           created_at: at,
           updated_at: at,
+        });
+        await auditChange(trx, {
+          at,
+          action: 'db_migration.create',
+          teamId: row.team_id,
+          target: { kind: 'managed_database', id: row.uuid },
+          // The source without its password.
+          after: {
+            source: redactUri(body.source_service_uri!),
+            method,
+            ssl,
+            ignore_dbs: body.ignore_dbs ?? null,
+          },
         });
         await enqueue(trx, 'db_operation.migration', { uuid: row.uuid }, { now: now(), maxAttempts: 1 });
       });
@@ -350,6 +373,14 @@ export function createDbOperationRequests(deps: DbOperationRequestsDeps) {
           `upgrading to PostgreSQL ${target}`,
           iso(at),
         );
+        await auditChange(trx, {
+          at,
+          action: 'managed_database.upgrade',
+          teamId: row.team_id,
+          target: { kind: 'managed_database', id: row.uuid },
+          before: { version: instance?.version ?? null },
+          after: { version: target },
+        });
         // One attempt: a failed upgrade leaves the old major running with the reason in state_reason.
         await enqueue(trx, 'db_operation.upgrade', payload, { now: at, maxAttempts: 1 });
       });
@@ -379,6 +410,15 @@ export function createDbOperationRequests(deps: DbOperationRequestsDeps) {
       }
       // A restart applies both kinds: settings waiting for it, and the newest installed minor's binaries.
       await deps.managedDatabases.restart(row.uuid);
+      // The change is the restart, which the supervisor records as it does any restart; the entry is
+      // written once it succeeded (docs/decisions/0014-audit-log.md).
+      await auditChange(deps.db, {
+        at: now(),
+        action: 'managed_database.maintenance',
+        teamId: row.team_id,
+        target: { kind: 'managed_database', id: row.uuid },
+        after: { applied: updates.map((u) => u.description) },
+      });
       return { message: `Maintenance applied: ${updates.map((u) => u.description).join('; ')}` };
     },
 
@@ -459,6 +499,13 @@ export function createDbOperationRequests(deps: DbOperationRequestsDeps) {
           // maxAttempts 1: a failed copy leaves the clone in `error` with its reason rather than retrying.
           followUp: jobOf('db_operation.clone', payload, 1),
         };
+        await auditChange(trx, {
+          at,
+          action: 'managed_database.clone',
+          teamId: row.team_id,
+          target: { kind: 'managed_database', id: target },
+          after: { source: row.uuid, name, plan, zone, recovery_time: payload.recoveryTime ?? null },
+        });
         await enqueue(trx, 'managed_database.provision', provision, { now: at });
       });
       const clone = await repo.findDatabase(payload.target);

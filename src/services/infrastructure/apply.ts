@@ -43,6 +43,7 @@ import { enqueue } from '../jobs.js';
 import type { DeploymentService } from '../applications/deployments.js';
 import type { IdentityService } from '../identity.js';
 import type { SecretBox } from '../../crypto/secret-box.js';
+import { auditChange, auditUnchanged } from '../audit.js';
 
 export interface InfrastructureDeps {
   db: Kysely<Database>;
@@ -667,8 +668,10 @@ export function createApplyService(deps: InfrastructureDeps) {
                   planned.set(doc, deepFreeze({ teamId: team.id, revision, ...made }));
                 return made;
               });
-      if (options.dryRun || snapshot.result.ops.length === 0)
+      if (options.dryRun || snapshot.result.ops.length === 0) {
+        auditUnchanged();
         return respond(snapshot.result, snapshot.appId, null);
+      }
 
       for (let attempt = 1; ; attempt += 1) {
         try {
@@ -691,7 +694,24 @@ export function createApplyService(deps: InfrastructureDeps) {
                   requestedBy: userId,
                 });
               }
-              return respond(result, existingId ?? appId, deploymentId);
+              const answer = respond(result, existingId ?? appId, deploymentId);
+              // One entry for the whole document: what it changed, as the answer lists it.
+              await auditChange(trx, {
+                at: now,
+                action: 'infrastructure.apply',
+                teamId: team.id,
+                target:
+                  answer.application_id !== null
+                    ? { kind: 'application', id: answer.application_id }
+                    : { kind: 'team', id: team.id },
+                after: {
+                  application: doc.name,
+                  changes: answer.changes,
+                  resource_changes: answer.resource_changes,
+                  deployment_id: deploymentId,
+                },
+              });
+              return answer;
             })
             .then((response) => {
               if (response.deployment_id !== null && response.application_id !== null)

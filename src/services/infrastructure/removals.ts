@@ -5,7 +5,7 @@ import type { Kysely } from 'kysely';
 import { iso, type Clock } from '../../domain/clock.js';
 import { AppError } from '../../domain/errors.js';
 import type { Database } from '../../db/schema/index.js';
-import { recordAudit } from '../../db/repositories/audit.js';
+import { auditChange } from '../audit.js';
 import {
   createInfrastructureRepository,
   type ApplicationItemKind,
@@ -32,14 +32,13 @@ export function createRemovals(deps: {
         const found = await items.findApplicationItem(kind, row.id, ref);
         if (!found) throw new AppError('not_found', `The application has no ${kind} '${ref}'`);
         await items.deleteApplicationItem(kind, found.id);
-        await recordAudit(trx, {
+        await auditChange(trx, {
           at,
-          userId,
+          action: `${kind}.delete`,
           teamId: team.id,
-          action: `application.${kind}.removed`,
-          target: `application:${row.id}`,
+          target: { kind, id: `${row.id}/${found.name}` },
           // A secret's key is recorded, never its value.
-          details: { [kind]: found.name },
+          before: { application_id: row.id, name: found.name },
         });
         return found.name;
       });

@@ -16,6 +16,7 @@ import type { Logger } from 'pino';
 import type { SecretBox } from '../../crypto/secret-box.js';
 import type { IdentityService } from '../identity.js';
 import { recordAudit } from '../../db/repositories/audit.js';
+import { auditChange, auditUnchanged } from '../audit.js';
 import { createDbOperationsRepository } from '../../db/repositories/db-operations.js';
 import { AppError } from '../../domain/errors.js';
 import { requireRole } from '../../domain/roles.js';
@@ -442,15 +443,15 @@ export function createManagedDatabaseService(deps: ManagedDatabaseDeps): Managed
       await deps.db.transaction().execute(async (trx) => {
         const r = createManagedDatabaseRepository(trx);
         const row = await r.findDatabase(uuid);
-        if (!row || row.state === 'delete-service') return;
+        if (!row || row.state === 'delete-service') return auditUnchanged();
         await r.setState(row.id, 'delete-service', null, iso(at));
-        await recordAudit(trx, {
-          at: iso(at),
-          userId,
+        await auditChange(trx, {
+          at,
+          action: 'managed_database.delete',
           teamId: row.team_id,
-          action: 'managed_database.deleted',
-          target: row.uuid,
-          details: { name: row.name, type: row.type, plan: row.plan },
+          target: { kind: 'managed_database', id: row.uuid },
+          before: { name: row.name, type: row.type, plan: row.plan, state: row.state },
+          userId,
         });
         await enqueue(trx, 'managed_database.delete', { uuid }, { now: at });
       });
@@ -462,7 +463,7 @@ export function createManagedDatabaseService(deps: ManagedDatabaseDeps): Managed
         const r = createManagedDatabaseRepository(trx);
         const row = await r.findDatabase(uuid);
         const instance = row && (await r.findInstance(row.id));
-        if (!row) return;
+        if (!row) return auditUnchanged();
         // Powering on or off needs a provisioned server and nothing else in progress on it.
         const settled = row.state === 'running' || row.state === 'stopped' || row.state === 'error';
         if (!instance || instance.applied_plan === null || !settled) {
@@ -476,6 +477,14 @@ export function createManagedDatabaseService(deps: ManagedDatabaseDeps): Managed
         }
         await r.updateInstance(row.id, { powered: powered ? 1 : 0, updated_at: iso(at) });
         await r.setState(row.id, 'pending', null, iso(at));
+        await auditChange(trx, {
+          at,
+          action: 'managed_database.power',
+          teamId: row.team_id,
+          target: { kind: 'managed_database', id: row.uuid },
+          before: { powered: instance.powered === 1, state: row.state },
+          after: { powered },
+        });
         await enqueue(trx, 'managed_database.power', { uuid }, { now: at });
       });
     },
@@ -501,6 +510,14 @@ export function createManagedDatabaseService(deps: ManagedDatabaseDeps): Managed
           state: 'pending',
           state_reason: null,
           updated_at: at,
+        });
+        await auditChange(trx, {
+          at,
+          action: 'managed_database.apply_pending_change',
+          teamId: row.team_id,
+          target: { kind: 'managed_database', id: row.uuid },
+          before: { plan: row.plan, zone: row.zone },
+          after: { plan, zone: row.pending_zone ?? row.zone },
         });
         await enqueue(trx, 'managed_database.provision', { uuid }, { now: deps.clock.now() });
       });

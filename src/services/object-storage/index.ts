@@ -5,7 +5,7 @@ import type { Kysely } from 'kysely';
 import { enqueue, handles, jobKey } from '../jobs.js';
 import { iso, type Clock } from '../../domain/clock.js';
 import type { Database } from '../../db/schema/index.js';
-import { recordAudit } from '../../db/repositories/audit.js';
+import { auditChange } from '../audit.js';
 import { createObjectStorageRepository } from '../../db/repositories/object-storage.js';
 import { deleteJobs } from '../../jobs/queue.js';
 import { AppError } from '../../domain/errors.js';
@@ -117,13 +117,14 @@ async function applyPendingChange(
       throw new AppError('conflict', `Object storage '${row.name}' has no pending zone change`);
     }
     await storages.update(row.id, { zone: row.pending_zone, pending_zone: null, updated_at: at });
-    await recordAudit(trx, {
+    await auditChange(trx, {
       at,
       userId,
+      action: 'object_storage.apply_pending_change',
       teamId: team.id,
-      action: 'object_storage.zone_changed',
-      target: row.uuid,
-      details: { from: row.zone, to: row.pending_zone },
+      target: { kind: 'object_storage', id: row.uuid },
+      before: { zone: row.zone },
+      after: { zone: row.pending_zone },
     });
   });
 }
@@ -160,13 +161,14 @@ async function setBucketAcl(
       updated_at: at,
     });
     await enqueue(trx, 'object_storage.provision', { uuid: row.uuid }, { now: deps.clock.now() });
-    await recordAudit(trx, {
+    await auditChange(trx, {
       at,
       userId,
+      action: 'object_storage.bucket_acl',
       teamId: team.id,
-      action: 'object_storage.bucket_acl_changed',
-      target: row.uuid,
-      details: { bucket, from: acls[bucket] ?? null, to: acl },
+      target: { kind: 'object_storage', id: row.uuid },
+      before: { bucket, acl: acls[bucket] ?? null },
+      after: { bucket, acl },
     });
   });
 }
@@ -190,13 +192,13 @@ async function remove(
   await deps.db.transaction().execute(async (trx) => {
     await deleteJobs(trx, [jobKey('object_storage.provision', { uuid: row.uuid })]);
     await createObjectStorageRepository(trx).delete(row.id);
-    await recordAudit(trx, {
+    await auditChange(trx, {
       at,
       userId,
+      action: 'object_storage.delete',
       teamId: team.id,
-      action: 'object_storage.deleted',
-      target: row.uuid,
-      details: { name: row.name },
+      target: { kind: 'object_storage', id: row.uuid },
+      before: { name: row.name, zone: row.zone },
     });
   });
   return { uuid: row.uuid, name: row.name };

@@ -1,7 +1,7 @@
 // An application's deletion schedule over the platform API: read it with its warnings, set, change or
 // cancel it (PATCH/PUT), and the dashboard's rule-1 actions that only change or cancel an existing one.
 import type { Kysely } from 'kysely';
-import { recordAudit } from '../../db/repositories/audit.js';
+import { auditChange, auditUnchanged } from '../audit.js';
 import { createScheduleRepository, type ScheduleRow } from '../../db/repositories/schedules.js';
 import type { Database } from '../../db/schema/index.js';
 import { iso, type Clock } from '../../domain/clock.js';
@@ -111,22 +111,18 @@ export function createScheduleService(deps: {
         }
         const before = current.scheduled_deletion_at;
         if (before !== value) {
-          await recordAudit(trx, {
+          await auditChange(trx, {
             at,
             userId,
+            action: kind === 'cancel' ? 'scheduled_deletion.cancel' : 'scheduled_deletion.update',
             teamId: current.team_id,
-            action:
-              value === null
-                ? 'application.scheduled_deletion.cancelled'
-                : before === null
-                  ? 'application.scheduled_deletion.set'
-                  : 'application.scheduled_deletion.changed',
-            target: `application:${current.id}`,
-            details: { from: before, to: value, via: kind },
+            target: { kind: 'application', id: current.id },
+            before: { scheduled_deletion_at: before },
+            after: { scheduled_deletion_at: value },
           });
           // A schedule set close to its time gets its warning at once, not at the next minute's sweep.
           await wakeSweep(trx, now);
-        }
+        } else auditUnchanged();
         return scheduleView((await r.find(current.id))!);
       });
     },

@@ -2,6 +2,7 @@
 // Atomicity comes from one conditional UPDATE (`used + 1 <= allowance`) inside a transaction: on
 // PostgreSQL the row lock makes concurrent reservations (also from other replicas) queue on the row and
 // re-check the condition; on SQLite writers are serialised. So the balance can never go below zero.
+import { auditChange } from '../audit.js';
 import type { Kysely } from 'kysely';
 import { createCreditRepository } from '../../db/repositories/credits.js';
 import type { Database } from '../../db/schema/index.js';
@@ -120,7 +121,18 @@ export function createCreditLedger(deps: {
       if (credits !== null && (!Number.isInteger(credits) || credits < 0)) {
         throw new AppError('validation', 'credits must be a whole number of at least 0');
       }
-      await createCreditRepository(db).setAllowance(userId, credits);
+      await db.transaction().execute(async (trx) => {
+        const before = await createCreditRepository(trx).allowanceOf(userId);
+        await createCreditRepository(trx).setAllowance(userId, credits);
+        await auditChange(trx, {
+          at: clock.now(),
+          action: 'credits.update',
+          teamId: null,
+          target: { kind: 'user', id: userId },
+          before: { monthly_credits: before ?? 'default' },
+          after: { monthly_credits: credits ?? 'default' },
+        });
+      });
     },
 
     async usage(userId, { limit, beforeId }) {

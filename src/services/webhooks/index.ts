@@ -14,6 +14,7 @@ import type { Database } from '../../db/schema/index.js';
 import { iso, type Clock, type IdGenerator } from '../../domain/clock.js';
 import { AppError, FieldErrorCollector, fieldError } from '../../domain/errors.js';
 import type { JobHandler, RunningJob } from '../../jobs/runner.js';
+import { auditChange } from '../audit.js';
 import type { IdentityService } from '../identity.js';
 import { enqueue, handles } from '../jobs.js';
 
@@ -247,13 +248,24 @@ export function createWebhookService(deps: WebhookServiceDeps) {
         throw new AppError('conflict', `Team ${team.name} already has ${WEBHOOKS_PER_TEAM} webhooks`);
       const secret = `whsec_${deps.ids.token(32)}`;
       const events = [...new Set(body.events)];
-      const id = await repo.insert({
-        team_id: team.id,
-        url: url.href,
-        events: JSON.stringify(events),
-        secret_encrypted: deps.secretBox.encrypt(secret),
-        created_by: userId,
-        created_at: iso(clock.now()),
+      const at = iso(clock.now());
+      const id = await db.transaction().execute(async (trx) => {
+        const made = await createWebhookRepository(trx).insert({
+          team_id: team.id,
+          url: url.href,
+          events: JSON.stringify(events),
+          secret_encrypted: deps.secretBox.encrypt(secret),
+          created_by: userId,
+          created_at: at,
+        });
+        await auditChange(trx, {
+          at,
+          action: 'webhook.create',
+          teamId: team.id,
+          target: { kind: 'webhook', id: made },
+          after: { url: url.href, events },
+        });
+        return made;
       });
       // The only answer that carries the secret.
       return { ...webhookView((await repo.findById(id))!), secret };
@@ -271,7 +283,16 @@ export function createWebhookService(deps: WebhookServiceDeps) {
     async remove(userId: number, teamRef: string, idText: string) {
       const row = await requireWebhook(userId, teamRef, idText);
       // Its deliveries, attempts go with it (cascade); a queued delivery job then finds nothing to send.
-      await repo.remove(row.team_id, row.id);
+      await db.transaction().execute(async (trx) => {
+        await createWebhookRepository(trx).remove(row.team_id, row.id);
+        await auditChange(trx, {
+          at: clock.now(),
+          action: 'webhook.delete',
+          teamId: row.team_id,
+          target: { kind: 'webhook', id: row.id },
+          before: { url: row.url, events: JSON.parse(row.events) as unknown },
+        });
+      });
     },
 
     /** The webhook's deliveries, newest first, each with its attempts and their answers. */

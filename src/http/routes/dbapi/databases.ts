@@ -90,7 +90,7 @@ export function registerManagedDatabaseApiRoutes(app: FastifyInstance, deps: Rou
   app.delete<{ Params: Static<typeof UuidParam> }>(
     '/1.3/database/:uuid',
     {
-      config: owner,
+      config: { ...owner, audit: 'managed_database.delete' },
       schema: {
         tags,
         security,
@@ -111,7 +111,7 @@ export function registerManagedDatabaseApiRoutes(app: FastifyInstance, deps: Rou
   app.patch<{ Params: Static<typeof UuidParam>; Body: Static<typeof PatchBody> }>(
     '/1.3/database/:uuid',
     {
-      config: owner,
+      config: { ...owner, audit: 'managed_database.power' },
       schema: {
         tags,
         security,

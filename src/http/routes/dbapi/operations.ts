@@ -115,7 +115,7 @@ function registerOperations(
   app.post<{ Params: Static<typeof UuidParam>; Body: Static<typeof TaskBody> }>(
     `${prefix}/:uuid/tasks`,
     {
-      config: owner,
+      config: { ...owner, audit: 'db_task.create' },
       schema: {
         tags,
         security,
@@ -149,7 +149,7 @@ function registerOperations(
   app.post<{ Params: Static<typeof UuidParam>; Body: Static<typeof MigrationBody> }>(
     `${prefix}/:uuid/migration`,
     {
-      config: owner,
+      config: { ...owner, audit: 'db_migration.create' },
       schema: {
         tags,
         security,
@@ -166,7 +166,7 @@ function registerOperations(
   app.delete<{ Params: Static<typeof UuidParam> }>(
     `${prefix}/:uuid/migration`,
     {
-      config: owner,
+      config: { ...owner, audit: 'db_migration.delete' },
       schema: {
         tags,
         security,
@@ -196,7 +196,7 @@ function registerOperations(
   app.post<{ Params: Static<typeof UuidParam>; Body: Static<typeof UpgradeBody> }>(
     `${prefix}/:uuid/upgrade`,
     {
-      config: owner,
+      config: { ...owner, audit: 'managed_database.upgrade' },
       schema: {
         tags,
         security,
@@ -222,7 +222,7 @@ function registerOperations(
   app.post<{ Params: Static<typeof UuidParam> }>(
     `${prefix}/:uuid/maintenance`,
     {
-      config: owner,
+      config: { ...owner, audit: 'managed_database.maintenance' },
       schema: {
         tags,
         security,
@@ -237,7 +237,7 @@ function registerOperations(
   app.post<{ Params: Static<typeof UuidParam>; Body: Static<typeof CloneBody> }>(
     `${prefix}/:uuid/clone`,
     {
-      config: owner,
+      config: { ...owner, audit: 'managed_database.clone' },
       schema: {
         tags,
         security,

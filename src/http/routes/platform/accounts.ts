@@ -9,6 +9,7 @@ import { clearedSessionCookie, readCookie, SESSION_COOKIE, sessionCookie } from 
 import { Data, NoContent, OneOf } from '../../schemas/common.js';
 import { platformErrors } from '../../schemas/errors.js';
 import { Member, Session, SessionResponse, SignedInResponse, TeamCreated } from '../../schemas/accounts.js';
+import { auditUnchanged } from '../../../services/audit.js';
 import type { RouteDeps } from '../../deps.js';
 import { principalOf } from '../../types.js';
 
@@ -105,7 +106,7 @@ export function registerAccountRoutes(
   app.post<{ Body: Static<typeof SignInBody> }>(
     '/api/v1/auth/sign-in',
     {
-      config: open,
+      config: { ...open, audit: 'session.create' },
       schema: {
         tags,
         summary: 'Sign in with e-mail and password: sets the session cookie',
@@ -123,7 +124,7 @@ export function registerAccountRoutes(
   app.post<{ Body: Static<typeof LinkRequestBody> }>(
     '/api/v1/auth/sign-in-links',
     {
-      config: open,
+      config: { ...open, audit: 'sign_in_link.create' },
       schema: {
         tags,
         summary: 'Mail a one-time sign-in link (the same answer whether or not the address is known)',
@@ -142,7 +143,7 @@ export function registerAccountRoutes(
   app.post<{ Body: Static<typeof LinkBody> }>(
     '/api/v1/auth/sign-in-links/consume',
     {
-      config: open,
+      config: { ...open, audit: 'session.create' },
       schema: {
         tags,
         summary: 'Sign in with the token of a sign-in link (once): sets the session cookie',
@@ -196,7 +197,7 @@ export function registerAccountRoutes(
   app.post(
     '/api/v1/auth/sign-out',
     {
-      config: signedIn,
+      config: { ...signedIn, audit: 'session.delete' },
       schema: {
         tags,
         security,
@@ -206,7 +207,9 @@ export function registerAccountRoutes(
     },
     async (request, reply) => {
       const { userId, sessionId } = principalOf(request);
+      // A token holder has no session to end: nothing changes, nothing is recorded.
       if (sessionId !== undefined) await accounts().revokeSession(userId, sessionId);
+      else auditUnchanged();
       reply.header('set-cookie', clearedSessionCookie(secure(request)));
       reply.code(204);
     },
@@ -238,7 +241,7 @@ export function registerAccountRoutes(
   app.delete<{ Params: Static<typeof IdParam> }>(
     '/api/v1/user/sessions/:id',
     {
-      config: signedIn,
+      config: { ...signedIn, audit: 'session.delete' },
       schema: {
         tags,
         security,
@@ -256,7 +259,7 @@ export function registerAccountRoutes(
   app.put<{ Body: Static<typeof PasswordBody> }>(
     '/api/v1/user/password',
     {
-      config: signedIn,
+      config: { ...signedIn, audit: 'password.update' },
       schema: {
         tags,
         security,
@@ -279,7 +282,7 @@ export function registerAccountRoutes(
   app.post<{ Body: Static<typeof TeamBody> }>(
     '/api/v1/teams',
     {
-      config: signedIn,
+      config: { ...signedIn, audit: 'team.create' },
       schema: {
         tags,
         security,
@@ -298,7 +301,7 @@ export function registerAccountRoutes(
   app.post<{ Params: Static<typeof TeamParam>; Body: Static<typeof InviteBody> }>(
     '/api/v1/teams/:team/members',
     {
-      config: ownerOfTeam,
+      config: { ...ownerOfTeam, audit: 'member.create' },
       schema: {
         tags,
         security,
@@ -321,7 +324,7 @@ export function registerAccountRoutes(
   app.patch<{ Params: Static<typeof MemberParams>; Body: Static<typeof RoleBody> }>(
     '/api/v1/teams/:team/members/:user',
     {
-      config: ownerOfTeam,
+      config: { ...ownerOfTeam, audit: 'member.update' },
       schema: {
         tags,
         security,
@@ -345,7 +348,7 @@ export function registerAccountRoutes(
     '/api/v1/teams/:team/members/:user',
     {
       // A member may remove only themselves: removeMember checks the owner role for anyone else.
-      config: signedIn,
+      config: { ...signedIn, audit: 'member.delete' },
       schema: {
         tags,
         security,
@@ -363,7 +366,7 @@ export function registerAccountRoutes(
   app.post<{ Params: Static<typeof TeamParam> }>(
     '/api/v1/teams/:team/leave',
     {
-      config: signedIn,
+      config: { ...signedIn, audit: 'member.delete' },
       schema: {
         tags,
         security,

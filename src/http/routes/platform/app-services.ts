@@ -101,7 +101,7 @@ export function registerAppServiceRoutes(app: FastifyInstance, deps: RouteDeps):
   app.post<{ Params: Static<typeof ServiceParam> }>(
     '/api/v1/applications/:id/services/:service/restart',
     {
-      config: owner,
+      config: { ...owner, audit: 'service.restart' },
       schema: {
         tags,
         security,

@@ -34,7 +34,7 @@ export function registerApplicationRoutes(app: FastifyInstance, deps: RouteDeps)
     app.delete<{ Params: Static<typeof ItemParam> }>(
       `/api/v1/applications/:id/${segment}/:item`,
       {
-        config: { ...config, role: 'owner' },
+        config: { ...config, role: 'owner', audit: `${kind}.delete` },
         schema: {
           tags,
           security,

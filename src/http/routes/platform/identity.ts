@@ -142,7 +142,7 @@ export function registerIdentityRoutes(app: FastifyInstance, deps: RouteDeps): v
     app.post<{ Body: Static<typeof NewCredential> }>(
       path,
       {
-        config,
+        config: { ...config, audit: 'credential.create' },
         schema: {
           tags,
           security,
@@ -170,7 +170,7 @@ export function registerIdentityRoutes(app: FastifyInstance, deps: RouteDeps): v
     app.delete<{ Params: Static<typeof IdParam> }>(
       `${path}/:id`,
       {
-        config,
+        config: { ...config, audit: 'credential.delete' },
         schema: {
           tags,
           security,

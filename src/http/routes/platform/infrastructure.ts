@@ -50,7 +50,7 @@ export function registerInfrastructureRoutes(app: FastifyInstance, deps: RouteDe
       // Owners only, dry runs too: a dry run compares the document's secret values with the stored
       // ones (`unchanged` for a right guess), which members may not read. The team is the document's:
       // the service checks the role once it has read it.
-      config: { auth: 'api_token', role: 'owner', teamIn: 'body' },
+      config: { auth: 'api_token', role: 'owner', teamIn: 'body', audit: 'infrastructure.apply' },
       // The largest document within the list limits; parsing more would hold up other requests.
       bodyLimit: APPLY_BODY_LIMIT_BYTES,
       schema: {

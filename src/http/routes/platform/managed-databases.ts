@@ -68,7 +68,7 @@ export function registerManagedDatabasePanelRoutes(app: FastifyInstance, deps: R
   app.post<{ Params: Static<typeof UuidParam> }>(
     '/api/v1/managed-databases/:uuid/apply-pending-change',
     {
-      config: { auth: 'api_token', role: 'owner' },
+      config: { auth: 'api_token', role: 'owner', audit: 'managed_database.apply_pending_change' },
       schema: {
         tags,
         security,
@@ -100,7 +100,7 @@ export function registerManagedDatabasePanelRoutes(app: FastifyInstance, deps: R
   app.delete<{ Params: Static<typeof UuidParam> }>(
     '/api/v1/managed-databases/:uuid',
     {
-      config: { auth: 'api_token', role: 'owner' },
+      config: { auth: 'api_token', role: 'owner', audit: 'managed_database.delete' },
       schema: {
         tags,
         security,

@@ -55,7 +55,7 @@ export function registerObjectStorageRoutes(app: FastifyInstance, deps: RouteDep
   app.delete<{ Params: Static<typeof StorageRef> }>(
     '/api/v1/teams/:team/object-storage/:storage',
     {
-      config: owner,
+      config: { ...owner, audit: 'object_storage.delete' },
       schema: {
         tags,
         security,
@@ -75,7 +75,7 @@ export function registerObjectStorageRoutes(app: FastifyInstance, deps: RouteDep
   app.post<{ Params: Static<typeof StorageRef> }>(
     '/api/v1/teams/:team/object-storage/:storage/apply-pending-change',
     {
-      config: owner,
+      config: { ...owner, audit: 'object_storage.apply_pending_change' },
       schema: {
         tags,
         security,
@@ -97,7 +97,7 @@ export function registerObjectStorageRoutes(app: FastifyInstance, deps: RouteDep
   app.put<{ Params: Static<typeof BucketRef>; Body: Static<typeof BucketAclBody> }>(
     '/api/v1/teams/:team/object-storage/:storage/buckets/:bucket/acl',
     {
-      config: owner,
+      config: { ...owner, audit: 'object_storage.bucket_acl' },
       schema: {
         tags,
         security,

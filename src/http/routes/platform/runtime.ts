@@ -160,7 +160,7 @@ export function registerRuntimeRoutes(app: FastifyInstance, deps: RouteDeps): vo
   app.delete<{ Params: Static<typeof IdParam> }>(
     '/api/v1/applications/:id',
     {
-      config: owner,
+      config: { ...owner, audit: 'application.delete' },
       schema: {
         tags,
         security,
@@ -177,7 +177,7 @@ export function registerRuntimeRoutes(app: FastifyInstance, deps: RouteDeps): vo
   app.post<{ Params: Static<typeof IdParam>; Body: Static<typeof DeployBody> }>(
     '/api/v1/applications/:id/deploy',
     {
-      config: owner,
+      config: { ...owner, audit: 'application.deploy' },
       schema: {
         tags,
         security,
@@ -201,7 +201,7 @@ export function registerRuntimeRoutes(app: FastifyInstance, deps: RouteDeps): vo
   app.post<{ Params: Static<typeof IdParam>; Body: Static<typeof RollbackBody> }>(
     '/api/v1/applications/:id/rollback',
     {
-      config: owner,
+      config: { ...owner, audit: 'application.rollback' },
       schema: {
         tags,
         security,
@@ -224,7 +224,7 @@ export function registerRuntimeRoutes(app: FastifyInstance, deps: RouteDeps): vo
     app.post<{ Params: Static<typeof IdParam> }>(
       `/api/v1/applications/:id/${action}`,
       {
-        config: owner,
+        config: { ...owner, audit: `application.${action}` },
         schema: {
           tags,
           security,
@@ -389,7 +389,7 @@ export function registerRuntimeRoutes(app: FastifyInstance, deps: RouteDeps): vo
   app.post<{ Params: Static<typeof IdParam>; Body: Static<typeof ExecBody> }>(
     '/api/v1/applications/:id/exec',
     {
-      config: owner,
+      config: { ...owner, audit: 'application.exec' },
       schema: {
         tags,
         security,
@@ -459,6 +459,7 @@ export function registerRuntimeRoutes(app: FastifyInstance, deps: RouteDeps): vo
       {
         config: {
           ...owner,
+          audit: 'application.upload_source',
           // The archive is the raw body, streamed to disk by the route: documented, never validated.
           documentedBody: {
             description: 'The source archive (tar.gz or zip), as the raw body',

@@ -44,7 +44,7 @@ export function registerScheduledDeletionRoutes(app: FastifyInstance, deps: Rout
     app.route<{ Params: Static<typeof AppParam>; Body: unknown }>({
       method,
       url: '/api/v1/applications/:id',
-      config: owner,
+      config: { ...owner, audit: 'scheduled_deletion.update' },
       schema: {
         tags,
         security,
@@ -77,7 +77,7 @@ export function registerScheduledDeletionRoutes(app: FastifyInstance, deps: Rout
   app.post<{ Params: Static<typeof AppParam>; Body: unknown }>(
     '/api/v1/applications/:id/scheduled-deletion/reschedule',
     {
-      config: owner,
+      config: { ...owner, audit: 'scheduled_deletion.update' },
       schema: {
         tags,
         security,
@@ -100,7 +100,7 @@ export function registerScheduledDeletionRoutes(app: FastifyInstance, deps: Rout
   app.post<{ Params: Static<typeof AppParam> }>(
     '/api/v1/applications/:id/scheduled-deletion/cancel',
     {
-      config: owner,
+      config: { ...owner, audit: 'scheduled_deletion.cancel' },
       schema: {
         tags,
         security,

@@ -3,6 +3,7 @@
 // their signature alone). The use cases are in services/webhooks/ and services/applications/push.ts.
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from 'typebox';
+import { auditUnchanged } from '../../../services/audit.js';
 import { PUSH_BODY_LIMIT_BYTES } from '../../../services/applications/push.js';
 import { WEBHOOK_EVENTS } from '../../../services/webhooks/index.js';
 import type { RouteDeps } from '../../deps.js';
@@ -54,7 +55,7 @@ export function registerWebhookRoutes(app: FastifyInstance, deps: RouteDeps): vo
   app.post<{ Params: Static<typeof TeamParam>; Body: Static<typeof CreateBody> }>(
     '/api/v1/teams/:team/webhooks',
     {
-      config: owner,
+      config: { ...owner, audit: 'webhook.create' },
       schema: {
         tags,
         security,
@@ -106,7 +107,7 @@ export function registerWebhookRoutes(app: FastifyInstance, deps: RouteDeps): vo
   app.delete<{ Params: Static<typeof HookParam> }>(
     '/api/v1/teams/:team/webhooks/:id',
     {
-      config: owner,
+      config: { ...owner, audit: 'webhook.delete' },
       schema: {
         tags,
         security,
@@ -164,7 +165,7 @@ export function registerWebhookRoutes(app: FastifyInstance, deps: RouteDeps): vo
   app.post<{ Params: Static<typeof AppParam> }>(
     '/api/v1/applications/:id/git-webhook/rotate',
     {
-      config: owner,
+      config: { ...owner, audit: 'git_webhook.rotate' },
       schema: {
         tags,
         security,
@@ -192,6 +193,8 @@ export function registerWebhookRoutes(app: FastifyInstance, deps: RouteDeps): vo
         // No Berth credential: the application's git webhook secret signs the request (401 otherwise).
         config: {
           auth: 'none',
+          // A push to the application's branch deploys it; anything else (ignored, ping) records nothing.
+          audit: 'application.deploy',
           documentedBody: {
             description: 'A GitHub, GitLab or Gitea push (or ping) event, as the forge sends it',
             content: { 'application/json': { schema: { type: 'object' } } },
@@ -214,6 +217,7 @@ export function registerWebhookRoutes(app: FastifyInstance, deps: RouteDeps): vo
         const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
         const answer = await push().receive(request.params.id, request.headers, body);
         if (answer.status === 'deploying') reply.code(202);
+        else auditUnchanged();
         return answer;
       },
     );
