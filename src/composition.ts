@@ -49,6 +49,7 @@ import { createNotificationService, type NotificationService } from './services/
 import { createOwnershipChecks, type OwnershipChecks } from './services/ownership.js';
 import { createRemovals } from './services/infrastructure/removals.js';
 import { createBackgroundWork } from './jobs/index.js';
+import { createMetrics, type Metrics } from './services/metrics/index.js';
 import type { JobHandler, JobRunner } from './jobs/runner.js';
 import type { AppRuntimeDriver } from './drivers/runtime/driver.js';
 import { createLocalRuntimeDriver } from './drivers/runtime/local/index.js';
@@ -133,6 +134,8 @@ export interface Services {
   /** Who may see what a path names, before the body is validated (the ownership plugin). */
   readonly ownership: OwnershipChecks;
   readonly jobs: Jobs;
+  /** The Prometheus series (docs/operations.md); undefined without BERTH_METRICS_ADDR: nothing is counted. */
+  readonly metrics: Metrics | undefined;
 }
 
 /** The job registry: every feature's handlers, and the runner that runs them. */
@@ -199,6 +202,18 @@ function once<T>(make: () => T): () => T {
 export function createServices(ctx: CompositionContext, overrides: ServiceOverrides = {}): Services {
   const { config } = ctx;
 
+  // Made at once when metrics are served, so that every hook below counts from the start.
+  const metrics: Metrics | undefined = config.metricsAddr
+    ? createMetrics({
+        db: ctx.db,
+        clock: ctx.clock,
+        logger: ctx.logger,
+        runtime: () => runtimeDriver(),
+        databaseConnections: (ports) => managedDatabaseDriver().connections?.(ports),
+        serviceConnections: (ports) => serviceDatabaseDriver().connections?.(ports),
+      })
+    : undefined;
+
   // One driver for managed databases and applications' services: their per-instance locks and
   // engine templates are shared.
   const managedDatabaseDriver = once((): ManagedDatabaseDriver => {
@@ -230,6 +245,7 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
           secretBox: ctx.secretBox,
           logger: ctx.logger,
           config,
+          ...(metrics ? { onRequest: (request) => metrics.s3Request(request) } : {}),
           ...(config.drivers.objectStorage === 's3'
             ? {
                 blobs: lazyBlobStore('s3', async () => {
@@ -439,6 +455,7 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
       artifacts,
       wakeJobs: () => jobs.wake(),
       services: { ensureApplication: (appId, log) => appServices().ensureApplication(appId, log) },
+      ...(metrics ? { onFinished: (outcome, seconds) => metrics.deploymentFinished(outcome, seconds) } : {}),
     }),
   );
   const applications = once(() =>
@@ -486,6 +503,7 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
         logger: ctx.logger,
         engines: toolsEngines(),
         monthlyCredits: config.toolsMonthlyCredits,
+        ...(metrics ? { onCharged: (operation, outcome) => metrics.toolsCharged(operation, outcome) } : {}),
       },
       { ...DEFAULT_TOOLS_QUEUES, ...overrides.tools },
     );
@@ -630,6 +648,9 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
           ids: ctx.ids,
           logger: ctx.logger,
           handlers: jobs.handlers(),
+          ...(metrics
+            ? { onJobFinished: (type, outcome, seconds) => metrics.jobFinished(type, outcome, seconds) }
+            : {}),
         },
         options,
       ),
@@ -695,6 +716,7 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
       return ownership();
     },
     jobs,
+    metrics,
     applicationCleanups,
   };
 }
