@@ -99,7 +99,11 @@ export async function startBackground(
           throw explainListenError(error, 'the metrics listener', 'metricsAddr', metricsAddr.port);
         })
       : undefined;
-  if (metrics) stops.push(() => metrics.close());
+  if (metrics) {
+    stops.push(() => metrics.close());
+    // Also when a later step of this start fails (the caller closes the context then).
+    ctx.onClose(() => metrics.close());
+  }
   const s3 = await services.objectStorage.serve().catch((error: unknown) => {
     throw explainListenError(error, 'the S3 endpoint', 's3Port', ctx.config.s3Port);
   });

@@ -4,6 +4,7 @@
 // S3 PUT. The API port never serves /metrics, the metrics listener never serves the API, and without the
 // setting there is no listener at all.
 import http from 'node:http';
+import net from 'node:net';
 import { PutObjectCommand } from '@aws-sdk/client-s3';
 import parsePrometheusTextFormat, { type PrometheusFamily } from 'parse-prometheus-text-format';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -213,6 +214,21 @@ describe.each(DIALECTS)('metrics (%s)', (dialect) => {
 });
 
 describe.each(DIALECTS)('metrics switched off (%s)', (dialect) => {
+  it('fails the start on a taken metrics port, naming the setting that moves it', async () => {
+    const taken = net.createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const { port } = taken.address() as net.AddressInfo;
+    const t = await createTestApp(dialect, { env: { BERTH_METRICS_ADDR: `127.0.0.1:${port}` } });
+    try {
+      await expect(startBackground(t.ctx)).rejects.toThrow(
+        `port ${port} for the metrics listener is already in use (another Berth?); choose another with --metrics-addr or BERTH_METRICS_ADDR (0 picks a free port)`,
+      );
+    } finally {
+      await t.close();
+      await new Promise((resolve) => taken.close(resolve));
+    }
+  });
+
   it('has no metrics listener and nothing counted without BERTH_METRICS_ADDR', async () => {
     const t = await createTestApp(dialect);
     const background = await startBackground(t.ctx, { pollMs: 100 });

@@ -219,7 +219,7 @@ export function createMetrics(deps: MetricsDeps): Metrics {
       async collect() {
         const snap = await snapshot();
         this.reset();
-        fill(snap, (labels, value) => this.inc(labels, Math.max(0, value)));
+        fill(snap, (labels, value) => this.inc(labels, Number.isFinite(value) ? Math.max(0, value) : 0));
       },
     });
   }

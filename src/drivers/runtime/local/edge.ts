@@ -501,7 +501,11 @@ export async function startEdgeProxy(options: EdgeOptions): Promise<EdgeProxy> {
     },
 
     removeRoute(hostnames) {
-      for (const hostname of hostnames) table.delete(hostname.toLowerCase());
+      for (const hostname of hostnames) {
+        table.delete(hostname.toLowerCase());
+        // Counted for routed names only: what a removed route counted goes with it (bounded memory).
+        counted.delete(hostname.toLowerCase());
+      }
       routesChanged();
       return Promise.resolve();
     },
