@@ -245,6 +245,7 @@ describe.each(DIALECTS)('metrics switched off (%s)', (dialect) => {
 });
 
 describe.each(DIALECTS)('metrics from the store and the drivers (%s)', (dialect) => {
+  const STORAGE_BYTES = 5 * 1024 * 1024;
   it('reads databases, services and tools credits on scrape; a part that does not answer is left out', async () => {
     const calls: string[] = [];
     const runtime = stubRuntimeDriver(calls);
@@ -262,6 +263,10 @@ describe.each(DIALECTS)('metrics from the store and the drivers (%s)', (dialect)
           ...databases,
           capabilities: () => ({ versions: { pg: ['17'], mysql: ['8.0'], valkey: ['7'] }, pgExtensions: [] }),
           connections: (ports) => Promise.resolve(new Map(ports.map((port) => [port, 3]))),
+          health: async (ref, record) => {
+            const health = await databases.health(ref, record);
+            return health.state === 'running' ? { ...health, storageBytes: STORAGE_BYTES } : health;
+          },
         },
         serviceRunners: [stubServiceRunner(calls, ['gotenberg', 'worker'])],
       },
@@ -272,11 +277,20 @@ describe.each(DIALECTS)('metrics from the store and the drivers (%s)', (dialect)
       const applied = await apply(t, document);
       expect(applied.statusCode, applied.body).toBe(200);
       await t.ctx.services.jobs.runner().runDue();
-      // What the supervisor records at its next pass of a running instance.
-      await t.ctx.db
-        .updateTable('managed_instances')
-        .set({ storage_bytes: 5 * 1024 * 1024 })
-        .execute();
+      // The background runner may hold a job runDue did not wait for: the deployment starts the services.
+      const { application_id, deployment_id } = applied.json<{
+        application_id: number;
+        deployment_id: number;
+      }>();
+      expect((await waitForDeployment(t, application_id, deployment_id)).status).toBe('success');
+      // The supervisor records the storage use the driver reports at its next pass of the running instance.
+      await eventually(async () => {
+        const instance = await t.ctx.db
+          .selectFrom('managed_instances')
+          .select('storage_bytes')
+          .executeTakeFirst();
+        return instance?.storage_bytes === STORAGE_BYTES;
+      });
       const [one, two] = await Promise.all([makePdf(1, 'One'), makePdf(1, 'Two')]);
       const form = multipart(
         [one, two].map((content, i) => ({
@@ -299,8 +313,8 @@ describe.each(DIALECTS)('metrics from the store and the drivers (%s)', (dialect)
       const database = { name: 'main-db', team: 'acme', type: 'pg' };
       expect(valueOf(samples('berth_managed_database_state'), { ...database, state: 'running' })).toBe(1);
       expect(valueOf(samples('berth_managed_database_connections'), database)).toBe(3);
-      expect(valueOf(samples('berth_managed_database_storage_bytes'), database)).toBe(5 * 1024 * 1024);
-      const appId = String(applied.json<{ application_id: number }>().application_id);
+      expect(valueOf(samples('berth_managed_database_storage_bytes'), database)).toBe(STORAGE_BYTES);
+      const appId = String(application_id);
       expect(valueOf(samples('berth_service_state'), { app: appId, service: 'cache', type: 'valkey' })).toBe(
         1,
       );
