@@ -10,6 +10,7 @@ import { registerAuth } from './http/plugins/auth.js';
 import { registerErrorHandler } from './http/plugins/errors.js';
 import { registerProtocol } from './http/plugins/protocol.js';
 import { registerInputGuard } from './http/plugins/input.js';
+import { registerMetrics } from './http/plugins/metrics.js';
 import { registerOwnershipCheck } from './http/plugins/ownership.js';
 import { registerAuditLog, type AuditedRoutes } from './http/plugins/audit.js';
 import { registerAuditLogRoutes } from './http/routes/platform/audit-log.js';
@@ -112,6 +113,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   await app.register(swaggerUi, { routePrefix: '/docs' });
 
   registerErrorHandler(app);
+  if (ctx.services.metrics) registerMetrics(app, ctx.services.metrics);
   if (options.checkResponses) registerResponseCheck(app);
   registerProtocol(app, { maintenance: ctx.maintenance });
   registerAuth(app, {

@@ -50,6 +50,7 @@ import { createOwnershipChecks, type OwnershipChecks } from './services/ownershi
 import { createRemovals } from './services/infrastructure/removals.js';
 import { createAuditService, type AuditService } from './services/audit.js';
 import { createBackgroundWork } from './jobs/index.js';
+import { createMetrics, type Metrics } from './services/metrics/index.js';
 import type { JobHandler, JobRunner } from './jobs/runner.js';
 import type { AppRuntimeDriver } from './drivers/runtime/driver.js';
 import { createLocalRuntimeDriver } from './drivers/runtime/local/index.js';
@@ -148,6 +149,8 @@ export interface Services {
   /** The audit log's readers and its retention prune (the writes are each service's). */
   readonly audit: AuditService;
   readonly jobs: Jobs;
+  /** The Prometheus series (docs/operations.md); undefined without BERTH_METRICS_ADDR: nothing is counted. */
+  readonly metrics: Metrics | undefined;
 }
 
 /** The job registry: every feature's handlers, and the runner that runs them. */
@@ -222,6 +225,18 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
     wakeJobs: () => jobs.wake(),
   });
 
+  // Made at once when metrics are served, so that every hook below counts from the start.
+  const metrics: Metrics | undefined = config.metricsAddr
+    ? createMetrics({
+        db: ctx.db,
+        clock: ctx.clock,
+        logger: ctx.logger,
+        runtime: () => runtimeDriver(),
+        databaseConnections: (ports) => managedDatabaseDriver().connections?.(ports),
+        serviceConnections: (ports) => serviceDatabaseDriver().connections?.(ports),
+      })
+    : undefined;
+
   // One driver for managed databases and applications' services: their per-instance locks and
   // engine templates are shared.
   const managedDatabaseDriver = once((): ManagedDatabaseDriver => {
@@ -253,6 +268,7 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
           secretBox: ctx.secretBox,
           logger: ctx.logger,
           config,
+          ...(metrics ? { onRequest: (request) => metrics.s3Request(request) } : {}),
           ...(config.drivers.objectStorage === 's3'
             ? {
                 blobs: lazyBlobStore('s3', async () => {
@@ -463,6 +479,7 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
       wakeJobs: () => jobs.wake(),
       services: { ensureApplication: (appId, log) => appServices().ensureApplication(appId, log) },
       events: webhookEvents,
+      ...(metrics ? { onFinished: (outcome, seconds) => metrics.deploymentFinished(outcome, seconds) } : {}),
     }),
   );
   const applications = once(() =>
@@ -511,6 +528,7 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
         logger: ctx.logger,
         engines: toolsEngines(),
         monthlyCredits: config.toolsMonthlyCredits,
+        ...(metrics ? { onCharged: (operation, outcome) => metrics.toolsCharged(operation, outcome) } : {}),
       },
       { ...DEFAULT_TOOLS_QUEUES, ...overrides.tools },
     );
@@ -689,6 +707,9 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
           ids: ctx.ids,
           logger: ctx.logger,
           handlers: jobs.handlers(),
+          ...(metrics
+            ? { onJobFinished: (type, outcome, seconds) => metrics.jobFinished(type, outcome, seconds) }
+            : {}),
         },
         options,
       ),
@@ -763,6 +784,7 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
       return audit();
     },
     jobs,
+    metrics,
     applicationCleanups,
   };
 }

@@ -5,10 +5,11 @@ import path from 'node:path';
 import { CONFIG_VARIABLES } from './config/index.js';
 import { processStartTime } from './drivers/os/processes.js';
 import type { AppContext, CloseOptions } from './context.js';
+import { startMetricsServer } from './http/metrics-server.js';
 
 export interface Background {
   /** Where the servers started beside the API listen. */
-  endpoints: { s3: string; apps: string; appsTls: string | undefined };
+  endpoints: { s3: string; apps: string; appsTls: string | undefined; metrics: string | undefined };
   /** `keepRunning`: what serves applications stays up (CloseOptions). */
   stop(options?: CloseOptions): Promise<void>;
 }
@@ -20,7 +21,7 @@ export interface Background {
 export function explainListenError(
   error: unknown,
   what: string,
-  setting: 'port' | 's3Port' | 'edgePort' | 'edgeTlsPort',
+  setting: 'port' | 's3Port' | 'edgePort' | 'edgeTlsPort' | 'metricsAddr',
   port: number,
 ): unknown {
   if ((error as NodeJS.ErrnoException | undefined)?.code !== 'EADDRINUSE') return error;
@@ -90,6 +91,19 @@ export async function startBackground(
   const work = services.jobs.runner(options);
   const stops: Array<(options: CloseOptions) => Promise<void>> = [];
   // Feature starters go here (servers, reconcilers), each pushing its stop onto `stops`.
+  // The metrics listener first: a taken port is said before anything else starts.
+  const metricsAddr = ctx.config.metricsAddr;
+  const metrics =
+    metricsAddr && services.metrics
+      ? await startMetricsServer(services.metrics, metricsAddr, ctx.logger).catch((error: unknown) => {
+          throw explainListenError(error, 'the metrics listener', 'metricsAddr', metricsAddr.port);
+        })
+      : undefined;
+  if (metrics) {
+    stops.push(() => metrics.close());
+    // Also when a later step of this start fails (the caller closes the context then).
+    ctx.onClose(() => metrics.close());
+  }
   const s3 = await services.objectStorage.serve().catch((error: unknown) => {
     throw explainListenError(error, 'the S3 endpoint', 's3Port', ctx.config.s3Port);
   });
@@ -127,6 +141,7 @@ export async function startBackground(
       apps: `http://${host}:${runtime.endpoints.http}`,
       appsTls:
         runtime.endpoints.https === undefined ? undefined : `https://${host}:${runtime.endpoints.https}`,
+      metrics: metrics ? `${metrics.url}/metrics` : undefined,
     },
     async stop(options = {}) {
       await work.stop(); // waits for jobs in flight

@@ -88,6 +88,7 @@ export async function startServer(
     s3: background.endpoints.s3,
     apps: background.endpoints.apps,
     ...(background.endpoints.appsTls ? { appsTls: background.endpoints.appsTls } : {}),
+    ...(background.endpoints.metrics ? { metrics: background.endpoints.metrics } : {}),
     docs: `${url}/docs`,
     openapi: `${url}/openapi.json`,
   };
@@ -95,7 +96,7 @@ export async function startServer(
     endpoints,
     `Berth is ready: API ${url}, S3 ${endpoints.s3}, applications ${endpoints.apps}${
       endpoints.appsTls ? ` and ${endpoints.appsTls}` : ''
-    }, API reference ${endpoints.docs}`,
+    }${endpoints.metrics ? `, metrics ${endpoints.metrics}` : ''}, API reference ${endpoints.docs}`,
   );
 
   return server;

@@ -31,6 +31,8 @@ export interface Config {
   readonly trustedProxies: readonly string[];
   readonly toolsMonthlyCredits: number;
   readonly s3Port: number;
+  /** Where `GET /metrics` (Prometheus) listens, on a listener of its own; undefined: not served. */
+  readonly metricsAddr: Readonly<{ host: string; port: number }> | undefined;
   /** Most resources of each kind one team may hold (apply answers 422 past them). */
   readonly quotas: Readonly<TeamQuotas>;
   /** Which driver each family uses (src/composition.ts builds them). */
@@ -158,6 +160,7 @@ export interface ConfigOverrides {
   trustedProxies?: string;
   toolsMonthlyCredits?: string;
   s3Port?: string;
+  metricsAddr?: string;
   quotaApplications?: string;
   quotaDomains?: string;
   quotaManagedDatabases?: string;
@@ -280,6 +283,11 @@ export const CONFIG_VARIABLES: Record<keyof ConfigOverrides, { env: string; flag
     env: 'BERTH_S3_PORT',
     flag: 's3-port',
     doc: 'TCP port of the S3-compatible endpoint (default 9000)',
+  },
+  metricsAddr: {
+    env: 'BERTH_METRICS_ADDR',
+    flag: 'metrics-addr',
+    doc: 'host:port of a listener of its own serving GET /metrics (Prometheus), without credentials: bind it where only the scraper reaches (default: off; port 0 picks a free port)',
   },
   quotaApplications: {
     env: 'BERTH_QUOTA_APPLICATIONS',
@@ -683,6 +691,27 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     return env;
   };
 
+  /** `host:port` (`[::1]:9100` for IPv6), the host an IP address or localhost. */
+  const listenAddress = (key: keyof ConfigOverrides): { host: string; port: number } | undefined => {
+    const value = raw(key);
+    if (value === undefined) return undefined;
+    const match = /^(?:\[([0-9a-fA-F:.]+)\]|([^:\[\]]+)):([0-9]{1,5})$/.exec(value);
+    const host = match?.[1] ?? match?.[2];
+    const port = Number(match?.[3]);
+    if (
+      host === undefined ||
+      (host !== 'localhost' && !ipaddr.isValid(host)) ||
+      (match?.[1] !== undefined && !host.includes(':')) ||
+      port > 65535
+    ) {
+      problems.push(
+        `${CONFIG_VARIABLES[key].env} must be host:port with an IP address (or localhost) and a port from 0 to 65535, such as 127.0.0.1:9464 or [::1]:9464, got '${value}'`,
+      );
+      return undefined;
+    }
+    return { host, port };
+  };
+
   const edgeProxyChoice = (): 'node' | 'haproxy' => {
     const value = raw('edgeProxy') ?? 'haproxy';
     if (value === 'node' || value === 'haproxy') return value;
@@ -824,6 +853,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     trustedProxies: addresses('trustedProxies'),
     toolsMonthlyCredits: integer('toolsMonthlyCredits', 1000, 0, 1_000_000_000),
     s3Port: integer('s3Port', 9000, 0, 65535),
+    metricsAddr: (() => {
+      const address = listenAddress('metricsAddr');
+      return address && Object.freeze(address);
+    })(),
     quotas: Object.freeze({
       applications: integer('quotaApplications', 50, 0, 1_000_000),
       domains: integer('quotaDomains', 500, 0, 1_000_000),

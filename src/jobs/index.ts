@@ -6,7 +6,7 @@ import type { Logger } from 'pino';
 import type { Dialect } from '../db/dialect.js';
 import type { Database } from '../db/schema/index.js';
 import type { Clock, IdGenerator } from '../domain/clock.js';
-import { createJobRunner, type JobHandler, type JobRunner } from './runner.js';
+import { createJobRunner, type JobHandler, type JobOutcome, type JobRunner } from './runner.js';
 
 export interface BackgroundWorkDeps {
   db: Kysely<Database>;
@@ -16,6 +16,8 @@ export interface BackgroundWorkDeps {
   logger: Logger;
   /** Every job type and its handler. */
   handlers: Record<string, JobHandler>;
+  /** Each run of a job as it ends: its type, how it ended, how long it took (metrics). */
+  onJobFinished?: (type: string, outcome: JobOutcome, seconds: number) => void;
 }
 
 export function createBackgroundWork(deps: BackgroundWorkDeps, options: { pollMs?: number } = {}): JobRunner {
@@ -26,6 +28,9 @@ export function createBackgroundWork(deps: BackgroundWorkDeps, options: { pollMs
     ids: deps.ids,
     handlers: deps.handlers,
     pollMs: options.pollMs ?? 1000,
+    ...(deps.onJobFinished
+      ? { onFinished: (job, outcome, seconds) => deps.onJobFinished?.(job.type, outcome, seconds) }
+      : {}),
     onError: (job, error) =>
       deps.logger.warn({ err: error, job: { id: job.id, type: job.type } }, 'job failed'),
   });

@@ -37,7 +37,15 @@ export interface JobRunnerOptions {
   backoffBaseMs?: number;
   backoffCapMs?: number;
   onError?: (job: RunningJob, error: unknown) => void;
+  /** Called once a run of a job ends, with how it ended and how long the handler took (metrics). */
+  onFinished?: (job: RunningJob, outcome: JobOutcome, seconds: number) => void;
 }
+
+/**
+ * How one run of a job ended: done, asked to run again later, failed with attempts left (retried
+ * with backoff), or failed its last attempt (dead).
+ */
+export type JobOutcome = 'succeeded' | 'rescheduled' | 'retried' | 'dead';
 
 export interface JobRunner {
   readonly owner: string;
@@ -162,11 +170,16 @@ export function createJobRunner(options: JobRunnerOptions): JobRunner {
         .execute()
         .catch(() => undefined);
     }, leaseMs / 3);
+    const started = performance.now();
+    const ended = (outcome: JobOutcome) =>
+      options.onFinished?.(job, outcome, (performance.now() - started) / 1000);
     try {
       if (!handler) throw new Error(`no handler for job type '${row.type}'`);
       const result = await handler(job, { signal: abort.signal });
+      ended(result && 'runAgainAt' in result ? 'rescheduled' : 'succeeded');
       if (!crashed) await finish(row, result);
     } catch (error) {
+      ended(row.attempts >= row.max_attempts ? 'dead' : 'retried');
       options.onError?.(job, error);
       if (!crashed) await fail(row, error);
     } finally {

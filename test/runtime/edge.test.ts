@@ -317,6 +317,27 @@ describe.each(EDGES)('the %s edge', (which) => {
       expect(shop.requests).toHaveLength(0);
     });
 
+    it('counts requests and 5xx answers per routed host name, for metrics; unknown hosts are not counted', async () => {
+      const shop = await backend('shop', (req, res) => {
+        res.writeHead(req.url === '/broken' ? 500 : 200).end('answered');
+      });
+      const proxy = await edge();
+      await proxy.setRoute(['shop.test', 'www.shop.test'], [shop.upstream]);
+      await proxy.setRoute(['empty.test'], []);
+      expect((await request(proxy.port, 'shop.test')).status).toBe(200);
+      expect((await request(proxy.port, 'SHOP.test:8000', { path: '/broken' })).status).toBe(500);
+      expect((await request(proxy.port, 'www.shop.test')).status).toBe(200);
+      // A known host without a replica: a 503, an error of that route.
+      expect((await request(proxy.port, 'empty.test')).status).toBe(503);
+      expect((await request(proxy.port, 'elsewhere.test')).status).toBe(404);
+      const traffic = await proxy.traffic();
+      expect(Object.fromEntries(traffic)).toEqual({
+        'shop.test': { requests: 2, errors: 1 },
+        'www.shop.test': { requests: 1, errors: 0 },
+        'empty.test': { requests: 1, errors: 1 },
+      });
+    });
+
     it('answers 400 for a missing or malformed Host', async () => {
       const proxy = await edge();
       // HTTP/1.0 may omit Host, so the edge itself sees none; HTTP/1.1 without one Node refuses first.

@@ -85,6 +85,35 @@ describe('config', () => {
     );
   });
 
+  it('serves metrics only with BERTH_METRICS_ADDR, host:port with an IP address, every bad one named', () => {
+    expect(loadConfig({}).metricsAddr).toBeUndefined();
+    expect(loadConfig({ BERTH_METRICS_ADDR: '127.0.0.1:9464' }).metricsAddr).toEqual({
+      host: '127.0.0.1',
+      port: 9464,
+    });
+    expect(loadConfig({}, { metricsAddr: '[::1]:0' }).metricsAddr).toEqual({ host: '::1', port: 0 });
+    expect(loadConfig({ BERTH_METRICS_ADDR: 'localhost:9100' }).metricsAddr?.host).toBe('localhost');
+    for (const bad of [
+      '9464',
+      'metrics.example:9464',
+      '127.0.0.1:99999',
+      '::1:9464',
+      '[127.0.0.1]:1',
+      '-x:1',
+    ]) {
+      let error: unknown;
+      try {
+        loadConfig({ BERTH_METRICS_ADDR: bad, BERTH_PORT: 'eighty' });
+      } catch (e) {
+        error = e;
+      }
+      expect((error as ConfigError).problems, bad).toEqual([
+        "BERTH_PORT must be an integer from 0 to 65535, got 'eighty'",
+        `BERTH_METRICS_ADDR must be host:port with an IP address (or localhost) and a port from 0 to 65535, such as 127.0.0.1:9464 or [::1]:9464, got '${bad}'`,
+      ]);
+    }
+  });
+
   it("chooses the applications' network with BERTH_APP_NETWORK: namespace (default) or host", () => {
     expect(loadConfig({}).runtime.appNetwork).toBe('namespace');
     expect(loadConfig({ BERTH_APP_NETWORK: 'host' }).runtime.appNetwork).toBe('host');

@@ -215,6 +215,11 @@ export interface ManagedDatabaseDriver {
    * recorded of it (the supervisor restarts the dead and counts their restarts).
    */
   health(ref: InstanceRef, record: InstanceRecord): Promise<InstanceHealth>;
+  /**
+   * Per port of these instances' ports, the client connections open now, read cheaply (the local
+   * driver: the kernel's socket table); drivers that cannot tell so omit it. For metrics.
+   */
+  connections?(ports: readonly number[]): Promise<Map<number, number>>;
   /** What new instances can be; drivers without it accept `latest` only and no extensions. */
   capabilities?(): DatabaseCapabilities;
   /**

@@ -280,6 +280,59 @@ export async function removeEmptyGroups(
   }
 }
 
+/** What every process under a subtree uses now (an application's replicas, workers, builds). */
+export interface SubtreeUsage {
+  /** Memory charged to the subtree (v1 memory.usage_in_bytes, v2 memory.current), page cache included. */
+  memoryBytes: number;
+  /**
+   * CPU time, in seconds: the subtree's own account where the kernel keeps one (v2 cpu.stat, v1
+   * cpuacct.usage when cpuacct is mounted with cpu); otherwise the sum over the processes alive in it
+   * now, which drops when one exits (a counter reset to Prometheus).
+   */
+  cpuSeconds: number;
+}
+
+/** Clock ticks per second of /proc/<pid>/stat's times (USER_HZ, 100 on every Linux Berth runs on). */
+const USER_HZ = 100;
+
+/** What the subtree at `segments` uses now; undefined when it is not there (nothing ran yet). */
+export async function subtreeUsage(
+  support: CgroupSupport,
+  segments: readonly string[],
+): Promise<SubtreeUsage | undefined> {
+  const dir = groupDir(support, segments);
+  const memory = await readText(
+    path.join(dir, support.version === 2 ? 'memory.current' : 'memory.usage_in_bytes'),
+  );
+  if (memory === undefined) return undefined;
+  const memoryBytes = Number(memory.trim()) || 0;
+  if (support.version === 2) {
+    const usec = /^usage_usec (\d+)$/m.exec((await readText(path.join(dir, 'cpu.stat'))) ?? '')?.[1];
+    return { memoryBytes, cpuSeconds: Number(usec ?? 0) / 1e6 };
+  }
+  if (support.cpu) {
+    const nanoseconds = await readText(
+      path.join(support.cpu, BERTH_DIR, ...checked(segments), 'cpuacct.usage'),
+    );
+    if (nanoseconds !== undefined) return { memoryBytes, cpuSeconds: Number(nanoseconds.trim()) / 1e9 };
+  }
+  let ticks = 0;
+  for (const group of await subtree(dir)) {
+    for (const pid of await groupPids(group).catch(() => [])) ticks += await processTicks(pid);
+  }
+  return { memoryBytes, cpuSeconds: ticks / USER_HZ };
+}
+
+/** utime + stime of a process and of its children it waited for, in clock ticks (0 when it is gone). */
+async function processTicks(pid: number): Promise<number> {
+  const stat = await readText(`/proc/${pid}/stat`).catch(() => undefined);
+  if (stat === undefined) return 0;
+  // The command name (field 2) may hold spaces and parentheses: the fields after its last ')' count.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // Fields 14 to 17 (utime, stime, cutime, cstime) are the 12th to 15th after the name.
+  return fields.slice(11, 15).reduce((sum, value) => sum + (Number(value) || 0), 0);
+}
+
 /** The groups directly below `segments` (memory hierarchy), with the time each was made. */
 export async function childGroups(
   support: CgroupSupport,

@@ -124,6 +124,16 @@ export interface RuntimeCapabilities {
   checkPhpSettings(settings: string[]): string | undefined;
 }
 
+/** What one application uses now, for metrics (AppRuntimeDriver.usage). */
+export interface AppUsage {
+  /** Memory of all its processes together (its cgroups). */
+  memoryBytes: number;
+  /** CPU time its processes have used, in seconds (a counter; it may restart from lower). */
+  cpuSeconds: number;
+  /** Requests the edge answered for its host names, and the 5xx among them; undefined: not known here. */
+  edge?: { requests: number; errors: number };
+}
+
 export interface ExecResult {
   exitCode: number | null;
   output: string;
@@ -202,6 +212,12 @@ export interface AppRuntimeDriver {
    * others, and says at which address; undefined when they share the host's network (127.0.0.1).
    */
   serviceAddress?(appId: number, ports: number[]): Promise<string | undefined>;
+  /**
+   * What each of these applications uses now (memory, CPU, the edge's counts), read cheaply from what
+   * the driver keeps (cgroups, the edge's counters); an application with nothing running is left out.
+   * Drivers that cannot tell omit it.
+   */
+  usage?(appIds: readonly number[]): Promise<Map<number, AppUsage>>;
   /** Where the edge listens, for the ready line and tests. */
   readonly endpoints: { http: number | undefined; https: number | undefined };
   /** Starts what the driver serves from (the edge). */

@@ -41,6 +41,8 @@ export interface DeploymentDeps {
   services?: { ensureApplication(appId: number, log?: (line: string) => void): Promise<void> };
   /** Team webhooks' events (deployment.started, .succeeded, .failed). */
   events: WebhookEmitter;
+  /** Each deployment that ran, as it ends: how, and how long it ran (metrics). */
+  onFinished?: (outcome: 'success' | 'failed' | 'cancelled', seconds: number) => void;
 }
 
 /** A deployment's live log: lines as they are written, for streaming before they reach the store. */
@@ -179,6 +181,7 @@ export function createDeploymentService(deps: DeploymentDeps) {
     const finish = async (status: 'success' | 'failed' | 'cancelled', error: string | null) => {
       await log.flush();
       await repo.finish(deploymentId, status, error, at());
+      deps.onFinished?.(status, (clock.now().getTime() - now.getTime()) / 1000);
     };
     const checkAborted = () => {
       if (abort.signal.aborted) throw abort.signal.reason;

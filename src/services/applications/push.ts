@@ -11,7 +11,7 @@ import { applicationState, createInfrastructureRepository } from '../../db/repos
 import type { Database } from '../../db/schema/index.js';
 import type { IdGenerator } from '../../domain/clock.js';
 import { AppError } from '../../domain/errors.js';
-import { auditChange, auditUnchanged } from '../audit.js';
+import { auditChange } from '../audit.js';
 import type { InfrastructureQueries } from '../infrastructure/queries.js';
 import type { RuntimeService } from './runtime.js';
 

@@ -108,6 +108,11 @@ export interface ToolsDeps {
   engines: ToolsEngines;
   /** BERTH_TOOLS_MONTHLY_CREDITS: each key's monthly allowance. */
   monthlyCredits: number;
+  /**
+   * Each charged call as it ends: its operation, whether it succeeded (its credit kept) or failed
+   * (refunded), for metrics.
+   */
+  onCharged?: (operation: string, outcome: 'success' | 'failed') => void;
 }
 
 /** The tools service of a context; src/composition.ts makes the one each context has. */
@@ -153,8 +158,10 @@ export function createToolsService(
       const reservation = await credits.reserve(userId, operation, requestId);
       try {
         const result = await work();
+        deps.onCharged?.(operation, 'success');
         return { result, remaining: reservation.remaining };
       } catch (error) {
+        deps.onCharged?.(operation, 'failed');
         const mapped = engineFailure(engines, error);
         await credits.refund(reservation, mapped.message).catch((refundError: unknown) => {
           deps.logger.error({ err: refundError, chargeId: reservation.chargeId }, 'credit refund failed');

@@ -47,6 +47,7 @@ import {
 import { maintenanceUri, recoverCopy, restorableBackups } from './recovery.js';
 import { createMemoryGroup, detectCgroups, removeTree, type CgroupSupport } from '../../os/cgroups.js';
 import { imageSize, mountImage, placeOnVolume, shrinkRefusal, unmountImage } from '../../os/disk-images.js';
+import { establishedConnections } from '../../os/sockets.js';
 import { valkeyEngine } from './valkey.js';
 import { createKeyedLock } from '../../../domain/keyed-lock.js';
 
@@ -317,6 +318,7 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
     },
     // Every instance listens on loopback only (docs/security.md): this host's clients alone reach it.
     endpoint: () => ({ host: '127.0.0.1', ipFilter: ['127.0.0.1/32'] }),
+    connections: (ports) => establishedConnections(ports),
     health(ref, record) {
       // Files under another data dir are another Berth's instance (two Berths on one store).
       if (record.location !== null && !isUnder(record.location, options.dataDir)) {

@@ -149,3 +149,15 @@ export function memorySink(limit: number): Writable & { text(): string } {
   });
   return Object.assign(sink, { text: () => Buffer.concat(parts).toString('utf8') });
 }
+
+/**
+ * The body bytes of a request read to its end, as its headers declare them (the object's bytes for an
+ * aws-chunked upload, without the chunk signatures); 0 for a body left unread (a refusal). The socket's
+ * counters cannot tell: Node reads ahead, often the whole body before the request is dispatched.
+ */
+export function bodyBytesRead(req: IncomingMessage): number {
+  if (!req.complete) return 0;
+  const declared = req.headers['x-amz-decoded-content-length'] ?? req.headers['content-length'];
+  const bytes = Number(Array.isArray(declared) ? declared[0] : declared);
+  return Number.isSafeInteger(bytes) && bytes > 0 ? bytes : 0;
+}

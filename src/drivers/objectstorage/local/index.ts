@@ -18,6 +18,7 @@ import {
 import { localBlobStore, type BlobStore } from './blobs.js';
 import { compilePolicies, PolicyError } from './policy.js';
 import { isValidBucketName, startS3Server } from './server.js';
+import type { S3ServerDeps } from './kit.js';
 
 const KEY_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
 
@@ -91,6 +92,8 @@ export function createLocalObjectStorageDriver(deps: {
   config: Pick<Config, 'publicUrl' | 's3Port' | 'dataDir'>;
   /** Where the bytes live: the data directory's files unless given (the s3 driver's upstream bucket). */
   blobs?: BlobStore;
+  /** Each request the S3 endpoint answers, as it ends (metrics). */
+  onRequest?: S3ServerDeps['onRequest'];
 }): ObjectStorageDriver {
   const { db, clock, secretBox } = deps;
   const blobs = deps.blobs ?? localBlobStore(deps.config.dataDir);
@@ -176,6 +179,7 @@ export function createLocalObjectStorageDriver(deps: {
           dataDir: deps.config.dataDir,
           blobs,
           virtualHostSuffixes: virtualHostSuffixes(deps.config),
+          ...(deps.onRequest ? { onRequest: deps.onRequest } : {}),
         },
         listen,
       );

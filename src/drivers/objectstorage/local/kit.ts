@@ -31,6 +31,19 @@ export interface S3ServerDeps {
   virtualHostSuffixes: readonly string[];
   /** How long access keys and buckets looked up in the store are reused (default LOOKUP_TTL_MS). */
   lookupTtlMs?: number;
+  /** Each request as it ends (metrics): see S3RequestRecord. */
+  onRequest?: (request: S3RequestRecord) => void;
+}
+
+/** One request the endpoint answered, for metrics. */
+export interface S3RequestRecord {
+  /** The S3 operation (`PutObject`, `GetObject`…), `Options` for a CORS preflight, `Unknown` before routing. */
+  operation: string;
+  status: number;
+  /** The request body's bytes when it was read to its end (the object's bytes of an aws-chunked upload). */
+  bytesIn: number;
+  /** Bytes written to the connection for the answer, its headers included. */
+  bytesOut: number;
 }
 
 export const MAX_OBJECT = 5 * 1024 ** 3;

@@ -12,6 +12,7 @@ import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { addressOf, claimedAccessKey, createAuthenticator } from './auth.js';
 import { bucketHandlers } from './buckets.js';
+import { bodyBytesRead } from './body.js';
 import { createCors } from './cors.js';
 import { createPostObject } from './post-object.js';
 import { createTagging } from './tagging.js';
@@ -304,9 +305,10 @@ export function createS3Handler(deps: S3ServerDeps, blobs = deps.blobs ?? localB
     },
   ]);
 
-  async function dispatch(x: Exchange): Promise<void> {
+  async function dispatch(x: Exchange, seen: { operation: string }): Promise<void> {
     const form = x.bucket === undefined ? 'service' : x.key === undefined ? 'bucket' : 'object';
     const route = routes.find(x.req.method ?? 'GET', form, x.params);
+    seen.operation = route.op;
     refuseUnhonoured(route.op, x.req.headers, x.params, String(x.caller.storageId));
     return route.handler(x);
   }
@@ -359,6 +361,20 @@ export function createS3Handler(deps: S3ServerDeps, blobs = deps.blobs ?? localB
   ): Promise<void> {
     const requestId = randomBytes(8).toString('hex').toUpperCase();
     const { path, query } = splitTarget(req.url ?? '/');
+    const seen = { operation: 'Unknown' };
+    if (deps.onRequest) {
+      const onRequest = deps.onRequest;
+      const socket = req.socket;
+      const written = socket.bytesWritten;
+      res.once('close', () =>
+        onRequest({
+          operation: seen.operation,
+          status: res.statusCode,
+          bytesIn: bodyBytesRead(req),
+          bytesOut: socket.bytesWritten - written,
+        }),
+      );
+    }
     try {
       const { bucket, key, storageId } = await address(req.headers.host, path);
       const params = parseQuery(query);
@@ -370,12 +386,15 @@ export function createS3Handler(deps: S3ServerDeps, blobs = deps.blobs ?? localB
           : undefined;
       const corsStorage =
         storageId ?? (claimed === undefined ? undefined : (await loadKey(claimed))?.storageId);
+      if (req.method === 'OPTIONS') seen.operation = 'Options';
       if (await corsFeature.answer(req, res, corsStorage, bucket)) return;
       // C1 control characters are not text; S3 refuses keys that hold them.
       if (key !== undefined && /[\u0080-\u009f]/.test(key)) throw errors.invalidUri();
       // hook: browser form uploads (post-object.ts)
-      if (bucket !== undefined && postObject.matches(req, key))
+      if (bucket !== undefined && postObject.matches(req, key)) {
+        seen.operation = 'PostObject';
         return await postObject.handle(req, res, bucket, requestId, storageId);
+      }
       const caller = await authenticate(req);
       // A storage's own endpoint serves that storage's keys only; the shared one, any key's storage.
       if (storageId !== undefined && caller.storageId !== storageId)
@@ -396,7 +415,7 @@ export function createS3Handler(deps: S3ServerDeps, blobs = deps.blobs ?? localB
           }
         },
       };
-      await dispatch(x);
+      await dispatch(x, seen);
     } catch (error) {
       sendError(req, res, requestId, error, path);
     }

@@ -72,6 +72,8 @@ const SLOT_REUSE_AFTER_MS = 5000;
 /** HAProxy's own account of a slot switch, a drain or a stop that Berth asked for. */
 const ROUTINE_HAPROXY_LINES =
   /Server r\d+\/u\d+ is (UP\/READY|going DOWN for maintenance)|backend 'r\d+' has no server available|Proxy \S+ stopped|Stopping (frontend|backend|proxy)/;
+/** Host names whose traffic HAProxy counts at once (its least recently used go beyond). */
+const TRAFFIC_TABLE_SIZE = 65_536;
 /** sun_path is 108 bytes on Linux. */
 const MAX_SOCKET_PATH = 100;
 
@@ -267,13 +269,26 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
             '  tcp-request connection reject',
           ]
         : []),
+      // Requests and errors per routed host name, for metrics (traffic()): counted in the backends that
+      // serve routes, so a Host no route knows adds no entry. gpc0 counts 5xx answers of a replica and
+      // the 503s of a route without one; a replica that cannot be reached at all (HAProxy's own 502) is
+      // not counted there, as HAProxy runs no response rule on its own errors.
+      'backend edge_routes',
+      `  stick-table type string len 253 size ${TRAFFIC_TABLE_SIZE} store http_req_cnt,gpc0`,
       'backend unknown',
       '  http-request return status 404 content-type text/plain string "The host is unknown here."',
       'backend unavailable',
+      '  http-request track-sc0 var(txn.route) table edge_routes',
+      '  http-request sc-inc-gpc0(0)',
       '  http-request return status 503 content-type text/plain string "No replica is ready; retry shortly." hdr retry-after 5',
     ];
     for (const slot of slots) {
-      lines.push(`backend ${slot.name}`, '  balance roundrobin');
+      lines.push(
+        `backend ${slot.name}`,
+        '  balance roundrobin',
+        '  http-request track-sc0 var(txn.route) table edge_routes',
+        '  http-response sc-inc-gpc0(0) if { status ge 500 }',
+      );
       for (let i = 1; i <= perSlot; i += 1) {
         const upstream = slot.state === 'live' ? slot.upstreams[i - 1] : undefined;
         lines.push(
@@ -541,6 +556,21 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
     return counts;
   }
 
+  /** Requests and 5xx per routed host name, from the edge_routes table (configuration()). */
+  async function traffic(): Promise<Map<string, { requests: number; errors: number }>> {
+    const counts = new Map<string, { requests: number; errors: number }>();
+    if (!child) return counts;
+    for (const line of (await ask(files.socket, 'show table edge_routes')).split('\n')) {
+      const key = / key=(\S+) /.exec(line)?.[1];
+      if (key === undefined) continue;
+      counts.set(key, {
+        requests: Number(/ http_req_cnt=(\d+)/.exec(line)?.[1] ?? 0),
+        errors: Number(/ gpc0=(\d+)/.exec(line)?.[1] ?? 0),
+      });
+    }
+    return counts;
+  }
+
   /** Requests HAProxy is handling (its streams, less the runtime API's own); 0 once it cannot answer. */
   async function requestsInFlight(): Promise<number> {
     const answer = await ask(files.socket, 'show sess').catch(() => '');
@@ -685,6 +715,8 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
         [...table].map(([hostname, slot]) => [hostname, slot ? slot.upstreams.map((u) => ({ ...u })) : []]),
       );
     },
+    // An adopted HAProxy started with an older configuration has no such table: nothing is counted.
+    traffic: () => traffic().catch(() => new Map()),
     async drained(upstream, timeoutMs) {
       const key = upstreamKey(checkUpstream(upstream));
       const end = Date.now() + timeoutMs;

@@ -47,11 +47,21 @@ export interface EdgeProxy {
    */
   drained(upstream: Upstream, timeoutMs: number): Promise<boolean>;
   /**
+   * Requests the edge answered per routed host name since it started, and how many of those were
+   * errors (5xx); host names no route knows are not counted (anyone can send any Host). For metrics.
+   */
+  traffic(): Promise<Map<string, EdgeTraffic>>;
+  /**
    * Stops accepting, ends idle keep-alive sockets, waits for in-flight requests (bounded). With
    * `keepRunning` an edge that runs apart from Berth (HAProxy) serves on for the next Berth to adopt;
    * this Node edge lives in Berth's process and stops either way.
    */
   close(options?: { keepRunning?: boolean }): Promise<void>;
+}
+
+export interface EdgeTraffic {
+  requests: number;
+  errors: number;
 }
 
 const DEFAULT_UPSTREAM_HEADERS_TIMEOUT_MS = 60_000;
@@ -127,6 +137,8 @@ export async function startEdgeProxy(options: EdgeOptions): Promise<EdgeProxy> {
   let clientsInFlight = 0;
   let whenClientsIdle: Array<() => void> = [];
   let closing: Promise<void> | undefined;
+  /** Per routed host name: requests answered and 5xx among them (traffic()). */
+  const counted = new Map<string, EdgeTraffic>();
 
   // The agent hands its options to net.createConnection, which takes noDelay (a socket option, not
   // in AgentOptions' type since @types/node 24).
@@ -224,6 +236,13 @@ export async function startEdgeProxy(options: EdgeOptions): Promise<EdgeProxy> {
     if (!target) return reply(res, 400, 'Bad request: missing or malformed Host header.\n');
     const route = table.get(target.hostname);
     if (!route) return reply(res, 404, `The host ${target.hostname} is unknown here.\n`);
+    const hostname = target.hostname;
+    res.once('finish', () => {
+      const traffic = counted.get(hostname) ?? { requests: 0, errors: 0 };
+      traffic.requests += 1;
+      if (res.statusCode >= 500) traffic.errors += 1;
+      counted.set(hostname, traffic);
+    });
     const upstream = pick(route);
     if (!upstream) {
       return reply(res, 503, `No replica of ${target.hostname} is ready; retry shortly.\n`, {
@@ -482,7 +501,11 @@ export async function startEdgeProxy(options: EdgeOptions): Promise<EdgeProxy> {
     },
 
     removeRoute(hostnames) {
-      for (const hostname of hostnames) table.delete(hostname.toLowerCase());
+      for (const hostname of hostnames) {
+        table.delete(hostname.toLowerCase());
+        // Counted for routed names only: what a removed route counted goes with it (bounded memory).
+        counted.delete(hostname.toLowerCase());
+      }
       routesChanged();
       return Promise.resolve();
     },
@@ -491,6 +514,10 @@ export async function startEdgeProxy(options: EdgeOptions): Promise<EdgeProxy> {
       return new Map(
         [...table].map(([hostname, route]) => [hostname, route.upstreams.map((u) => ({ ...u }))]),
       );
+    },
+
+    traffic() {
+      return Promise.resolve(new Map([...counted].map(([hostname, t]) => [hostname, { ...t }])));
     },
 
     drained(upstream, timeoutMs) {

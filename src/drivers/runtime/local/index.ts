@@ -12,6 +12,7 @@ import path from 'node:path';
 import {
   PermanentDriverError,
   type AppRuntimeDriver,
+  type AppUsage,
   type AppSpec,
   type ExecResult,
   type LogLine,
@@ -26,7 +27,7 @@ import type { ArtifactStore } from '../../artifacts/types.js';
 import { ArchiveError, checkArchive } from './archive.js';
 import { ARCHIVE_MAX_BYTES, ARCHIVE_MAX_ENTRIES, buildRelease } from './build.js';
 import { prepareBuildNetwork, readHostPackageConfig, type BuildNetwork } from './build-env.js';
-import { childGroups, detectCgroups, removeEmptyGroups, removeTree } from '../../os/cgroups.js';
+import { childGroups, detectCgroups, removeEmptyGroups, removeTree, subtreeUsage } from '../../os/cgroups.js';
 import {
   admitServices,
   ensureAppNetwork,
@@ -807,6 +808,30 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
         await fs.rm(layout.release(name), { recursive: true, force: true });
         await fs.rm(layout.source(name), { force: true });
       }
+    },
+
+    async usage(appIds) {
+      const traffic = edge ? await edge.traffic().catch(() => undefined) : undefined;
+      const usages = new Map<number, AppUsage>();
+      for (const appId of appIds) {
+        const used = support
+          ? await subtreeUsage(support, [cgroupTag, `app-${appId}`]).catch(() => undefined)
+          : undefined;
+        const entry = apps.get(appId);
+        if (!used && !entry) continue;
+        const counts = { requests: 0, errors: 0 };
+        for (const hostname of entry?.spec.hostnames ?? []) {
+          const seen = traffic?.get(hostname.toLowerCase());
+          counts.requests += seen?.requests ?? 0;
+          counts.errors += seen?.errors ?? 0;
+        }
+        usages.set(appId, {
+          memoryBytes: used?.memoryBytes ?? 0,
+          cpuSeconds: used?.cpuSeconds ?? 0,
+          ...(traffic ? { edge: counts } : {}),
+        });
+      }
+      return usages;
     },
 
     status(appId): Promise<RuntimeStatus> {
