@@ -15,6 +15,7 @@ import { readSnapshot, storeIsEmpty, writeSnapshot, type Row, type StoreSnapshot
 import { loadOrCreateMasterKey } from './crypto/secret-box.js';
 import { sealWithPassphrase, unsealWithPassphrase, type SealedSecret } from './crypto/passphrase-seal.js';
 import { createDirectoryTarget } from './drivers/backup/dir.js';
+import { heldOrPlacedObjectFile, holdObjectRemovals } from './drivers/objectstorage/local/files.js';
 import { createS3Target } from './drivers/backup/s3.js';
 import { MANIFEST, type BackupTarget } from './drivers/backup/types.js';
 import {
@@ -127,8 +128,14 @@ export async function runBackup(
     files.push({ path: entryPath, kind: 'file', size: staged.size, sha256: staged.sha256, mode, mtime });
   };
   /** A data-dir file: not read again when its size and time are those of the last backup. */
-  const keepDataFile = async (relative: string, size: number, mode: number, mtime: number) => {
+  const keepDataFile = async (
+    relative: string,
+    stat: { size: number; mode: number; mtimeMs: number },
+    from = path.join(dataDir, relative),
+  ) => {
     const entryPath = `data/${relative.split(path.sep).join('/')}`;
+    const { size, mtimeMs: mtime } = stat;
+    const mode = stat.mode & 0o7777;
     const earlier = before.get(entryPath);
     if (earlier && earlier.kind === 'file' && earlier.size === size && earlier.mtime === mtime) {
       stats.files++;
@@ -136,56 +143,44 @@ export async function runBackup(
       files.push({ ...earlier, mode });
       return true;
     }
-    const staged = await stageFile(path.join(dataDir, relative), staging);
+    const staged = await stageFile(from, staging);
     if (!staged) return false;
     await keep(entryPath, staged, mode, mtime);
     return true;
   };
   try {
-    // 1. The store, in one transaction; the object files it names are read right after it.
-    let snapshot: StoreSnapshot | undefined;
-    let objectFiles: string[] = [];
-    for (let attempt = 1; ; attempt++) {
-      const tableFiles: FileEntry[] = [];
+    // 1. The store, in one transaction, then the object files it names. Removals of object files
+    // are held meanwhile (a file replaced after the snapshot is still the snapshot's to copy).
+    const releaseHold =
+      ctx.config.drivers.objectStorage === 'local' ? await holdObjectRemovals(dataDir) : undefined;
+    let snapshot: StoreSnapshot;
+    try {
       const named: string[] = [];
       let rows = 0;
       snapshot = await readSnapshot(ctx.db, ctx.store.dialect, async (table, tableRows) => {
         rows += tableRows.length;
-        const staged = await stageBuffer(Buffer.from(JSON.stringify(tableRows)), staging);
-        const entryPath = `store/${table}.json`;
-        const mark = files.length;
-        await keep(entryPath, staged);
-        tableFiles.push(...files.splice(mark));
+        await keep(`store/${table}.json`, await stageBuffer(Buffer.from(JSON.stringify(tableRows)), staging));
         if (table === 's3_objects' || table === 's3_upload_parts')
           for (const row of tableRows) if (typeof row.file === 'string') named.push(row.file);
       });
       progress(`store: ${snapshot.tables.length} tables, ${rows} rows (migration ${snapshot.migration})`);
-      // Object bytes, when Berth keeps them here: an object replaced after the snapshot loses its
-      // old file; then the store is read again (the files already kept are not copied twice).
-      objectFiles = ctx.config.drivers.objectStorage === 'local' ? named : [];
-      const mark = files.length;
-      const statsBefore = { ...stats };
-      let missing = 0;
-      for (const file of objectFiles) {
-        const relative = path.join('objects', file);
-        if (path.normalize(relative).startsWith('..') || !path.normalize(relative).startsWith('objects'))
+      const objectsBefore = stats.bytes;
+      for (const file of releaseHold ? named : []) {
+        const relative = path.normalize(file);
+        if (relative.startsWith('..') || path.isAbsolute(relative))
           throw new Error(`the store names an object file outside the objects directory: ${file}`);
-        const size = await statOf(path.join(dataDir, relative));
-        if (size === undefined || !(await keepDataFile(relative, size.size, size.mode, size.mtimeMs)))
-          missing++;
+        const at = await heldOrPlacedObjectFile(dataDir, relative);
+        const stat = at === undefined ? undefined : await statOf(at);
+        if (
+          at === undefined ||
+          stat === undefined ||
+          !(await keepDataFile(path.join('objects', relative), stat, at))
+        )
+          throw new Error(`the object file ${file} the store names is missing from ${dataDir}/objects`);
       }
-      if (missing === 0) {
-        files.push(...tableFiles);
-        progress(`objects: ${objectFiles.length} files, ${human(stats.bytes - statsBefore.bytes)}`);
-        break;
-      }
-      files.splice(mark);
-      Object.assign(stats, statsBefore);
-      if (attempt === 5)
-        throw new Error(
-          `objects kept changing during the backup (${missing} replaced after 5 snapshots of the store)`,
-        );
-      progress(`objects: ${missing} replaced while being copied, reading the store again`);
+      progress(`objects: ${releaseHold ? named.length : 0} files, ${human(stats.bytes - objectsBefore)}`);
+    } finally {
+      await releaseHold?.();
     }
     // 2. The secret key, sealed.
     const key = loadOrCreateMasterKey(dataDir, ctx.config.secretKey);
@@ -221,9 +216,7 @@ export async function runBackup(
           kind: 'link',
           target: await readLink(path.join(dataDir, entry.relative)),
         });
-      else if (
-        await keepDataFile(entry.relative, entry.stat.size, entry.stat.mode & 0o7777, entry.stat.mtimeMs)
-      ) {
+      else if (await keepDataFile(entry.relative, entry.stat)) {
         count++;
         if (count % 1000 === 0) progress(`files: ${count} so far, ${human(stats.bytes - dataBefore)}`);
       }

@@ -128,6 +128,21 @@ export async function writeSnapshot(
   const missing = snapshot.tables.filter((t) => !present.has(t));
   if (missing.length > 0) throw new Error(`the store has no table ${missing.join(', ')} of the backup`);
   await db.transaction().execute(async (trx) => {
+    // The rows are put back as they were: triggers (a team's revision row made with the team) would
+    // add rows of their own. Off for the restore, in the same transaction.
+    const triggers =
+      dialect === 'sqlite'
+        ? (
+            await sql<{
+              name: string;
+              sql: string;
+            }>`SELECT name, sql FROM sqlite_master WHERE type = 'trigger'`.execute(trx)
+          ).rows
+        : [];
+    for (const trigger of triggers) await sql`DROP TRIGGER ${sql.raw(quote(trigger.name))}`.execute(trx);
+    if (dialect === 'postgres')
+      for (const table of snapshot.tables)
+        await sql`ALTER TABLE ${sql.raw(quote(table))} DISABLE TRIGGER USER`.execute(trx);
     for (const table of await parentsFirst(trx, dialect, snapshot.tables)) {
       const rows = await rowsOf(table);
       for (let i = 0; i < rows.length; i += 100) {
@@ -144,6 +159,10 @@ export async function writeSnapshot(
         );
       }
     }
+    for (const trigger of triggers) await sql.raw(trigger.sql).execute(trx);
+    if (dialect === 'postgres')
+      for (const table of snapshot.tables)
+        await sql`ALTER TABLE ${sql.raw(quote(table))} ENABLE TRIGGER USER`.execute(trx);
   });
   await migrateToLatest(unknown, dialect);
 }

@@ -39,21 +39,41 @@ describe('backup settings', () => {
     }
     expect(error).toBeInstanceOf(ConfigError);
     const message = (error as Error).message;
-    expect(message).toContain("BERTH_BACKUP_SCHEDULE must be a daily time HH:MM (UTC) or an interval such as 6h or 30m (5m to 168h), got '25:00'");
-    expect(message).toContain("BERTH_BACKUP_TO must be an absolute directory or s3://bucket/prefix, got 'relative/dir'");
-    expect(message).toContain('BERTH_BACKUP_PASSPHRASE is required (and not empty) with BERTH_BACKUP_SCHEDULE');
+    expect(message).toContain(
+      "BERTH_BACKUP_SCHEDULE must be a daily time HH:MM (UTC) or an interval such as 6h or 30m (5m to 168h), got '25:00'",
+    );
+    expect(message).toContain(
+      "BERTH_BACKUP_TO must be an absolute directory or s3://bucket/prefix, got 'relative/dir'",
+    );
+    expect(message).toContain(
+      'BERTH_BACKUP_PASSPHRASE is required (and not empty) with BERTH_BACKUP_SCHEDULE',
+    );
     expect(() =>
-      loadConfig({ ...base, BERTH_BACKUP_SCHEDULE: '1m', BERTH_BACKUP_TO: '/b', BERTH_BACKUP_PASSPHRASE: 'x' }),
+      loadConfig({
+        ...base,
+        BERTH_BACKUP_SCHEDULE: '1m',
+        BERTH_BACKUP_TO: '/b',
+        BERTH_BACKUP_PASSPHRASE: 'x',
+      }),
     ).toThrow(/BERTH_BACKUP_SCHEDULE must be/);
     expect(() =>
-      loadConfig({ ...base, BERTH_BACKUP_SCHEDULE: '1h', BERTH_BACKUP_TO: 's3://bucket/x', BERTH_BACKUP_PASSPHRASE: 'x' }),
+      loadConfig({
+        ...base,
+        BERTH_BACKUP_SCHEDULE: '1h',
+        BERTH_BACKUP_TO: 's3://bucket/x',
+        BERTH_BACKUP_PASSPHRASE: 'x',
+      }),
     ).toThrow(/needs BERTH_S3_UPSTREAM_URL/);
   });
 
   it('plans the next run: later today or tomorrow at the daily time, or one interval on', () => {
     const now = new Date('2026-11-27T10:00:00Z');
-    expect(nextBackupAt({ dailyAt: { hour: 2, minute: 30 } }, now).toISOString()).toBe('2026-11-28T02:30:00.000Z');
-    expect(nextBackupAt({ dailyAt: { hour: 12, minute: 0 } }, now).toISOString()).toBe('2026-11-27T12:00:00.000Z');
+    expect(nextBackupAt({ dailyAt: { hour: 2, minute: 30 } }, now).toISOString()).toBe(
+      '2026-11-28T02:30:00.000Z',
+    );
+    expect(nextBackupAt({ dailyAt: { hour: 12, minute: 0 } }, now).toISOString()).toBe(
+      '2026-11-27T12:00:00.000Z',
+    );
     expect(nextBackupAt({ everyMinutes: 30 }, now).toISOString()).toBe('2026-11-27T10:30:00.000Z');
   });
 
