@@ -285,7 +285,6 @@ describe('berth admin backup and restore', () => {
     await stopAll(dataDir);
     const sourceRows = await storeRows(dataDir);
 
-    console.log(`backup sizes: first ${JSON.stringify(firstStats)}, second ${JSON.stringify(secondStats)}`);
     // A wrong passphrase is refused, saying so; nothing is written.
     const wrongDir = tempDir('wrong');
     scratch.push(wrongDir);
@@ -301,14 +300,20 @@ describe('berth admin backup and restore', () => {
     expect(restore.code, restore.stderr).toBe(0);
     const restoredRows = await storeRows(restoredDir);
     expect(Object.keys(restoredRows).sort()).toEqual(Object.keys(sourceRows).sort());
-    // Every table as the source left it, but the instance row the restore provisioned anew (its
-    // port, pid and files are the new machine's) and the jobs that provisioning queued.
+    // Every table as the source left it, but what the restore's provisioning of the database wrote:
+    // its instance row (the new machine's port, pid and files), its state's timestamps, the team's
+    // revision those writes raised, and the jobs provisioning queues.
+    const provisioned = ['managed_instances', 'managed_databases', 'team_revisions', 'jobs'];
     const differing = Object.keys(sourceRows).filter(
       (table) => JSON.stringify(sourceRows[table]) !== JSON.stringify(restoredRows[table]),
     );
-    expect(differing.filter((t) => !['managed_instances', 'managed_databases', 'jobs'].includes(t))).toEqual(
-      [],
-    );
+    expect(differing.filter((t) => !provisioned.includes(t))).toEqual([]);
+    // Those tables hold the same rows (by id) nonetheless.
+    const idsOf = (rows: Row[]) => rows.map((r) => String(r.id ?? r.team_id)).sort();
+    for (const table of ['managed_instances', 'managed_databases', 'team_revisions'])
+      expect(idsOf(restoredRows[table]!)).toEqual(idsOf(sourceRows[table]!));
+    // The teams the API load made during the backup are there, as far as the snapshot saw them.
+    expect(restoredRows.teams!.filter((r) => String(r.name).startsWith('load-')).length).toBeGreaterThan(0);
 
     berth = await serveBerth(restoredDir);
     const restored = berth;

@@ -15,7 +15,7 @@ async function emptyStore(dialect: Dialect): Promise<{ store: Store; drop(): Pro
   if (dialect === 'sqlite') {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-snapshot-'));
     const store = await openStore({ sqlitePath: path.join(dir, 'berth.sqlite'), migrate: false });
-    return { store, drop: async () => fs.rmSync(dir, { recursive: true, force: true }) };
+    return { store, drop: () => Promise.resolve(fs.rmSync(dir, { recursive: true, force: true })) };
   }
   const database = await createTestPostgresDatabase();
   const store = await openStore({ databaseUrl: database.url, migrate: false });
@@ -63,7 +63,7 @@ describe.each(DIALECTS)('the store in a backup (%s)', (dialect) => {
     expect(snapshot.tables).not.toContain('kysely_migration');
 
     const target = await emptyStore(dialect);
-    drops.push(() => target.store.close().then(target.drop));
+    drops.push(() => target.store.close().then(() => target.drop()));
     expect(await storeIsEmpty(target.store.db, target.store.dialect)).toBe(true);
     await writeSnapshot(target.store.db, target.store.dialect, snapshot, (table) =>
       Promise.resolve(JSON.parse(kept[table]!) as Row[]),
@@ -81,7 +81,7 @@ describe.each(DIALECTS)('the store in a backup (%s)', (dialect) => {
     // Not into a store that has rows, and not a schema this Berth does not know.
     expect(await storeIsEmpty(target.store.db, target.store.dialect)).toBe(false);
     const fresh = await emptyStore(dialect);
-    drops.push(() => fresh.store.close().then(fresh.drop));
+    drops.push(() => fresh.store.close().then(() => fresh.drop()));
     await expect(
       writeSnapshot(fresh.store.db, fresh.store.dialect, { ...snapshot, migration: '999_future' }, () =>
         Promise.resolve([]),
