@@ -190,6 +190,22 @@ describe('berth admin backup and restore', () => {
       "CREATE TABLE notes (note text); INSERT INTO notes VALUES ('before the backup')",
     );
 
+    // An empty passphrase is refused; a backup that fails midway (its target cannot take blobs)
+    // exits non-zero saying what failed, and leaves no manifest to be taken for a complete backup.
+    await built;
+    const refusedTarget = tempDir('refused');
+    scratch.push(refusedTarget);
+    const empty = await berthCli(dataDir, ['admin', 'backup', '--to', refusedTarget], {}, '\n');
+    expect(empty.code).toBe(2);
+    expect(empty.stderr).toContain('the backup passphrase is empty');
+    fs.writeFileSync(path.join(refusedTarget, 'blobs'), 'not a directory');
+    const failed = await berthCli(dataDir, ['admin', 'backup', '--to', refusedTarget], {
+      BERTH_BACKUP_PASSPHRASE: PASSPHRASE,
+    });
+    expect(failed.code).toBe(1);
+    expect(failed.stderr).toMatch(/berth: .*ENOTDIR/);
+    expect(fs.existsSync(path.join(refusedTarget, 'manifest.json'))).toBe(false);
+
     // Objects, and a load of PUTs (new keys, and one key replaced again and again) during the backup.
     const storage = await call<{
       data: { endpoint: string; users: Array<{ access_key_id: string; secret_key: string }> };
