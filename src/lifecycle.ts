@@ -6,6 +6,7 @@ import { CONFIG_VARIABLES } from './config/index.js';
 import { processStartTime } from './drivers/os/processes.js';
 import type { AppContext, CloseOptions } from './context.js';
 import { startMetricsServer } from './http/metrics-server.js';
+import { startBackupSchedule } from './backup.js';
 
 export interface Background {
   /** Where the servers started beside the API listen. */
@@ -134,6 +135,8 @@ export async function startBackground(
     .catch((error: unknown) => ctx.logger.error({ err: error }, 'applications were not all started again'));
   stops.push(() => reconciled);
   work.start();
+  const backups = startBackupSchedule(ctx);
+  if (backups) stops.push(() => backups.stop());
   const host = ctx.config.host.includes(':') ? `[${ctx.config.host}]` : ctx.config.host;
   return {
     endpoints: {

@@ -36,6 +36,14 @@ Usage:
   berth admin k8s-check [--json]      whether the kubernetes runtime driver's cluster (--kubeconfig,
                                       BERTH_KUBECONFIG) is reachable and grants every right Berth needs,
                                       each missing one named; exit 1 when not
+  berth admin backup --to DIR|s3://BUCKET/PREFIX
+                                      a backup of the whole platform while Berth serves (store, sealed
+                                      key, managed databases, objects, volumes, releases); a second
+                                      run to the same place copies only what changed; passphrase from
+                                      BERTH_BACKUP_PASSPHRASE, else stdin (asked for on a terminal)
+  berth admin restore --from DIR|s3://BUCKET/PREFIX
+                                      verify a backup and restore it into this (fresh) data dir and
+                                      empty store; then berth serve brings everything back
   berth --help                        this text
 
 Client commands (against a Berth server; berth login first, or BERTH_URL and BERTH_TOKEN):
@@ -72,6 +80,29 @@ async function readStdin(): Promise<string> {
     .replace(/\r?\n$/, '');
 }
 
+/** The backup passphrase: stdin when it is a pipe, else asked for on the terminal without echo. */
+async function readPassphrase(): Promise<string> {
+  if (!process.stdin.isTTY) return readStdin();
+  process.stderr.write('Backup passphrase: ');
+  process.stdin.setRawMode(true);
+  let text = '';
+  try {
+    for await (const chunk of process.stdin) {
+      for (const char of (chunk as Buffer).toString('utf8')) {
+        if (char === '\r' || char === '\n') return text;
+        if (char === '\u0003') fail('cancelled');
+        if (char === '\u007f') text = text.slice(0, -1);
+        else text += char;
+      }
+    }
+    return text;
+  } finally {
+    process.stdin.setRawMode(false);
+    process.stdin.pause();
+    process.stderr.write('\n');
+  }
+}
+
 function fail(message: string): never {
   process.stderr.write(`berth: ${message}\n`);
   process.exit(2);
@@ -80,7 +111,9 @@ function fail(message: string): never {
 /** Flags whose value is the next argument: the server's and the client's global ones. */
 const VALUE_FLAGS = new Set([
   ...Object.values(CONFIG_VARIABLES).map((v) => `--${v.flag}`),
-  ...['email', 'team', 'role', 'kind', 'name', 'id', 'credits', 'profile', 'output'].map((f) => `--${f}`),
+  ...['email', 'team', 'role', 'kind', 'name', 'id', 'credits', 'profile', 'output', 'to', 'from'].map(
+    (f) => `--${f}`,
+  ),
   ...['action', 'actor', 'since', 'until', 'limit'].map((f) => `--${f}`),
 ]);
 
@@ -122,6 +155,8 @@ async function main(argv: string[]): Promise<void> {
       since: { type: 'string' },
       until: { type: 'string' },
       limit: { type: 'string' },
+      to: { type: 'string' },
+      from: { type: 'string' },
       'password-stdin': { type: 'boolean' },
       'sign-in-link': { type: 'boolean' },
       json: { type: 'boolean' },
@@ -147,6 +182,53 @@ async function main(argv: string[]): Promise<void> {
     const { runK8sCheck } = await import('./k8s-check.js');
     const streams = { stdout: process.stdout, stderr: process.stderr };
     process.exitCode = await runK8sCheck(config, { json: values.json === true, ...streams });
+    return;
+  }
+
+  if (sub === 'backup' || sub === 'restore') {
+    const target = sub === 'backup' ? values.to : values.from;
+    if (!target)
+      fail(
+        sub === 'backup'
+          ? '--to DIR or s3://bucket/prefix is required'
+          : '--from DIR or s3://bucket/prefix is required',
+      );
+    const passphrase = config.backupPassphrase ?? (await readPassphrase());
+    if (passphrase === '') fail('the backup passphrase is empty (BERTH_BACKUP_PASSPHRASE or stdin): refused');
+    const backup = await import('../backup.js');
+    const progress = (line: string) => process.stderr.write(`berth: ${line}\n`);
+    const where = backup.backupTarget(config, target);
+    if (sub === 'restore') {
+      // Before the context: it would make a new key and migrate a new store.
+      const restored = await backup.restoreFoundation(config, where, passphrase, progress);
+      const { createContext } = await import('../context.js');
+      const ctx = await createContext(config, {});
+      try {
+        await backup.restoreDatabases(ctx, restored, progress);
+      } finally {
+        await ctx.close();
+      }
+      process.stdout.write(
+        JSON.stringify({ restored: where.description, created_at: restored.manifest.created_at }, null, 2) +
+          '\n',
+      );
+      return;
+    }
+    const { createContext } = await import('../context.js');
+    const ctx = await createContext(config, {});
+    try {
+      const manifest = await backup.runBackup(ctx, where, passphrase, progress);
+      process.stdout.write(
+        JSON.stringify(
+          { to: where.description, created_at: manifest.created_at, ...manifest.stats },
+          null,
+          2,
+        ) + '\n',
+      );
+    } finally {
+      // The instances this process looked at are the serving Berth's: they run on.
+      await ctx.close({ keepRunning: true });
+    }
     return;
   }
 

@@ -45,6 +45,20 @@ export interface Config {
   readonly upcloud: Readonly<UpCloudSettings> | undefined;
   /** The bucket the `s3` object-storage driver keeps object bytes in; undefined with another driver. */
   readonly s3Upstream: Readonly<S3UpstreamSettings> | undefined;
+  /** Scheduled backups (docs/operations.md, "Backup and restore"); undefined: none. */
+  readonly backup: Readonly<BackupSettings> | undefined;
+  /** The endpoint and credential of s3:// backup targets: BERTH_S3_UPSTREAM_*'s, when its URL is set. */
+  readonly backupS3: Readonly<Omit<S3UpstreamSettings, 'bucket'>> | undefined;
+  /** BERTH_BACKUP_PASSPHRASE, for `berth admin backup` and `restore` too; undefined: asked for. */
+  readonly backupPassphrase: string | undefined;
+}
+
+export interface BackupSettings {
+  /** `HH:MM` (every day at that UTC time) or an interval in minutes. */
+  schedule: { dailyAt: { hour: number; minute: number } } | { everyMinutes: number };
+  /** A directory or s3://bucket/prefix. */
+  to: string;
+  passphrase: string;
 }
 
 export interface UpCloudSettings {
@@ -208,6 +222,9 @@ export interface ConfigOverrides {
   s3UpstreamBucket?: string;
   s3UpstreamAccessKeyId?: string;
   s3UpstreamSecretAccessKey?: string;
+  backupSchedule?: string;
+  backupTo?: string;
+  backupPassphrase?: string;
 }
 
 /** Environment variable behind each setting; `berth serve --<flag>` overrides it. */
@@ -524,6 +541,21 @@ export const CONFIG_VARIABLES: Record<keyof ConfigOverrides, { env: string; flag
     flag: 's3-upstream-secret-access-key',
     doc: 'secret access key for the upstream bucket',
   },
+  backupSchedule: {
+    env: 'BERTH_BACKUP_SCHEDULE',
+    flag: 'backup-schedule',
+    doc: 'take a backup every day at HH:MM (UTC) or every N hours/minutes (6h, 30m; at least 5m) to BERTH_BACKUP_TO (default: none)',
+  },
+  backupTo: {
+    env: 'BERTH_BACKUP_TO',
+    flag: 'backup-to',
+    doc: 'where scheduled backups go: an absolute directory or s3://bucket/prefix (with BERTH_S3_UPSTREAM_URL and its keys)',
+  },
+  backupPassphrase: {
+    env: 'BERTH_BACKUP_PASSPHRASE',
+    flag: 'backup-passphrase',
+    doc: 'passphrase the secret key is sealed with in backups (berth admin backup/restore read it from here, else from stdin)',
+  },
 };
 
 /** Names BERTH_BUILD_ENV may set: upper case, and none Berth sets itself for the sandbox. */
@@ -836,6 +868,46 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     ...(raw('objectStorageDriver') === 's3' ? ['BERTH_OBJECT_STORAGE_DRIVER=s3'] : []),
     ...(raw('artifactStore') === 's3' ? ['BERTH_ARTIFACT_STORE=s3'] : []),
   ];
+  const backup = (): BackupSettings | undefined => {
+    const text = raw('backupSchedule');
+    if (text === undefined) return undefined;
+    let schedule: BackupSettings['schedule'] | undefined;
+    const daily = /^([01]\d|2[0-3]):([0-5]\d)$/.exec(text);
+    const every = /^(\d{1,4})(h|m)$/.exec(text);
+    if (daily) schedule = { dailyAt: { hour: Number(daily[1]), minute: Number(daily[2]) } };
+    else if (every) {
+      const minutes = Number(every[1]) * (every[2] === 'h' ? 60 : 1);
+      if (minutes >= 5 && minutes <= 7 * 24 * 60) schedule = { everyMinutes: minutes };
+    }
+    if (!schedule)
+      problems.push(
+        `BERTH_BACKUP_SCHEDULE must be a daily time HH:MM (UTC) or an interval such as 6h or 30m (5m to 168h), got '${text}'`,
+      );
+    const to = raw('backupTo');
+    if (to === undefined) problems.push('BERTH_BACKUP_TO is required with BERTH_BACKUP_SCHEDULE');
+    else if (
+      !path.isAbsolute(to) &&
+      !/^s3:\/\/[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](\/[A-Za-z0-9._\-/]*)?$/.test(to)
+    )
+      problems.push(`BERTH_BACKUP_TO must be an absolute directory or s3://bucket/prefix, got '${to}'`);
+    else if (to.startsWith('s3://') && raw('s3UpstreamUrl') === undefined)
+      problems.push('BERTH_BACKUP_TO=s3://… needs BERTH_S3_UPSTREAM_URL and its keys');
+    const passphrase = raw('backupPassphrase');
+    if (!passphrase)
+      problems.push('BERTH_BACKUP_PASSPHRASE is required (and not empty) with BERTH_BACKUP_SCHEDULE');
+    return { schedule: schedule ?? { everyMinutes: 1440 }, to: to ?? '', passphrase: passphrase ?? '' };
+  };
+  const backupS3 = (): Omit<S3UpstreamSettings, 'bucket'> | undefined => {
+    const url = raw('s3UpstreamUrl');
+    if (url === undefined) return undefined;
+    return {
+      url: url.replace(/\/+$/, ''),
+      region: raw('s3UpstreamRegion') ?? 'us-east-1',
+      accessKeyId: raw('s3UpstreamAccessKeyId') ?? '',
+      secretAccessKey: raw('s3UpstreamSecretAccessKey') ?? '',
+    };
+  };
+  const backupSettings = backup();
   const config: Config = {
     port,
     host,
@@ -899,6 +971,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     // Needed by the s3 object-storage driver and the s3 artifact store only: the others ignore them.
     s3Upstream:
       upstreamChosenBy.length > 0 ? Object.freeze(s3Upstream(upstreamChosenBy.join(' or '))) : undefined,
+    backup:
+      backupSettings &&
+      Object.freeze({ ...backupSettings, schedule: Object.freeze(backupSettings.schedule) }),
+    backupS3: backupS3(),
+    backupPassphrase: raw('backupPassphrase'),
   };
   if (!isHttpUrl(config.runtime.gitBaseUrl))
     problems.push(`BERTH_GIT_BASE_URL must be an http(s) URL, got '${config.runtime.gitBaseUrl}'`);

@@ -286,6 +286,14 @@ export interface ManagedDatabaseDriver {
    * them the starting points of point-in-time recovery). Returns the backups kept, oldest first.
    */
   baseBackup(spec: InstanceSpec, retain: number): Promise<BaseBackup[]>;
+  /**
+   * Writes a logical dump of the running instance's data into the empty directory `dir` while it
+   * serves (a backup of the platform); returns the files written. Drivers without it (a provider's
+   * instances, backed up by the provider) are left out of Berth's backups.
+   */
+  exportData?(spec: InstanceSpec, dir: string): Promise<string[]>;
+  /** Loads what `exportData` wrote into the instance, provisioned just before and still empty (a restore). */
+  importData?(spec: InstanceSpec, dir: string): Promise<void>;
   /** Optional preparation at start (the local driver builds its engine templates). */
   warmUp?(): Promise<void>;
 }

@@ -108,6 +108,20 @@ export interface ManagedDatabaseService {
   /** Removes the instance, its processes and files, and the database row. */
   remove(uuid: string): Promise<void>;
   /**
+   * A backup's dumps: every provisioned instance's data, each into the directory `dirFor` gives it,
+   * while the instances serve. Powered-off instances are named in `skipped` (their files are not
+   * read while stopped); a running one that cannot be dumped fails the whole.
+   */
+  exportData(
+    dirFor: (uuid: string) => string,
+  ): Promise<{ exported: Array<{ uuid: string; files: string[] }>; skipped: string[] }>;
+  /**
+   * A restore's load: provisions the database as the restored store describes it (its credentials,
+   * users, databases and port), then loads the dump in `dir` into it. Closing the context stops it
+   * again; the next `berth serve` starts it.
+   */
+  importData(uuid: string, dir: string): Promise<void>;
+  /**
    * Stops the supervisor and every instance this Berth runs (registered on the context's onClose; the
    * driver tells another Berth's apart); with `keepRunning` (a restart of Berth) the instances run on.
    */
@@ -583,6 +597,34 @@ export function createManagedDatabaseService(deps: ManagedDatabaseDeps): Managed
     powerOff,
     powerOn,
     remove,
+
+    async exportData(dirFor) {
+      const exported: Array<{ uuid: string; files: string[] }> = [];
+      const skipped: string[] = [];
+      if (!driver.exportData) return { exported, skipped };
+      for (const instance of await repo.provisionedInstances()) {
+        const row = await repo.findDatabase(instance.uuid);
+        if (!row || row.state === 'delete-service') continue;
+        if (instance.powered === 0) {
+          skipped.push(row.uuid);
+          continue;
+        }
+        const files = await driver.exportData(specOf(row, instance), dirFor(row.uuid));
+        exported.push({ uuid: row.uuid, files });
+      }
+      return { exported, skipped };
+    },
+
+    importData: (uuid, dir) =>
+      locked(uuid, async () => {
+        const { row, instance } = await forDatabase(uuid);
+        if (!driver.importData)
+          throw new Error(`the ${driver.name} managed-database driver cannot load a backup`);
+        const spec = specOf(row, instance);
+        const runtime = await driver.provision(spec);
+        await recordRunning(row, runtime);
+        await driver.importData(spec, dir);
+      }),
 
     async close(options: { keepRunning?: boolean } = {}) {
       if (closing) return;

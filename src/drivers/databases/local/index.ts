@@ -25,7 +25,8 @@ import {
 } from '../types.js';
 import type { LocalEngine } from './engine.js';
 import { mariadbEngine } from './mariadb.js';
-import { availablePgExtensions, postgresEngine } from './postgres.js';
+import { availablePgExtensions, dataMajorOf, postgresEngine } from './postgres.js';
+import { exportInstance, importInstance } from './dumps.js';
 import {
   MAINTENANCE_USER,
   instanceAccount,
@@ -441,6 +442,24 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
       const pid = ENGINES[ref.engine].pidOf(root);
       return Promise.resolve({ running: pid !== null, pid, storageBytes: treeSize(root) });
     },
+    exportData: (spec, dir) =>
+      serialized(spec.id, async () => {
+        const root = dirOf(spec.id);
+        const state = readState(root);
+        if (!state || ENGINES[spec.engine].pidOf(root) === null)
+          throw new Error(`instance ${spec.id} is not running`);
+        const uri = maintenanceUri(root, spec.engine, state.port);
+        return exportInstance(spec, uri, spec.engine === 'pg' ? dataMajorOf(root) : undefined, dir);
+      }),
+    importData: (spec, dir) =>
+      serialized(spec.id, async () => {
+        const root = dirOf(spec.id);
+        const state = readState(root);
+        if (!state || ENGINES[spec.engine].pidOf(root) === null)
+          throw new Error(`instance ${spec.id} is not running`);
+        const uri = maintenanceUri(root, spec.engine, state.port);
+        await importInstance(spec, uri, spec.engine === 'pg' ? dataMajorOf(root) : undefined, dir);
+      }),
     baseBackup: (spec, retain) =>
       serialized(spec.id, async () => {
         const engine = ENGINES[spec.engine];

@@ -11,6 +11,57 @@ import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { FileSink } from './file-sink.js';
 
+/**
+ * While `berth admin backup` copies the object files its snapshot of the store names (src/backup.ts),
+ * a file that a later commit replaces or deletes must stay readable: `<objects>/backup-hold/` exists
+ * then, with the backup's pid in `owner`, and files are moved into it instead of being removed. The
+ * backup removes it when done; a hold whose process is gone is ignored.
+ */
+const HOLD = 'backup-hold';
+const heldName = (relative: string): string => relative.split(path.sep).join('__');
+
+async function holding(root: string): Promise<boolean> {
+  let owner: string;
+  try {
+    owner = await fs.promises.readFile(path.join(root, HOLD, 'owner'), 'utf8');
+  } catch {
+    return false;
+  }
+  try {
+    process.kill(Number(owner.trim()), 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Holds removals of object files of `dataDir` until the returned function is called. */
+export async function holdObjectRemovals(dataDir: string): Promise<() => Promise<void>> {
+  const dir = path.join(dataDir, 'objects', HOLD);
+  await fs.promises.rm(dir, { recursive: true, force: true });
+  await fs.promises.mkdir(dir, { recursive: true, mode: 0o700 });
+  // The owner last: a hold without it holds nothing yet.
+  await fs.promises.writeFile(path.join(dir, 'owner.tmp'), String(process.pid));
+  await fs.promises.rename(path.join(dir, 'owner.tmp'), path.join(dir, 'owner'));
+  return () => fs.promises.rm(dir, { recursive: true, force: true });
+}
+
+/** Where an object file named `relative` is now: in place, or moved into the hold (or undefined). */
+export async function heldOrPlacedObjectFile(dataDir: string, relative: string): Promise<string | undefined> {
+  const root = path.join(dataDir, 'objects');
+  const [area, owner, ...rest] = relative.split(path.sep);
+  const candidates = [
+    path.join(root, relative),
+    path.join(root, HOLD, heldName(relative)),
+    path.join(root, HOLD, `${area}__${owner}`, ...rest),
+  ];
+  for (const file of candidates) {
+    const stat = await fs.promises.lstat(file).catch(() => undefined);
+    if (stat?.isFile()) return file;
+  }
+  return undefined;
+}
+
 /** How many files sweepOrphans asks the store about at once (bound parameters per query). */
 const SWEEP_BATCH = 500;
 
@@ -58,6 +109,20 @@ export function createObjectFiles(dataDir: string) {
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
     }
+  }
+
+  /** Removes an object or part file, or moves it into a backup's hold. */
+  async function discard(relative: string): Promise<void> {
+    if (await holding(root)) {
+      try {
+        await fs.promises.rename(path.join(root, relative), path.join(root, HOLD, heldName(relative)));
+        return;
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
+        throw error;
+      }
+    }
+    await unlink(path.join(root, relative));
   }
 
   return {
@@ -126,9 +191,7 @@ export function createObjectFiles(dataDir: string) {
 
     /** Removes files; a file already gone is fine. */
     async remove(...relative: Array<string | undefined>): Promise<void> {
-      await Promise.all(
-        relative.filter((r): r is string => r !== undefined).map((r) => unlink(path.join(root, r))),
-      );
+      await Promise.all(relative.filter((r): r is string => r !== undefined).map((r) => discard(r)));
     },
 
     removeTemp: unlink,
@@ -165,7 +228,7 @@ export function createObjectFiles(dataDir: string) {
         const keep = await named(old);
         for (const relative of old) {
           if (keep.has(relative)) continue;
-          await unlink(path.join(root, relative));
+          await discard(relative);
           removed += 1;
         }
         old.length = 0;
@@ -188,7 +251,17 @@ export function createObjectFiles(dataDir: string) {
     },
 
     async removeTree(area: 'data' | 'parts', owner: number): Promise<void> {
-      await fs.promises.rm(path.join(root, area, String(owner)), { recursive: true, force: true });
+      const tree = path.join(root, area, String(owner));
+      if (await holding(root)) {
+        const held = path.join(root, HOLD, `${area}__${owner}`);
+        await fs.promises.rm(held, { recursive: true, force: true });
+        const moved = await fs.promises.rename(tree, held).then(
+          () => true,
+          () => false,
+        );
+        if (moved) return;
+      }
+      await fs.promises.rm(tree, { recursive: true, force: true });
     },
   };
 }
