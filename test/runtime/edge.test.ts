@@ -338,6 +338,24 @@ describe.each(EDGES)('the %s edge', (which) => {
       });
     });
 
+    it("counts the edge's own 502 for a replica that cannot be reached, once, as an error of its host", async () => {
+      // HAProxy runs no http-response rule on an answer it makes itself: this one is counted by
+      // http-after-response, which also runs on a replica's answers (a 500 still counts once).
+      const shop = await backend('shop', (req, res) => {
+        res.writeHead(req.url === '/broken' ? 500 : 200).end('answered');
+      });
+      const proxy = await edge();
+      await proxy.setRoute(['down.test'], [await closedPort()]);
+      await proxy.setRoute(['shop.test'], [shop.upstream]);
+      expect((await request(proxy.port, 'down.test')).status).toBe(502);
+      expect((await request(proxy.port, 'down.test', { path: '/again' })).status).toBe(502);
+      expect((await request(proxy.port, 'shop.test', { path: '/broken' })).status).toBe(500);
+      expect(Object.fromEntries(await proxy.traffic())).toEqual({
+        'down.test': { requests: 2, errors: 2 },
+        'shop.test': { requests: 1, errors: 1 },
+      });
+    });
+
     it('answers 400 for a missing or malformed Host', async () => {
       const proxy = await edge();
       // HTTP/1.0 may omit Host, so the edge itself sees none; HTTP/1.1 without one Node refuses first.

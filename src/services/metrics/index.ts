@@ -368,7 +368,7 @@ export function createMetrics(deps: MetricsDeps): Metrics {
   );
   totalOf(
     'berth_app_edge_errors_total',
-    'Requests the edge answered for the application with a 5xx (its replicas’ and “no replica ready”)',
+    'Requests the edge answered for the application with a 5xx (its replicas’, “no replica ready”, and the edge’s own 502 for a replica it cannot reach)',
     appLabels,
     (snap, set) => {
       for (const app of snap.applications ?? []) if (app.usage?.edge) set(app.labels, app.usage.edge.errors);

@@ -270,9 +270,9 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
           ]
         : []),
       // Requests and errors per routed host name, for metrics (traffic()): counted in the backends that
-      // serve routes, so a Host no route knows adds no entry. gpc0 counts 5xx answers of a replica and
-      // the 503s of a route without one; a replica that cannot be reached at all (HAProxy's own 502) is
-      // not counted there, as HAProxy runs no response rule on its own errors.
+      // serve routes, so a Host no route knows adds no entry. gpc0 counts 5xx answers: a replica's, the
+      // 503s of a route without one, and HAProxy's own 502/504 for a replica it cannot reach or that
+      // does not answer in time (http-after-response, HAProxy ≥ 2.2: http-response skips those).
       'backend edge_routes',
       `  stick-table type string len 253 size ${TRAFFIC_TABLE_SIZE} store http_req_cnt,gpc0`,
       'backend unknown',
@@ -287,7 +287,9 @@ export async function startHaproxyEdge(options: HaproxyEdgeOptions): Promise<Edg
         `backend ${slot.name}`,
         '  balance roundrobin',
         '  http-request track-sc0 var(txn.route) table edge_routes',
-        '  http-response sc-inc-gpc0(0) if { status ge 500 }',
+        // Each answer passes here once, the replica's and HAProxy's own alike: counted once. HAProxy 2.6
+        // has no sc-inc-gpc0 action here, so the sample fetch that increments it is stored in a variable.
+        '  http-after-response set-var(txn.edge_error) sc_inc_gpc0(0) if { status ge 500 }',
       );
       for (let i = 1; i <= perSlot; i += 1) {
         const upstream = slot.state === 'live' ? slot.upstreams[i - 1] : undefined;
