@@ -18,6 +18,7 @@ import { createLocalDatabaseOperations } from './drivers/databases/local/operati
 import { AppError } from './domain/errors.js';
 import { createUpCloudDatabaseDriver } from './drivers/databases/upcloud/index.js';
 import type { DatabaseOperationsDriver, ManagedDatabaseDriver } from './drivers/databases/types.js';
+import { createTreeSizeCache } from './drivers/os/disk-usage.js';
 import { createSmtpMailer, defaultSender, type Mailer } from './drivers/mail/index.js';
 import type { ObjectStorageDriver } from './drivers/objectstorage/driver.js';
 import { createLocalObjectStorageDriver } from './drivers/objectstorage/local/index.js';
@@ -233,7 +234,7 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
         logger: ctx.logger,
         runtime: () => runtimeDriver(),
         databaseConnections: (ports) => managedDatabaseDriver().connections?.(ports),
-        serviceConnections: (ports) => serviceDatabaseDriver().connections?.(ports),
+        serviceUsage: () => appServices().usage(),
       })
     : undefined;
 
@@ -437,6 +438,8 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
       objectStorage: () => objectStorage(),
     }),
   ];
+  // Services' data dirs, walked in the background at most once a minute for the metrics.
+  const serviceFiles = once(() => createTreeSizeCache({ now: () => ctx.clock.now().getTime() }));
   const appServices = once(() => {
     const service = createAppServicesService({
       db: ctx.db,
@@ -454,6 +457,7 @@ export function createServices(ctx: CompositionContext, overrides: ServiceOverri
       serviceAddress: (appId, ports) =>
         runtimeDriver().serviceAddress?.(appId, ports) ?? Promise.resolve(undefined),
       runtimeInstances: async (appId) => (await runtimeDriver().status(appId)).instances,
+      filesBytes: (dirs) => serviceFiles().read(dirs),
       queries: resources(),
     });
     ctx.onClose((options) => service.close(options));

@@ -3,11 +3,14 @@
 // fails, traffic through the edge, a replica whose health check stops answering (restarted), and an
 // S3 PUT. The API port never serves /metrics, the metrics listener never serves the API, and without the
 // setting there is no listener at all.
+import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
+import path from 'node:path';
 import { PutObjectCommand } from '@aws-sdk/client-s3';
 import parsePrometheusTextFormat, { type PrometheusFamily } from 'parse-prometheus-text-format';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ServiceRunner, ServiceRuntime } from '../../src/drivers/services/types.js';
 import { startBackground } from '../../src/lifecycle.js';
 import { createTestApp } from '../helpers/app.js';
 import { stubDatabaseDriver, stubRuntimeDriver, stubServiceRunner } from '../helpers/stub-drivers.js';
@@ -250,6 +253,20 @@ describe.each(DIALECTS)('metrics from the store and the drivers (%s)', (dialect)
     const calls: string[] = [];
     const runtime = stubRuntimeDriver(calls);
     const databases = stubDatabaseDriver(calls);
+    // The gotenberg stub keeps its files in a directory of this Berth's data dir (made once it is known)
+    // and cannot count its connections.
+    let pdfFiles = '';
+    const others = stubServiceRunner(calls, ['gotenberg', 'worker']);
+    const withFiles = async (running: Promise<ServiceRuntime>) => ({
+      ...(await running),
+      location: pdfFiles,
+    });
+    const pdfRunner: ServiceRunner = {
+      ...others,
+      provision: (spec) => withFiles(others.provision(spec)),
+      start: (spec) => withFiles(others.start(spec)),
+      restart: (spec) => withFiles(others.restart(spec)),
+    };
     const t = await createTestApp(dialect, {
       env: { BERTH_METRICS_ADDR: '127.0.0.1:0' },
       services: {
@@ -268,9 +285,12 @@ describe.each(DIALECTS)('metrics from the store and the drivers (%s)', (dialect)
             return health.state === 'running' ? { ...health, storageBytes: STORAGE_BYTES } : health;
           },
         },
-        serviceRunners: [stubServiceRunner(calls, ['gotenberg', 'worker'])],
+        serviceRunners: [pdfRunner],
       },
     });
+    pdfFiles = path.join(t.ctx.config.dataDir, 'services', 'pdf-files');
+    fs.mkdirSync(path.join(pdfFiles, 'cache'), { recursive: true });
+    fs.writeFileSync(path.join(pdfFiles, 'cache', 'fonts'), Buffer.alloc(4321));
     const background = await startBackground(t.ctx, { pollMs: 100 });
     try {
       const document = fullDocument('acme');
@@ -323,6 +343,18 @@ describe.each(DIALECTS)('metrics from the store and the drivers (%s)', (dialect)
         1,
       );
       expect(valueOf(samples('berth_service_restarts'), { app: appId, service: 'pdf' })).toBe(0);
+      // The database service's runner counts its clients; the gotenberg stub cannot tell: no series.
+      expect(valueOf(samples('berth_service_connections'), { app: appId, service: 'pdf' })).toBeUndefined();
+      // A service's files are measured in the background: a later scrape shows them.
+      await eventually(async () => {
+        const later = await scrape(background.endpoints.metrics!);
+        return (
+          valueOf(later.families.get('berth_service_volume_bytes')?.metrics, {
+            app: appId,
+            service: 'pdf',
+          }) === 4321
+        );
+      });
       expect(
         valueOf(samples('berth_tools_conversions_total'), { operation: 'pdf.merge', outcome: 'success' }),
       ).toBe(1);

@@ -44,6 +44,7 @@ import {
 } from '../os/bwrap.js';
 import { dropPrivileges, ensureSystemAccount, isRoot, removeSystemAccount } from '../os/users.js';
 import { descendants, processesOfUser, processTree } from '../os/processes.js';
+import { establishedConnections } from '../os/sockets.js';
 import {
   createMemoryGroup,
   detectCgroups,
@@ -515,6 +516,8 @@ export function createChromeRunner(deps: ChromeRunnerDeps): ChromeRunner {
       const log = instance?.log ?? new LogFile(layout(ref.id).log);
       return log.tail(tail);
     },
+    // Its DevTools proxy serves on a loopback port of its own: the kernel's socket table counts its clients.
+    connections: (ports) => establishedConnections(ports),
   };
 }
 

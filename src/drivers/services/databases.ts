@@ -77,5 +77,7 @@ export function createDatabaseServiceRunner(driver: () => ManagedDatabaseDriver)
       const d = driver();
       return d.logs ? d.logs(instanceRef(ref), tail) : [];
     },
+    // The driver's count (the local one reads the kernel's socket table); none when it cannot tell.
+    connections: (ports) => driver().connections?.(ports) ?? Promise.resolve(new Map<number, number>()),
   };
 }

@@ -81,4 +81,9 @@ export interface ServiceRunner {
   status(ref: ServiceRef): Promise<{ running: boolean; pid: number | null }>;
   /** The newest `tail` lines of its log, oldest first, free of credentials. */
   logs(ref: ServiceRef, tail: number): Promise<string[]>;
+  /**
+   * Per port of these instances' ports, the client connections open now, read cheaply (no engine
+   * asked). Absent, or a port missing from the answer: the runner cannot tell (a port it shares).
+   */
+  connections?(ports: readonly number[]): Promise<Map<number, number>>;
 }

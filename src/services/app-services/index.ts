@@ -81,6 +81,11 @@ export interface AppServicesDeps {
   serviceAddress?: (appId: number, ports: number[]) => Promise<string | undefined>;
   /** The runtime's instances of an application: a `worker` service is its `worker-<name>` process. */
   runtimeInstances?: (appId: number) => Promise<RuntimeInstanceStatus[]>;
+  /**
+   * The bytes under each of these directories (instances' files on this host) as last measured,
+   * answered at once (absent until measured; the measuring runs in the background), for the metrics.
+   */
+  filesBytes?: (dirs: readonly string[]) => Map<string, number>;
   queries: Pick<InfrastructureQueries, 'requireApplication'>;
 }
 
@@ -560,6 +565,44 @@ export function createAppServicesService(deps: AppServicesDeps) {
      */
     async connections(appId: number): Promise<ServiceConnection[]> {
       return (await connections(appId)).map((c) => c.connection);
+    },
+
+    /**
+     * Per instance uuid of the provisioned services, for the operator's metrics: the client connections
+     * open now where its runner can tell, and the bytes of its files on this host (as last measured).
+     */
+    async usage(): Promise<Map<string, { connections?: number; filesBytes?: number }>> {
+      const instances = await repo.provisioned();
+      const usage = new Map<string, { connections?: number; filesBytes?: number }>(
+        instances.map((i) => [i.uuid, {}]),
+      );
+      // One count per runner, over its instances' ports (a port it shares, it does not answer for).
+      const byRunner = new Map<ServiceRunner, ServiceInstanceRow[]>();
+      for (const instance of instances) {
+        const runner = runnerFor(typeOfInstance(instance));
+        if (!runner?.connections || instance.port === null) continue;
+        byRunner.set(runner, [...(byRunner.get(runner) ?? []), instance]);
+      }
+      await Promise.all(
+        [...byRunner].map(async ([runner, own]) => {
+          const counts = await runner.connections!(own.map((i) => i.port as number));
+          for (const instance of own) {
+            const count = counts.get(instance.port as number);
+            if (count !== undefined) usage.get(instance.uuid)!.connections = count;
+          }
+        }),
+      );
+      // Only this Berth's files: another Berth on the same store measures its own.
+      const local = instances.filter(
+        (i): i is ServiceInstanceRow & { data_dir: string } =>
+          i.data_dir !== null && deps.runsHere?.(i.data_dir) !== false,
+      );
+      const sizes = deps.filesBytes?.(local.map((i) => i.data_dir)) ?? new Map<string, number>();
+      for (const instance of local) {
+        const bytes = sizes.get(instance.data_dir);
+        if (bytes !== undefined) usage.get(instance.uuid)!.filesBytes = bytes;
+      }
+      return usage;
     },
 
     async list(userId: number, appId: number): Promise<ServiceView[]> {

@@ -22,8 +22,11 @@ export interface MetricsDeps {
   runtime: () => Pick<AppRuntimeDriver, 'status' | 'usage'>;
   /** Open connections per port of managed databases' instances; undefined when the driver cannot tell. */
   databaseConnections: (ports: readonly number[]) => Promise<Map<number, number>> | undefined;
-  /** The same for applications' services (they run on this host). */
-  serviceConnections: (ports: readonly number[]) => Promise<Map<number, number>> | undefined;
+  /**
+   * Per instance uuid of applications' services: the connections open now where its runner can tell,
+   * and the bytes of its files on this host as last measured (answered at once, never walked here).
+   */
+  serviceUsage: () => Promise<Map<string, { connections?: number; filesBytes?: number }>>;
   /** How long each part of a scrape may take (default 2 s). */
   collectTimeoutMs?: number;
 }
@@ -69,6 +72,7 @@ interface Snapshot {
     labels: { app: string; service: string; type: string };
     state: string;
     connections: number | undefined;
+    volumeBytes: number | undefined;
     restarts: number;
   }>;
   jobs?: Array<{ type: string; due: number; oldestAgeSeconds: number }>;
@@ -141,13 +145,12 @@ export function createMetrics(deps: MetricsDeps): Metrics {
   }
 
   async function readServices(): Promise<Snapshot['services']> {
-    const rows = await repo.services();
-    const ports = rows.map((row) => row.port).filter((port): port is number => port !== null);
-    const connections = await deps.serviceConnections(ports);
+    const [rows, usage] = await Promise.all([repo.services(), deps.serviceUsage()]);
     return rows.map((row) => ({
       labels: { app: String(row.applicationId), service: row.name ?? row.uuid, type: row.engine },
       state: row.state,
-      connections: connections && row.port !== null ? connections.get(row.port) : undefined,
+      connections: usage.get(row.uuid)?.connections,
+      volumeBytes: usage.get(row.uuid)?.filesBytes,
       restarts: row.restarts,
     }));
   }
@@ -415,6 +418,15 @@ export function createMetrics(deps: MetricsDeps): Metrics {
     (snap, set) => {
       for (const service of snap.services ?? [])
         if (service.connections !== undefined) set(service.labels, service.connections);
+    },
+  );
+  gauge(
+    'berth_service_volume_bytes',
+    'Bytes of the application service’s files on this host (its data dir), measured at most once a minute',
+    serviceLabels,
+    (snap, set) => {
+      for (const service of snap.services ?? [])
+        if (service.volumeBytes !== undefined) set(service.labels, service.volumeBytes);
     },
   );
   gauge(

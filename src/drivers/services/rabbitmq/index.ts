@@ -25,6 +25,7 @@ import {
 } from '../../databases/local/process.js';
 import { GIB, placeOnVolume, shrinkRefusal, unmountImage } from '../../os/disk-images.js';
 import { processesOfUser } from '../../os/processes.js';
+import { establishedConnections } from '../../os/sockets.js';
 import { ensureSystemAccount, findAccount, isRoot, removeSystemAccount } from '../../os/users.js';
 import type { ServiceRef, ServiceRunner, ServiceRuntime, ServiceSpec } from '../types.js';
 import {
@@ -355,6 +356,8 @@ export function createRabbitmqRunner(deps: RabbitmqRunnerDeps): ServiceRunner {
       if (count === 0) return Promise.resolve([]);
       return Promise.resolve(tailLines(logFile(rootOf(ref.id)), count).map(redact));
     },
+    // It serves on a loopback port of its own: the kernel's socket table counts its clients.
+    connections: (ports) => establishedConnections(ports),
   };
   return runner;
 }
