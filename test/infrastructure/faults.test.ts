@@ -84,8 +84,8 @@ describe.each(DIALECTS)('apply is all or nothing (%s)', (dialect) => {
     const writes = await everyWriteFails(fullDocument(t.user.team_id, 'faulty'));
     // application, domain, secret, volume, 2 services + the provisioning job of the one that is not a
     // worker, container service + its provisioning job, database + job, storage + job, deployment
-    // (older ones cancelled, the new one, its job).
-    expect(writes).toBe(16);
+    // (older ones cancelled, the new one, its job), and the apply's audit entry.
+    expect(writes).toBe(17);
   });
 
   it('a fault at any write of an updating apply changes nothing', async () => {
@@ -101,8 +101,8 @@ describe.each(DIALECTS)('apply is all or nothing (%s)', (dialect) => {
     spec.managed_databases = [{ name: 'other-db', type: 'mysql', plan: '1x1xCPU-2GB-25GB', zone: 'de-fra1' }];
     const writes = await everyWriteFails(doc);
     // application, domain, secret, volume, database + job, deployment (older ones cancelled, the new
-    // one, its job).
-    expect(writes).toBe(9);
+    // one, its job), and the apply's audit entry.
+    expect(writes).toBe(10);
   });
 
   it('two identical applies at the same moment create everything once', async () => {
