@@ -77,5 +77,16 @@ export function createDatabaseServiceRunner(driver: () => ManagedDatabaseDriver)
       const d = driver();
       return d.logs ? d.logs(instanceRef(ref), tail) : [];
     },
+    // The managed databases' dumps (pg_dump, mariadb-dump, an RDB snapshot) for a backup.
+    exportData(spec, dir) {
+      const d = driver();
+      if (!d.exportData) throw new Error(`the ${d.name} database driver cannot dump a service`);
+      return d.exportData(instanceSpec(spec), dir);
+    },
+    importData(spec, dir) {
+      const d = driver();
+      if (!d.importData) throw new Error(`the ${d.name} database driver cannot load a service's dump`);
+      return d.importData(instanceSpec(spec), dir);
+    },
   };
 }

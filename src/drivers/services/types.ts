@@ -81,4 +81,12 @@ export interface ServiceRunner {
   status(ref: ServiceRef): Promise<{ running: boolean; pid: number | null }>;
   /** The newest `tail` lines of its log, oldest first, free of credentials. */
   logs(ref: ServiceRef, tail: number): Promise<string[]>;
+  /**
+   * A backup's dump of the instance's data into the empty directory `dir` (a stopped one is started
+   * for it and stopped again); returns the files written. Runners without it keep their files in
+   * the data dir, copied as files, or none.
+   */
+  exportData?(spec: ServiceSpec, dir: string): Promise<string[]>;
+  /** A restore's load of what `exportData` wrote, into the instance provisioned just before. */
+  importData?(spec: ServiceSpec, dir: string): Promise<void>;
 }
