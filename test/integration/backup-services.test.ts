@@ -155,6 +155,10 @@ describe('backup of caches, powered-off databases and applications’ database s
       false,
     );
 
+    // The source stops (its servers with it): what answers next is the restored data dir's.
+    await source.close();
+    source = undefined;
+
     // Restore into a fresh data dir, as `berth admin restore` does.
     const foundation = await restoreFoundation(restoredConfig, createDirectoryTarget(target), PASSPHRASE);
     restored = await createContext(restoredConfig, {
@@ -190,6 +194,12 @@ describe('backup of caches, powered-off databases and applications’ database s
       ),
     ).toEqual([{ note: 'written before power-off' }]);
 
+    const [instanceBack] = await ctx.db
+      .selectFrom('app_service_instances')
+      .selectAll()
+      .where('application_id', '=', appId)
+      .execute();
+    expect(instanceBack?.data_dir).toContain(restoredConfig.dataDir);
     const [serviceBack] = await ctx.services.appServices.connections(appId);
     expect(serviceBack).toMatchObject({ name: 'db', password: service!.password });
     expect(
