@@ -1,9 +1,10 @@
 // `berth admin backup` and `berth admin restore` (issue 31, docs/operations.md "Backup and restore"):
 // the whole platform of one data dir, taken while Berth serves and put back on a fresh machine. Like
 // lifecycle.ts it spans every family: the store (src/db/snapshot.ts), the secret key (sealed with the
-// operator's passphrase), the managed databases (their driver's dumps), the object bytes the store
-// names, and the data dir's applications' releases, sources and volumes, artifacts and services'
-// files (src/drivers/backup/files.ts), into a content-addressed target (src/drivers/backup/).
+// operator's passphrase), the managed databases and applications' database services (their drivers'
+// dumps), the object bytes the store names, and the data dir's applications' releases, sources and
+// volumes, artifacts and services' files (src/drivers/backup/files.ts), into a content-addressed
+// target (src/drivers/backup/).
 import os from 'node:os';
 import path from 'node:path';
 import { mkdirSync, readFileSync } from 'node:fs';
@@ -43,9 +44,17 @@ export interface Manifest {
   berth_version: string;
   created_at: string;
   store: StoreSnapshot;
-  /** Managed databases whose dumps are in `files` (under databases/<uuid>/), and those left out. */
-  databases: { exported: string[]; skipped_powered_off: string[] };
-  /** Every file of the backup: `key.sealed`, `store/<table>.json`, `databases/…`, `data/…` (the data dir's). */
+  /** Managed databases whose dumps are in `files` (under databases/<uuid>/), powered-off ones too. */
+  databases: { exported: string[] };
+  /**
+   * Applications' database services (their instances' uuids) whose dumps are in `files` (under
+   * app-services/<uuid>/); absent from backups of earlier Berths.
+   */
+  services?: { exported: string[] };
+  /**
+   * Every file of the backup: `key.sealed`, `store/<table>.json`, `databases/…`, `app-services/…`,
+   * `data/…` (the data dir's).
+   */
   files: FileEntry[];
   stats: { files: number; bytes: number; copied_files: number; copied_bytes: number };
 }
@@ -187,23 +196,27 @@ export async function runBackup(
     const sealed = await sealWithPassphrase(key, passphrase);
     await keep('key.sealed', await stageBuffer(Buffer.from(JSON.stringify(sealed)), staging));
     progress('key: sealed with the passphrase');
-    // 3. Managed databases, dumped while they serve.
+    // 3. Managed databases and applications' database services, dumped while they serve.
     const dumps = makeStagingDir(staging);
-    const { exported, skipped } = await ctx.services.managedDatabases.exportData((uuid) => {
-      const dir = path.join(dumps, uuid);
+    const dumpDir = (kind: string) => (uuid: string) => {
+      const dir = path.join(dumps, kind, uuid);
       return (mkdirSyncSafe(dir), dir);
-    });
-    for (const { uuid, files: written } of exported) {
+    };
+    const keepDumps = async (kind: string, what: string, uuid: string, written: string[]) => {
       let size = 0;
       for (const file of written) {
         const staged = await stageFile(file, staging);
-        if (!staged) throw new Error(`the dump ${file} of database ${uuid} disappeared`);
+        if (!staged) throw new Error(`the dump ${file} of ${what} ${uuid} disappeared`);
         size += staged.size;
-        await keep(`databases/${uuid}/${path.basename(file)}`, staged);
+        await keep(`${kind}/${uuid}/${path.basename(file)}`, staged);
       }
-      progress(`database ${uuid}: ${written.length} dump files, ${human(size)}`);
-    }
-    for (const uuid of skipped) progress(`database ${uuid}: powered off, not included`);
+      progress(`${what} ${uuid}: ${written.length} dump files, ${human(size)}`);
+    };
+    const { exported } = await ctx.services.managedDatabases.exportData(dumpDir('databases'));
+    for (const { uuid, files: written } of exported) await keepDumps('databases', 'database', uuid, written);
+    const services = await ctx.services.appServices.exportData(dumpDir('app-services'));
+    for (const { uuid, files: written } of services.exported)
+      await keepDumps('app-services', 'service', uuid, written);
     // 4. The data dir: releases, sources, volumes, artifacts, services' files.
     let count = 0;
     const dataBefore = stats.bytes;
@@ -227,7 +240,8 @@ export async function runBackup(
       berth_version: VERSION,
       created_at: new Date().toISOString(),
       store: snapshot,
-      databases: { exported: exported.map((e) => e.uuid), skipped_powered_off: skipped },
+      databases: { exported: exported.map((e) => e.uuid) },
+      services: { exported: services.exported.map((e) => e.uuid) },
       files,
       stats,
     };
@@ -360,29 +374,41 @@ export async function restoreFoundation(
   }
 }
 
-/** The rest of a restore, through the context: each managed database provisioned and its dump loaded. */
+/**
+ * The rest of a restore, through the context: each managed database and each application's database
+ * service provisioned and its dump loaded.
+ */
 export async function restoreDatabases(
   ctx: AppContext,
   restored: { manifest: Manifest; staging: string },
   progress: Progress = () => undefined,
 ): Promise<void> {
+  const { manifest, staging } = restored;
+  /** The dump files of `<kind>/<uuid>/`, put in a directory of their own. */
+  const dumpsOf = async (kind: string, uuid: string): Promise<string> => {
+    const dir = path.join(staging, kind, uuid);
+    mkdirSyncSafe(dir);
+    for (const entry of manifest.files) {
+      if (entry.kind !== 'file' || !entry.path.startsWith(`${kind}/${uuid}/`)) continue;
+      await restoreEntry(
+        dir,
+        { ...entry, path: path.basename(entry.path) },
+        path.join(staging, entry.sha256),
+      );
+    }
+    return dir;
+  };
   try {
-    for (const uuid of restored.manifest.databases.exported) {
-      const dir = path.join(restored.staging, 'db', uuid);
-      mkdirSyncSafe(dir);
-      for (const entry of restored.manifest.files) {
-        if (entry.kind !== 'file' || !entry.path.startsWith(`databases/${uuid}/`)) continue;
-        await restoreEntry(
-          dir,
-          { ...entry, path: path.basename(entry.path) },
-          path.join(restored.staging, entry.sha256),
-        );
-      }
-      await ctx.services.managedDatabases.importData(uuid, dir);
+    for (const uuid of manifest.databases.exported) {
+      await ctx.services.managedDatabases.importData(uuid, await dumpsOf('databases', uuid));
       progress(`database ${uuid}: restored`);
     }
+    for (const uuid of manifest.services?.exported ?? []) {
+      await ctx.services.appServices.importData(uuid, await dumpsOf('app-services', uuid));
+      progress(`service ${uuid}: restored`);
+    }
   } finally {
-    await removeTree(restored.staging);
+    await removeTree(staging);
   }
 }
 

@@ -287,12 +287,16 @@ export interface ManagedDatabaseDriver {
    */
   baseBackup(spec: InstanceSpec, retain: number): Promise<BaseBackup[]>;
   /**
-   * Writes a logical dump of the running instance's data into the empty directory `dir` while it
-   * serves (a backup of the platform); returns the files written. Drivers without it (a provider's
-   * instances, backed up by the provider) are left out of Berth's backups.
+   * Writes a dump of the instance's data into the empty directory `dir` while it serves (a backup of
+   * the platform: logical dumps, a Valkey RDB snapshot); a stopped instance is started for it and
+   * stopped again. Returns the files written. Drivers without it (a provider's instances, backed up
+   * by the provider) are left out of Berth's backups.
    */
   exportData?(spec: InstanceSpec, dir: string): Promise<string[]>;
-  /** Loads what `exportData` wrote into the instance, provisioned just before and still empty (a restore). */
+  /**
+   * Loads what `exportData` wrote into the instance, provisioned just before and still empty (a
+   * restore); it runs afterwards (possibly restarted: its pid is asked again).
+   */
   importData?(spec: InstanceSpec, dir: string): Promise<void>;
   /** Optional preparation at start (the local driver builds its engine templates). */
   warmUp?(): Promise<void>;

@@ -79,5 +79,16 @@ export function createDatabaseServiceRunner(driver: () => ManagedDatabaseDriver)
     },
     // The driver's count (the local one reads the kernel's socket table); none when it cannot tell.
     connections: (ports) => driver().connections?.(ports) ?? Promise.resolve(new Map<number, number>()),
+    // The managed databases' dumps (pg_dump, mariadb-dump, an RDB snapshot) for a backup.
+    exportData(spec, dir) {
+      const d = driver();
+      if (!d.exportData) throw new Error(`the ${d.name} database driver cannot dump a service`);
+      return d.exportData(instanceSpec(spec), dir);
+    },
+    importData(spec, dir) {
+      const d = driver();
+      if (!d.importData) throw new Error(`the ${d.name} database driver cannot load a service's dump`);
+      return d.importData(instanceSpec(spec), dir);
+    },
   };
 }

@@ -86,4 +86,12 @@ export interface ServiceRunner {
    * asked). Absent, or a port missing from the answer: the runner cannot tell (a port it shares).
    */
   connections?(ports: readonly number[]): Promise<Map<number, number>>;
+  /**
+   * A backup's dump of the instance's data into the empty directory `dir` (a stopped one is started
+   * for it and stopped again); returns the files written. Runners without it keep their files in
+   * the data dir, copied as files, or none.
+   */
+  exportData?(spec: ServiceSpec, dir: string): Promise<string[]>;
+  /** A restore's load of what `exportData` wrote, into the instance provisioned just before. */
+  importData?(spec: ServiceSpec, dir: string): Promise<void>;
 }

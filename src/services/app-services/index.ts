@@ -690,6 +690,61 @@ export function createAppServicesService(deps: AppServicesDeps) {
       );
     },
 
+    /**
+     * A backup's dumps of every provisioned service whose runner makes them (the database types),
+     * each into the directory `dirFor` gives its instance's uuid; a stopped one is started for it with
+     * the sizing it ran with, and stopped again. One that cannot be dumped fails the whole.
+     */
+    async exportData(
+      dirFor: (uuid: string) => string,
+    ): Promise<{ exported: Array<{ uuid: string; files: string[] }> }> {
+      const exported: Array<{ uuid: string; files: string[] }> = [];
+      for (const instance of await repo.provisioned()) {
+        if (deps.runsHere?.(instance.data_dir) === false) continue; // another Berth's
+        const key = keyOf(instance);
+        const service = (await repo.servicesOf(instance.application_id)).find(
+          (s) => s.source === key.source && s.id === key.id,
+        );
+        const runner = service && runnerFor(service.type);
+        if (!service || !runner?.exportData) continue;
+        const files = await locked(key, async () => {
+          const { volumeGiB: _asked, ...rest } = await specOf(service, instance, runner);
+          const applied = parseSizing(instance.applied_sizing ?? '') ?? sizingOf(service);
+          return runner.exportData!({ ...rest, ...applied }, dirFor(instance.uuid));
+        });
+        exported.push({ uuid: instance.uuid, files });
+      }
+      return { exported };
+    },
+
+    /**
+     * A restore's load: provisions the service instance `uuid` as the restored store describes it
+     * (its credentials, sizing and port), loads the dump in `dir` into it, and records where it runs.
+     * Closing the context stops it; the next `berth serve` starts it.
+     */
+    async importData(uuid: string, dir: string): Promise<void> {
+      const instance = (await repo.provisioned()).find((i) => i.uuid === uuid);
+      const key = instance && keyOf(instance);
+      const service =
+        instance &&
+        (await repo.servicesOf(instance.application_id)).find(
+          (s) => s.source === key!.source && s.id === key!.id,
+        );
+      const runner = service && runnerFor(service.type);
+      if (!instance || !key || !service || !runner)
+        throw new Error(`the restored store has no service instance ${uuid}`);
+      if (!runner.importData) throw new Error(`a ${service.type} service cannot load a backup here`);
+      await locked(key, async () => {
+        const spec = await specOf(service, instance, runner);
+        const sizing = parseSizing(instance.applied_sizing ?? '') ?? sizingOf(service);
+        await runner.provision(spec);
+        await runner.importData!(spec, dir);
+        // Loading may have restarted it: where it runs now.
+        const runtime = await runner.start(spec);
+        await repo.updateInstance(key, { ...runningAt(runtime, sizing, deps.secretBox), updated_at: now() });
+      });
+    },
+
     /** Removes every service instance of an application: its processes and files, then its rows. */
     async removeApplication(appId: number): Promise<void> {
       for (const instance of await repo.instancesOf(appId)) {

@@ -109,16 +109,16 @@ export interface ManagedDatabaseService {
   remove(uuid: string): Promise<void>;
   /**
    * A backup's dumps: every provisioned instance's data, each into the directory `dirFor` gives it,
-   * while the instances serve. Powered-off instances are named in `skipped` (their files are not
-   * read while stopped); a running one that cannot be dumped fails the whole.
+   * while the instances serve; a powered-off one is started for its dump and stopped again. One that
+   * cannot be dumped fails the whole.
    */
   exportData(
     dirFor: (uuid: string) => string,
-  ): Promise<{ exported: Array<{ uuid: string; files: string[] }>; skipped: string[] }>;
+  ): Promise<{ exported: Array<{ uuid: string; files: string[] }> }>;
   /**
    * A restore's load: provisions the database as the restored store describes it (its credentials,
-   * users, databases and port), then loads the dump in `dir` into it. Closing the context stops it
-   * again; the next `berth serve` starts it.
+   * users, databases and port), then loads the dump in `dir` into it; one powered off is stopped
+   * again and stays so. Closing the context stops the others; the next `berth serve` starts them.
    */
   importData(uuid: string, dir: string): Promise<void>;
   /**
@@ -600,19 +600,16 @@ export function createManagedDatabaseService(deps: ManagedDatabaseDeps): Managed
 
     async exportData(dirFor) {
       const exported: Array<{ uuid: string; files: string[] }> = [];
-      const skipped: string[] = [];
-      if (!driver.exportData) return { exported, skipped };
+      if (!driver.exportData) return { exported };
       for (const instance of await repo.provisionedInstances()) {
         const row = await repo.findDatabase(instance.uuid);
         if (!row || row.state === 'delete-service') continue;
-        if (instance.powered === 0) {
-          skipped.push(row.uuid);
-          continue;
-        }
-        const files = await driver.exportData(specOf(row, instance), dirFor(row.uuid));
+        // A powered-off one is started by the driver for its dump, with the plan it last ran with.
+        const spec = specOf(row, instance, instance.applied_plan ?? row.plan);
+        const files = await locked(row.uuid, () => driver.exportData!(spec, dirFor(row.uuid)));
         exported.push({ uuid: row.uuid, files });
       }
-      return { exported, skipped };
+      return { exported };
     },
 
     importData: (uuid, dir) =>
@@ -621,9 +618,25 @@ export function createManagedDatabaseService(deps: ManagedDatabaseDeps): Managed
         if (!driver.importData)
           throw new Error(`the ${driver.name} managed-database driver cannot load a backup`);
         const spec = specOf(row, instance);
-        const runtime = await driver.provision(spec);
-        await recordRunning(row, runtime);
+        await driver.provision(spec);
         await driver.importData(spec, dir);
+        // Loading may have restarted it (a Valkey snapshot is read at start): where it runs now.
+        const runtime = await driver.start(spec);
+        if (instance.powered === 1) return recordRunning(row, runtime);
+        // Powered off when backed up: loaded, then stopped, as the restored store says.
+        await driver.stop({ id: uuid, engine: spec.engine });
+        await deps.db.transaction().execute(async (trx) => {
+          const r = createManagedDatabaseRepository(trx);
+          await r.updateInstance(row.id, {
+            port: runtime.port,
+            pid: null,
+            data_dir: runtime.location,
+            version: runtime.version,
+            applied_plan: runtime.plan,
+            updated_at: now(),
+          });
+          await r.setState(row.id, 'stopped', null, now());
+        });
       }),
 
     async close(options: { keepRunning?: boolean } = {}) {

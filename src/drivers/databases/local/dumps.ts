@@ -1,8 +1,9 @@
 // Logical dumps of a local instance for a backup of the platform (issue 31): PostgreSQL `pg_dump -Fc`
-// per logical database, MariaDB one `mariadb-dump --single-transaction` of them all, taken over the
-// maintenance account while the instance serves (each a consistent snapshot of its databases), and
-// loaded into a freshly provisioned instance on restore. The password is in the environment, never
-// on a command line; database names come from the spec, checked like every name the driver uses.
+// per logical database, MariaDB one `mariadb-dump --single-transaction` of them all (Valkey: an RDB
+// snapshot, valkey.ts), taken over the maintenance account while the instance serves (each a
+// consistent snapshot of its databases), and loaded into a freshly provisioned instance on restore.
+// The password is in the environment, never on a command line; database names come from the spec,
+// checked like every name the driver uses.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -89,7 +90,7 @@ export async function exportInstance(
     );
     return [file];
   }
-  return []; // valkey: a cache's data is not kept (docs/operations.md)
+  return []; // valkey: an RDB snapshot instead (valkey.ts, snapshotValkey)
 }
 
 export async function importInstance(

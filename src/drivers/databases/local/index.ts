@@ -49,7 +49,7 @@ import { maintenanceUri, recoverCopy, restorableBackups } from './recovery.js';
 import { createMemoryGroup, detectCgroups, removeTree, type CgroupSupport } from '../../os/cgroups.js';
 import { imageSize, mountImage, placeOnVolume, shrinkRefusal, unmountImage } from '../../os/disk-images.js';
 import { establishedConnections } from '../../os/sockets.js';
-import { valkeyEngine } from './valkey.js';
+import { placeValkeySnapshot, snapshotValkey, valkeyEngine } from './valkey.js';
 import { createKeyedLock } from '../../../domain/keyed-lock.js';
 
 const ENGINES: Record<DatabaseEngine, LocalEngine> = {
@@ -445,11 +445,22 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
     exportData: (spec, dir) =>
       serialized(spec.id, async () => {
         const root = dirOf(spec.id);
-        const state = readState(root);
-        if (!state || ENGINES[spec.engine].pidOf(root) === null)
-          throw new Error(`instance ${spec.id} is not running`);
-        const uri = maintenanceUri(root, spec.engine, state.port);
-        return exportInstance(spec, uri, spec.engine === 'pg' ? dataMajorOf(root) : undefined, dir);
+        // A stopped instance (powered off, or Berth not serving) is started for its dump and stopped
+        // again: a logical dump restores on any version of the engine, its files at rest need not.
+        const wasRunning = readState(root) !== undefined && ENGINES[spec.engine].pidOf(root) !== null;
+        if (!wasRunning) await bootAndConverge(spec, false);
+        try {
+          const state = readState(root);
+          if (!state) throw new Error(`instance ${spec.id} runs without its state file`);
+          if (spec.engine === 'valkey') return [await snapshotValkey(root, state.port, dir)];
+          const uri = maintenanceUri(root, spec.engine, state.port);
+          return await exportInstance(spec, uri, spec.engine === 'pg' ? dataMajorOf(root) : undefined, dir);
+        } finally {
+          if (!wasRunning) {
+            await stopInstance(spec);
+            await unmountImage(root);
+          }
+        }
       }),
     importData: (spec, dir) =>
       serialized(spec.id, async () => {
@@ -457,6 +468,13 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
         const state = readState(root);
         if (!state || ENGINES[spec.engine].pidOf(root) === null)
           throw new Error(`instance ${spec.id} is not running`);
+        if (spec.engine === 'valkey') {
+          // Its snapshot is read by the server as it starts: stopped, placed, started again.
+          await stopInstance(spec);
+          await placeValkeySnapshot(root, dir);
+          await bootAndConverge(spec, false);
+          return;
+        }
         const uri = maintenanceUri(root, spec.engine, state.port);
         await importInstance(spec, uri, spec.engine === 'pg' ? dataMajorOf(root) : undefined, dir);
       }),

@@ -95,6 +95,71 @@ function expectOk(replies: RespValue[]): RespValue[] {
   return replies;
 }
 
+/** The file a snapshot is kept as in a backup (the server's RDB format). */
+export const VALKEY_SNAPSHOT = 'valkey.rdb';
+
+const persistenceField = (info: string, name: string): string | undefined =>
+  new RegExp(`^${name}:(\\S+)`, 'm').exec(info)?.[1];
+
+/**
+ * A backup's snapshot of a running instance (issue 31): BGSAVE over the maintenance account (its
+ * password in the protocol, never on a command line), waited for until the server has written it, then
+ * its RDB copied into `dir`. The server keeps serving meanwhile (the save is a forked child's).
+ */
+export async function snapshotValkey(root: string, port: number, dir: string): Promise<string> {
+  const auth = ['AUTH', MAINTENANCE_USER, maintenancePassword(root)];
+  const persistence = async (): Promise<string> =>
+    String(expectOk(await respCommands(port, [auth, ['INFO', 'persistence']]))[1]);
+  const saves = (info: string) => Number(persistenceField(info, 'rdb_saves') ?? NaN);
+  const before = saves(await persistence());
+  if (Number.isNaN(before)) {
+    // A server without the counter (before Redis 7): a synchronous SAVE, done when it answers.
+    expectOk(await respCommands(port, [auth, ['SAVE']], 30 * 60_000));
+  } else {
+    // SCHEDULE: an AOF rewrite under way delays the save instead of refusing it.
+    expectOk(await respCommands(port, [auth, ['BGSAVE', 'SCHEDULE']]));
+    let info = '';
+    await waitUntil(
+      async () => {
+        info = await persistence();
+        return saves(info) > before && persistenceField(info, 'rdb_bgsave_in_progress') === '0';
+      },
+      30 * 60_000,
+      'the key-value server to write its snapshot',
+      100,
+    );
+    if (persistenceField(info, 'rdb_last_bgsave_status') !== 'ok')
+      throw new Error(
+        `the key-value server could not write its snapshot (see ${valkeyEngine.logFile(root)})`,
+      );
+  }
+  const rdb = path.join(root, 'data', 'dump.rdb');
+  const file = path.join(dir, VALKEY_SNAPSHOT);
+  fs.copyFileSync(rdb, file, fs.constants.COPYFILE_EXCL);
+  fs.chmodSync(file, 0o600);
+  // The append-only file stays the instance's durable copy: the snapshot is not kept beside it.
+  fs.rmSync(rdb, { force: true });
+  return file;
+}
+
+/**
+ * A restore's load into a stopped instance: the snapshot becomes its single-file append-only file.
+ * With `appendonly yes` a server ignores dump.rdb, but loads an `appendonly.aof` that starts with an
+ * RDB preamble (and, Redis 7 on, makes it the base of its multi-part AOF); the AOF it had goes.
+ */
+export async function placeValkeySnapshot(root: string, dir: string): Promise<boolean> {
+  const snapshot = path.join(dir, VALKEY_SNAPSHOT);
+  if (!fs.existsSync(snapshot)) return false;
+  const data = path.join(root, 'data');
+  fs.rmSync(path.join(data, 'appendonlydir'), { recursive: true, force: true });
+  fs.rmSync(path.join(data, 'dump.rdb'), { force: true });
+  const aof = path.join(data, 'appendonly.aof');
+  fs.copyFileSync(snapshot, aof);
+  fs.chmodSync(aof, 0o600);
+  await chownTree(aof, accountOf(root));
+  return true;
+}
+
 let valkeyVersions: string[] | undefined;
 
 export const valkeyEngine: LocalEngine = {
