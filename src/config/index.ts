@@ -29,6 +29,8 @@ export interface Config {
   readonly trustedProxies: readonly string[];
   readonly toolsMonthlyCredits: number;
   readonly s3Port: number;
+  /** Every bucket of the S3 endpoint as if its PublicAccessBlock had all four settings on. */
+  readonly s3BlockPublicAccess: boolean;
   /** Most resources of each kind one team may hold (apply answers 422 past them). */
   readonly quotas: Readonly<TeamQuotas>;
   /** Which driver each family uses (src/composition.ts builds them). */
@@ -155,6 +157,7 @@ export interface ConfigOverrides {
   trustedProxies?: string;
   toolsMonthlyCredits?: string;
   s3Port?: string;
+  s3BlockPublicAccess?: string;
   quotaApplications?: string;
   quotaDomains?: string;
   quotaManagedDatabases?: string;
@@ -272,6 +275,11 @@ export const CONFIG_VARIABLES: Record<keyof ConfigOverrides, { env: string; flag
     env: 'BERTH_S3_PORT',
     flag: 's3-port',
     doc: 'TCP port of the S3-compatible endpoint (default 9000)',
+  },
+  s3BlockPublicAccess: {
+    env: 'BERTH_S3_BLOCK_PUBLIC_ACCESS',
+    flag: 's3-block-public-access',
+    doc: "true: no bucket of the S3 endpoint may be public: every bucket behaves as if its PublicAccessBlock had all four settings on, and a bucket's own settings cannot loosen that (default false)",
   },
   quotaApplications: {
     env: 'BERTH_QUOTA_APPLICATIONS',
@@ -815,6 +823,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     trustedProxies: addresses('trustedProxies'),
     toolsMonthlyCredits: integer('toolsMonthlyCredits', 1000, 0, 1_000_000_000),
     s3Port: integer('s3Port', 9000, 0, 65535),
+    s3BlockPublicAccess: boolean('s3BlockPublicAccess', false),
     quotas: Object.freeze({
       applications: integer('quotaApplications', 50, 0, 1_000_000),
       domains: integer('quotaDomains', 500, 0, 1_000_000),

@@ -10,7 +10,8 @@
 import { randomBytes } from 'node:crypto';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { addressOf, claimedAccessKey, createAuthenticator } from './auth.js';
+import { addressSet, createAccessDecision, createAccessFeature, sourceAddress } from './access.js';
+import { addressOf, anonymousSignature, claimedAccessKey, createAuthenticator } from './auth.js';
 import { bucketHandlers } from './buckets.js';
 import { createCors } from './cors.js';
 import { createPostObject } from './post-object.js';
@@ -23,6 +24,7 @@ import {
   MAX_OBJECT,
   quoteEtag,
   type AccessKey,
+  type Caller,
   type Exchange,
   type S3ServerDeps,
 } from './kit.js';
@@ -58,7 +60,24 @@ export function createS3Handler(deps: S3ServerDeps, blobs = deps.blobs ?? localB
   const bucketCache = lookupCache<BucketRow>(ttl);
   /** Storage ids by uuid, for the endpoints of their own; a storage keeps its uuid for life. */
   const storageCache = lookupCache<number>(ttl);
-  const kit = createKit(deps, meta, blobs, bucketCache);
+  const decision = createAccessDecision(deps.blockPublicAccess ?? false);
+  const proxies = deps.trustedProxies?.length ? addressSet(deps.trustedProxies) : undefined;
+  const kit = createKit(deps, meta, blobs, bucketCache, decision);
+  const owner = (b: BucketRow) => ({
+    ID: String(b.object_storage_id),
+    DisplayName: `storage-${b.object_storage_id}`,
+  });
+  const access = createAccessFeature({
+    meta,
+    decision,
+    owner,
+    forget(b) {
+      bucketCache.forget(bucketCacheKey(b.object_storage_id, b.name));
+      bucketCache.forget(anyStorage(b.name));
+    },
+  });
+  /** Where the shared endpoint remembers the bucket an unsigned request names (the first of that name). */
+  const anyStorage = (name: string) => `*/${name}`;
   const { loadKey, authenticate } = createAuthenticator(deps, meta, keyCache);
   const corsFeature = createCors(meta, ttl);
   const tagging = createTagging(meta);
@@ -88,7 +107,8 @@ export function createS3Handler(deps: S3ServerDeps, blobs = deps.blobs ?? localB
     bucket: (storageId, name) =>
       bucketCache.get(bucketCacheKey(storageId, name), () => meta.findBucket(storageId, name)),
     begin: (bucket) => blobs.begin('data', bucket.id),
-    async store(bucket, key, blob, size, md5, headers) {
+    blocksPublicAcls: (bucket) => decision.block(bucket).BlockPublicAcls,
+    async store(bucket, key, blob, size, md5, headers, checksum, acl) {
       const etag = quoteEtag(md5.toString('hex'));
       const file = await blob.place();
       const values = {
@@ -97,8 +117,9 @@ export function createS3Handler(deps: S3ServerDeps, blobs = deps.blobs ?? localB
         file,
         headers: JSON.stringify(headers),
         last_modified: kit.now(),
-        checksum: null,
+        checksum: checksum ? JSON.stringify(checksum) : null,
         parts: null,
+        acl,
       };
       const old = await meta.putObject(bucket.id, key, values).catch(async (error: unknown) => {
         await blobs.remove(file);
@@ -260,6 +281,40 @@ export function createS3Handler(deps: S3ServerDeps, blobs = deps.blobs ?? localB
       op: 'GetObjectAttributes',
       handler: onObject(objects.getAttributes),
     },
+    // hook: ACLs, bucket policies and PublicAccessBlock (access.ts)
+    ...(
+      [
+        ['GET', 'bucket', 'acl', 'GetBucketAcl', access.getBucketAcl],
+        ['PUT', 'bucket', 'acl', 'PutBucketAcl', access.putBucketAcl],
+        ['GET', 'bucket', 'policy', 'GetBucketPolicy', access.getPolicy],
+        ['PUT', 'bucket', 'policy', 'PutBucketPolicy', access.putPolicy],
+        ['DELETE', 'bucket', 'policy', 'DeleteBucketPolicy', access.deletePolicy],
+        ['GET', 'bucket', 'policyStatus', 'GetBucketPolicyStatus', access.policyStatus],
+        ['GET', 'bucket', 'publicAccessBlock', 'GetPublicAccessBlock', access.getBlock],
+        ['PUT', 'bucket', 'publicAccessBlock', 'PutPublicAccessBlock', access.putBlock],
+        ['DELETE', 'bucket', 'publicAccessBlock', 'DeletePublicAccessBlock', access.deleteBlock],
+      ] as const
+    ).map(([method, form, sub, op, fn]) => ({
+      method,
+      form,
+      sub,
+      op,
+      handler: inBucket((x, b) => fn(kit.feature(x), b)),
+    })),
+    {
+      method: 'GET',
+      form: 'object',
+      sub: 'acl',
+      op: 'GetObjectAcl',
+      handler: onObject((x, b, k) => access.getObjectAcl(kit.feature(x), b, k)),
+    },
+    {
+      method: 'PUT',
+      form: 'object',
+      sub: 'acl',
+      op: 'PutObjectAcl',
+      handler: onObject((x, b, k) => access.putObjectAcl(kit.feature(x), b, k)),
+    },
     {
       method: 'GET',
       form: 'bucket',
@@ -303,6 +358,45 @@ export function createS3Handler(deps: S3ServerDeps, blobs = deps.blobs ?? localB
       handler: onObject((x, b, k) => tagging.delete(kit.feature(x), b, k)),
     },
   ]);
+
+  /**
+   * Who asks. On a storage's own endpoint a key of another storage is an `other` caller (ACLs and
+   * policies may grant it what they grant any signed or unsigned request; nothing else); an unsigned
+   * request names a bucket of the storage the endpoint names or, on the shared endpoint, the first
+   * bucket of that name, and is refused with the 403 it always had when there is none.
+   */
+  async function callerOf(
+    req: IncomingMessage,
+    storageId: number | undefined,
+    bucket: string | undefined,
+  ): Promise<Caller> {
+    const sourceIp = sourceAddress(req, proxies);
+    const signed = await authenticate(req);
+    if (signed === undefined) {
+      const storage =
+        storageId ??
+        (bucket === undefined
+          ? undefined
+          : (await bucketCache.get(anyStorage(bucket), () => meta.firstBucketNamed(bucket)))
+              ?.object_storage_id);
+      if (storage === undefined) throw errors.accessDenied('Anonymous access is not allowed');
+      return {
+        kind: 'anonymous',
+        storageId: storage,
+        statements: [],
+        secret: '',
+        accessKeyId: '',
+        username: '',
+        signature: anonymousSignature(req),
+        sourceIp,
+      };
+    }
+    if (storageId !== undefined && signed.storageId !== storageId) {
+      if (bucket === undefined) throw errors.accessDenied('The access key belongs to another object storage');
+      return { ...signed, kind: 'other', storageId, statements: [], sourceIp };
+    }
+    return { ...signed, kind: 'user', sourceIp };
+  }
 
   async function dispatch(x: Exchange): Promise<void> {
     const form = x.bucket === undefined ? 'service' : x.key === undefined ? 'bucket' : 'object';
@@ -376,10 +470,7 @@ export function createS3Handler(deps: S3ServerDeps, blobs = deps.blobs ?? localB
       // hook: browser form uploads (post-object.ts)
       if (bucket !== undefined && postObject.matches(req, key))
         return await postObject.handle(req, res, bucket, requestId, storageId);
-      const caller = await authenticate(req);
-      // A storage's own endpoint serves that storage's keys only; the shared one, any key's storage.
-      if (storageId !== undefined && caller.storageId !== storageId)
-        throw errors.accessDenied('The access key belongs to another object storage');
+      const caller = await callerOf(req, storageId, bucket);
       let continued = !expectContinue;
       const x: Exchange = {
         req,
@@ -389,6 +480,7 @@ export function createS3Handler(deps: S3ServerDeps, blobs = deps.blobs ?? localB
         bucket,
         key,
         caller,
+        seen: new Map(),
         proceed() {
           if (!continued) {
             continued = true;
