@@ -4,7 +4,6 @@
 // PublicAccessBlock, the bucket's or the operator's (BERTH_S3_BLOCK_PUBLIC_ACCESS), overrides them.
 import {
   CreateBucketCommand,
-  DeleteObjectCommand,
   GetBucketAclCommand,
   GetObjectAclCommand,
   GetObjectCommand,
@@ -84,8 +83,8 @@ describe.each(DIALECTS)('canned ACLs and anonymous access on %s', (dialect) => {
     const acl = await admin.send(new GetBucketAclCommand({ Bucket: 'public' }));
     expect(acl.Owner?.ID).toBe(String(storages.main.id));
     expect(acl.Grants?.map((g) => [g.Grantee?.Type, g.Grantee?.ID ?? g.Grantee?.URI, g.Permission])).toEqual([
-      ['CanonicalUser', String(storages.main.id), 'FULL_CONTROL'],
       ['Group', ALL_USERS, 'READ'],
+      ['CanonicalUser', String(storages.main.id), 'FULL_CONTROL'],
     ]);
     const privateAcl = await admin.send(new GetObjectAclCommand({ Bucket: 'public', Key: 'draft.txt' }));
     expect(privateAcl.Grants?.map((g) => g.Permission)).toEqual(['FULL_CONTROL']);
@@ -184,7 +183,7 @@ describe.each(DIALECTS)('canned ACLs and anonymous access on %s', (dialect) => {
       (await admin.send(new GetBucketAclCommand({ Bucket: 'grants' }))).Grants?.map(
         (g) => `${g.Grantee?.URI ?? g.Grantee?.ID} ${g.Permission}`,
       );
-    expect(await grantsOf()).toEqual([`${owner.ID} FULL_CONTROL`, `${AUTHENTICATED_USERS} READ`]);
+    expect(await grantsOf()).toEqual([`${AUTHENTICATED_USERS} READ`, `${owner.ID} FULL_CONTROL`]);
     for (const grantee of [
       { Type: 'CanonicalUser' as const, ID: String(storages.other.id) },
       { Type: 'AmazonCustomerByEmail' as const, EmailAddress: 'someone@example.com' },
@@ -218,7 +217,7 @@ describe.each(DIALECTS)('canned ACLs and anonymous access on %s', (dialect) => {
         admin.send(new PutBucketAclCommand({ Bucket: 'grants', GrantRead: `id=${storages.other.id}` })),
       ),
     ).toEqual({ code: 'NotImplemented', status: 501 });
-    expect(await grantsOf()).toEqual([`${owner.ID} FULL_CONTROL`, `${AUTHENTICATED_USERS} READ`]);
+    expect(await grantsOf()).toEqual([`${AUTHENTICATED_USERS} READ`, `${owner.ID} FULL_CONTROL`]);
   });
 
   it('gives the driver a bucket ACL to read and set (the apply document uses it)', async () => {

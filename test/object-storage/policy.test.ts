@@ -139,16 +139,45 @@ describe.each(DIALECTS)('bucket policies and PublicAccessBlock on %s', (dialect)
     );
     expect((await anonymous('/site/public/a.css')).status).toBe(200);
     expect((await anonymous('/site/private/b.txt')).status).toBe(403);
-    // The Deny binds the storage's admin too, whatever its own policy allows.
+    // A Deny naming the storage's users (its account's root: all of them) binds them, whatever their
+    // own policies allow; an explicit Deny wins.
+    const denyOwn = {
+      Effect: 'Deny',
+      Principal: { AWS: `arn:aws:iam::${storages.main.id}:root` },
+      Action: 's3:GetObject',
+      Resource: 'arn:aws:s3:::site/private/*',
+    };
+    const current = JSON.parse(
+      (await admin.send(new GetBucketPolicyCommand({ Bucket: 'site' }))).Policy!,
+    ) as {
+      Statement: unknown[];
+    };
+    await admin.send(
+      new PutBucketPolicyCommand({ Bucket: 'site', Policy: policy(...current.Statement, denyOwn) }),
+    );
     expect(await refusal(admin.send(new GetObjectCommand({ Bucket: 'site', Key: 'private/b.txt' })))).toEqual(
       {
         code: 'AccessDenied',
         status: 403,
       },
     );
+    await admin.send(
+      new PutBucketPolicyCommand({
+        Bucket: 'site',
+        Policy: policy(...current.Statement),
+      }),
+    );
+    expect((await anonymous('/site/public/a.css')).status).toBe(200);
+    expect((await anonymous('/site/private/b.txt')).status).toBe(403);
+    // A Deny for `*` leaves the storage's own users to their user policies: the owner is not locked out.
+    const own = await admin.send(new GetObjectCommand({ Bucket: 'site', Key: 'private/b.txt' }));
+    expect(await own.Body!.transformToString()).toBe('private/b.txt');
     expect((await anonymous('/site?list-type=2&prefix=public/')).status).toBe(200);
     expect((await anonymous('/site?list-type=2&prefix=private/')).status).toBe(403);
     expect((await anonymous('/site?list-type=2')).status).toBe(403);
+    // A missing key is a 404 where the caller may list under it, else 403.
+    expect((await anonymous('/site/public/missing', { method: 'HEAD' })).status).toBe(404);
+    expect((await anonymous('/site/other/missing', { method: 'HEAD' })).status).toBe(403);
     // A user with no policy of its own, named by its access key id: it may upload there, nowhere else.
     const nobody = s3Client(s3.url, storages.main.nobody.id, storages.main.nobody.secret);
     try {

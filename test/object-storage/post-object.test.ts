@@ -180,7 +180,7 @@ describe.each(DIALECTS)('POST Object on %s', (dialect) => {
     ]);
     expect((await post({ ...fields, key: 'acl/a', acl: 'public-read' }, 'a')).status).toBe(204);
     const acl = await client.send(new GetObjectAclCommand({ Bucket, Key: 'acl/a' }));
-    expect(acl.Grants?.map((g) => g.Permission)).toEqual(['FULL_CONTROL', 'READ']);
+    expect(acl.Grants?.map((g) => g.Permission)).toEqual(['READ', 'FULL_CONTROL']);
     expect((await fetch(`${s3.url}/${Bucket}/acl/a`)).status).toBe(200);
   });
 });

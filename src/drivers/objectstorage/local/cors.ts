@@ -173,6 +173,9 @@ export function createCors(meta: ObjectMetadata, ttlMs: number) {
       bucketName: string | undefined,
     ): Promise<boolean> {
       const origin = headerValue(req.headers, 'origin');
+      // OPTIONS is CORS's method only: without an Origin there is nothing to answer (as on S3).
+      if (origin === undefined && req.method === 'OPTIONS')
+        throw new S3Error('BadRequest', 400, 'Insufficient information. Origin request header needed.');
       if (origin === undefined) return false;
       const requestMethod = headerValue(req.headers, 'access-control-request-method');
       const preflight = req.method === 'OPTIONS' && requestMethod !== undefined;

@@ -162,13 +162,18 @@ export function createKit(
 
   /**
    * Reading an object whose ACL may be what grants it: allowed as `allow`, or by the object's own ACL.
-   * A missing object is a 404 for a caller who may list the bucket, a 403 for others (as on S3).
+   * A missing object is a 404 for a caller who may list the bucket under the key (s3:prefix = the
+   * key), a 403 for others (as on S3).
    */
   function allowRead(x: Exchange, request: AccessRequest, object: { acl?: string } | undefined): void {
-    if (allows(x, request, object?.acl ?? 'private')) return;
-    if (object === undefined && allows(x, { action: 's3:ListBucket', bucket: request.bucket! }))
-      throw errors.noSuchKey(request.key!);
-    throw denied(x);
+    if (object === undefined) {
+      // Only the storage's users keep the 404 they always had; others learn of keys only by listing.
+      const listing = { action: 's3:ListBucket', bucket: request.bucket!, listPrefix: request.key! };
+      if (allows(x, listing) || (x.caller.kind === 'user' && allows(x, request)))
+        throw errors.noSuchKey(request.key!);
+      throw denied(x);
+    }
+    if (!allows(x, request, object.acl ?? 'private')) throw denied(x);
   }
 
   /**

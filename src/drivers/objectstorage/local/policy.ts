@@ -196,8 +196,12 @@ export function isAllowed(statements: readonly Statement[], request: AccessReque
   return decide(statements, request) === 'Allow';
 }
 
-function principalMatches(principal: Principal | undefined, context: RequestContext | undefined): boolean {
-  if (principal === undefined || principal.anyone) return true;
+function principalMatches(s: Statement, context: RequestContext | undefined): boolean {
+  const { principal } = s;
+  if (principal === undefined) return true;
+  // A Deny for `*` binds every caller but the storage's own users, whom their user policies govern:
+  // a bucket policy takes from them only what it names them for, so it cannot lock the owner out.
+  if (principal.anyone) return !(s.effect === 'Deny' && context?.accessKeyId !== undefined);
   if (principal.everyUser && context?.accessKeyId !== undefined) return true;
   return (
     (context?.accessKeyId !== undefined && principal.keys.has(context.accessKeyId)) ||
@@ -230,7 +234,7 @@ export function decide(
   let allowed = false;
   for (const s of statements) {
     if (!applies(s, request)) continue;
-    if (!principalMatches(s.principal, context)) continue;
+    if (!principalMatches(s, context)) continue;
     if (s.conditions && !s.conditions.every((c) => conditionHolds(c, request, context))) continue;
     if (s.effect === 'Deny') return 'Deny';
     allowed = true;
