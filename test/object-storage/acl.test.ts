@@ -8,6 +8,7 @@ import {
   GetObjectAclCommand,
   GetObjectCommand,
   PutBucketAclCommand,
+  PutBucketCorsCommand,
   PutObjectAclCommand,
   PutObjectCommand,
   S3Client,
@@ -72,8 +73,9 @@ describe.each(DIALECTS)('canned ACLs and anonymous access on %s', (dialect) => {
     expect([privateList.status, await codeOf(privateList)]).toEqual([403, 'AccessDenied']);
     expect((await anonymous('/private/logo.svg')).status).toBe(200);
     expect((await anonymous('/private/missing')).status).toBe(403);
-    // A bucket that does not exist answers as a private one: nothing learnt of names.
-    expect((await anonymous('/no-such-bucket/x')).status).toBe(403);
+    // A bucket that does not exist is a 404, as on S3 (bucket names are not secret there either).
+    const gone = await anonymous('/no-such-bucket/x');
+    expect([gone.status, await codeOf(gone)]).toEqual([404, 'NoSuchBucket']);
     // Unsigned requests never write to a public-read bucket, nor configure it.
     expect((await anonymous('/public/new.txt', { method: 'PUT', body: 'x' })).status).toBe(403);
     expect((await anonymous('/public/logo.svg', { method: 'DELETE' })).status).toBe(403);
@@ -93,17 +95,31 @@ describe.each(DIALECTS)('canned ACLs and anonymous access on %s', (dialect) => {
   it('lets anyone write to a public-read-write bucket, and an overwrite is private again', async () => {
     await admin.send(new CreateBucketCommand({ Bucket: 'dropbox' }));
     expect((await anonymous('/dropbox/in.txt', { method: 'PUT', body: 'hello' })).status).toBe(403);
+    const refusedForm = new FormData();
+    refusedForm.append('key', 'form/x');
+    refusedForm.append('file', new Blob(['x']), 'x');
+    expect((await anonymous('/dropbox', { method: 'POST', body: refusedForm })).status).toBe(403);
     await admin.send(new PutBucketAclCommand({ Bucket: 'dropbox', ACL: 'public-read-write' }));
     expect((await anonymous('/dropbox/in.txt', { method: 'PUT', body: 'hello' })).status).toBe(200);
     const read = await admin.send(new GetObjectCommand({ Bucket: 'dropbox', Key: 'in.txt' }));
     expect(await read.Body!.transformToString()).toBe('hello');
-    // An unsigned writer cannot make what it writes public (that needs s3:PutObjectAcl).
+    // An unsigned writer may give what it writes a canned ACL, as S3 lets the writer who owns it there.
     const publicPut = await anonymous('/dropbox/pub.txt', {
       method: 'PUT',
       body: 'x',
       headers: { 'x-amz-acl': 'public-read' },
     });
-    expect(publicPut.status).toBe(403);
+    expect(publicPut.status).toBe(200);
+    expect(await (await anonymous('/dropbox/pub.txt')).text()).toBe('x');
+    // So may an unsigned browser form (no signed policy).
+    const form = new FormData();
+    form.append('key', 'form/${filename}');
+    form.append('acl', 'public-read');
+    form.append('success_action_status', '201');
+    form.append('file', new Blob(['from a form']), 'f.txt');
+    const posted = await anonymous('/dropbox', { method: 'POST', body: form });
+    expect(posted.status).toBe(201);
+    expect(await (await anonymous('/dropbox/form/f.txt')).text()).toBe('from a form');
     expect((await anonymous('/dropbox/in.txt', { method: 'DELETE' })).status).toBe(204);
     expect(await refusal(admin.send(new GetObjectCommand({ Bucket: 'dropbox', Key: 'in.txt' })))).toEqual({
       code: 'NoSuchKey',
@@ -218,6 +234,32 @@ describe.each(DIALECTS)('canned ACLs and anonymous access on %s', (dialect) => {
       ),
     ).toEqual({ code: 'NotImplemented', status: 501 });
     expect(await grantsOf()).toEqual([`${AUTHENTICATED_USERS} READ`, `${owner.ID} FULL_CONTROL`]);
+  });
+
+  it('answers browsers reading a public bucket with its CORS rule, and OPTIONS that asks nothing with 400', async () => {
+    await admin.send(new CreateBucketCommand({ Bucket: 'web', ACL: 'public-read' }));
+    await admin.send(new PutObjectCommand({ Bucket: 'web', Key: 'app.js', Body: 'js', ACL: 'public-read' }));
+    await admin.send(
+      new PutBucketCorsCommand({
+        Bucket: 'web',
+        CORSConfiguration: {
+          CORSRules: [{ AllowedMethods: ['GET'], AllowedOrigins: ['https://app.example'] }],
+        },
+      }),
+    );
+    const got = await anonymous('/web/app.js', { headers: { origin: 'https://app.example' } });
+    expect(got.status).toBe(200);
+    expect(got.headers.get('access-control-allow-origin')).toBe('https://app.example');
+    expect(got.headers.get('access-control-allow-methods')).toBe('GET');
+    const elsewhere = await anonymous('/web/app.js', { headers: { origin: 'https://other.example' } });
+    expect(elsewhere.status).toBe(200);
+    expect(elsewhere.headers.get('access-control-allow-origin')).toBeNull();
+    expect((await anonymous('/web/app.js', { method: 'OPTIONS' })).status).toBe(400);
+    const noMethod = await anonymous('/web/app.js', {
+      method: 'OPTIONS',
+      headers: { origin: 'https://app.example' },
+    });
+    expect(noMethod.status).toBe(400);
   });
 
   it('gives the driver a bucket ACL to read and set (the apply document uses it)', async () => {

@@ -178,14 +178,14 @@ export function createKit(
 
   /**
    * The caller's bucket of that name: 404 if its storage has none. Each storage has its own names
-   * (migration 024), so another storage's bucket of the same name is never reached. A caller that is
-   * not one of the storage's users learns nothing of its names: 403 as for a bucket it may not use.
+   * (migration 024), so another storage's bucket of the same name is never reached. A key of another
+   * storage learns nothing of its names: 403 as for a bucket it may not use (decision 0008).
    */
   async function ownBucket(x: Exchange, name: string): Promise<BucketRow> {
     const bucket = await bucketCache.get(bucketCacheKey(x.caller.storageId, name), () =>
       meta.findBucket(x.caller.storageId, name),
     );
-    if (!bucket) throw x.caller.kind === 'user' ? errors.noSuchBucket(name) : denied(x);
+    if (!bucket) throw x.caller.kind === 'other' ? denied(x) : errors.noSuchBucket(name);
     x.seen.set(name, bucket);
     return bucket;
   }

@@ -83,14 +83,29 @@ export function parseCopySource(source: string): { bucket: string; key: string }
 }
 
 /**
- * The ACL a write gives its object (x-amz-acl; private when absent). A public one needs the right to
- * set ACLs (s3:PutObjectAcl) and is refused where PublicAccessBlock blocks public ACLs.
+ * The ACL a write gives its object (x-amz-acl; private when absent). A public one is refused where
+ * PublicAccessBlock blocks public ACLs, and for the storage's own users needs the right to set ACLs
+ * (s3:PutObjectAcl); a writer from outside the storage, let in by the bucket's WRITE grant or its
+ * policy, may give what it writes a canned ACL, as S3 lets the writer who owns its object there.
  */
 export function objectAclOf(kit: Kit, x: Exchange, bucket: BucketRow, key: string): string {
-  const acl = requestedAcl(x.req.headers) ?? 'private';
+  return writeAcl(kit, x.caller.kind === 'user', requestedAcl(x.req.headers), bucket, () =>
+    kit.allow(x, { action: 's3:PutObjectAcl', bucket: bucket.name, key }),
+  );
+}
+
+/** objectAclOf's rule, for a PUT and a browser form alike. */
+export function writeAcl(
+  kit: Pick<Kit, 'decision'>,
+  ownUser: boolean,
+  requested: string | undefined,
+  bucket: BucketRow,
+  allowAcl: () => void,
+): string {
+  const acl = requested ?? 'private';
   if (isPublicAcl(acl)) {
-    kit.allow(x, { action: 's3:PutObjectAcl', bucket: bucket.name, key });
     if (kit.decision.block(bucket).BlockPublicAcls) throw publicAclBlocked();
+    if (ownUser) allowAcl();
   }
   return acl;
 }

@@ -44,6 +44,10 @@ export interface PostObjectDeps {
   ): Promise<string>;
   /** Whether public ACLs are blocked on the bucket (its PublicAccessBlock or the operator's). */
   blocksPublicAcls(bucket: BucketRow): boolean;
+  /** The bucket an unsigned form names: of the endpoint's storage, else the first of that name. */
+  unsignedBucket(storageId: number | undefined, name: string): Promise<BucketRow | undefined>;
+  /** Whether the bucket's ACL or policy lets an unsigned request do this. */
+  unsignedAllows(req: IncomingMessage, bucket: BucketRow, request: AccessRequest): boolean;
   maxObject: number;
 }
 
@@ -244,39 +248,59 @@ export function createPostObject(deps: PostObjectDeps) {
           throw errors.invalidArgument(`Bucket POST must contain a field named '${name}'.`);
         return value;
       };
-      if (field('x-amz-algorithm') !== 'AWS4-HMAC-SHA256')
-        throw errors.invalidArgument('Only AWS4-HMAC-SHA256 is supported in x-amz-algorithm');
-      const credential = /^([A-Za-z0-9]{1,128})\/(\d{8})\/([a-z0-9-]{1,32})\/s3\/aws4_request$/.exec(
-        field('x-amz-credential'),
+      // A form without a signed policy is an unsigned upload: served only where the bucket's ACL or
+      // policy lets anyone write (access.ts), without conditions.
+      const unsigned = !['policy', 'x-amz-signature', 'x-amz-credential', 'x-amz-algorithm'].some((f) =>
+        fields.has(f),
       );
-      const amzDate = field('x-amz-date');
-      if (!credential || !amzDate.startsWith(credential[2]!))
-        throw errors.invalidArgument('Invalid x-amz-credential or x-amz-date');
-      const policy = field('policy');
-      const signature = field('x-amz-signature');
-      const key = await deps.accessKey(credential[1]!);
-      if (!key) throw errors.invalidAccessKeyId();
-      const expected = createHmac('sha256', signingKey(key.secret, credential[2]!, credential[3]!, 's3'))
-        .update(policy)
-        .digest('hex');
-      if (!constantTimeHexEqual(expected, signature)) throw errors.signatureDoesNotMatch();
-      const conditions = parsePolicy(policy, deps.now());
       const objectKey = field('key').replaceAll('${filename}', filename);
       if (objectKey === '' || Buffer.byteLength(objectKey) > 1024) throw errors.keyTooLong();
-      fields.set('bucket', bucketName);
-      checkConditions(conditions, fields);
-      if (storageId !== undefined && storageId !== key.storageId) throw errors.accessDenied();
-      const bucket = await deps.bucket(key.storageId, bucketName);
-      if (!bucket) throw errors.noSuchBucket(bucketName);
-      if (!key.allows({ action: 's3:PutObject', bucket: bucket.name, key: objectKey }))
-        throw errors.accessDenied();
+      let bucket: BucketRow | undefined;
+      let conditions: Condition[] = [];
+      let mayPublish: () => boolean;
+      if (unsigned) {
+        bucket = await deps.unsignedBucket(storageId, bucketName);
+        if (!bucket) throw errors.noSuchBucket(bucketName);
+        if (
+          !deps.unsignedAllows(req, bucket, { action: 's3:PutObject', bucket: bucket.name, key: objectKey })
+        )
+          throw errors.accessDenied('Anonymous access is not allowed');
+        // As S3 lets the writer who owns its object there (objects.ts objectAclOf).
+        mayPublish = () => true;
+      } else {
+        if (field('x-amz-algorithm') !== 'AWS4-HMAC-SHA256')
+          throw errors.invalidArgument('Only AWS4-HMAC-SHA256 is supported in x-amz-algorithm');
+        const credential = /^([A-Za-z0-9]{1,128})\/(\d{8})\/([a-z0-9-]{1,32})\/s3\/aws4_request$/.exec(
+          field('x-amz-credential'),
+        );
+        const amzDate = field('x-amz-date');
+        if (!credential || !amzDate.startsWith(credential[2]!))
+          throw errors.invalidArgument('Invalid x-amz-credential or x-amz-date');
+        const policy = field('policy');
+        const signature = field('x-amz-signature');
+        const key = await deps.accessKey(credential[1]!);
+        if (!key) throw errors.invalidAccessKeyId();
+        const expected = createHmac('sha256', signingKey(key.secret, credential[2]!, credential[3]!, 's3'))
+          .update(policy)
+          .digest('hex');
+        if (!constantTimeHexEqual(expected, signature)) throw errors.signatureDoesNotMatch();
+        conditions = parsePolicy(policy, deps.now());
+        fields.set('bucket', bucketName);
+        checkConditions(conditions, fields);
+        if (storageId !== undefined && storageId !== key.storageId) throw errors.accessDenied();
+        bucket = await deps.bucket(key.storageId, bucketName);
+        if (!bucket) throw errors.noSuchBucket(bucketName);
+        if (!key.allows({ action: 's3:PutObject', bucket: bucket.name, key: objectKey }))
+          throw errors.accessDenied();
+        const target = bucket;
+        mayPublish = () => key.allows({ action: 's3:PutObjectAcl', bucket: target.name, key: objectKey });
+      }
       // hook: the form's canned ACL (access.ts), as x-amz-acl on a PUT
       const aclField = fields.get('acl');
       const acl = (aclField === undefined ? undefined : requestedAcl({ 'x-amz-acl': aclField })) ?? 'private';
       if (isPublicAcl(acl)) {
-        if (!key.allows({ action: 's3:PutObjectAcl', bucket: bucket.name, key: objectKey }))
-          throw errors.accessDenied();
         if (deps.blocksPublicAcls(bucket)) throw publicAclBlocked();
+        if (!mayPublish()) throw errors.accessDenied();
       }
       const range = conditions.find((c) => c.op === 'content-length-range');
       const max = Math.min(deps.maxObject, range?.op === 'content-length-range' ? range.max : deps.maxObject);

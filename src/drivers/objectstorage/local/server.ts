@@ -108,6 +108,16 @@ export function createS3Handler(deps: S3ServerDeps, blobs = deps.blobs ?? localB
       bucketCache.get(bucketCacheKey(storageId, name), () => meta.findBucket(storageId, name)),
     begin: (bucket) => blobs.begin('data', bucket.id),
     blocksPublicAcls: (bucket) => decision.block(bucket).BlockPublicAcls,
+    unsignedBucket: (storageId, name) =>
+      storageId === undefined
+        ? bucketCache.get(anyStorage(name), () => meta.firstBucketNamed(name))
+        : bucketCache.get(bucketCacheKey(storageId, name), () => meta.findBucket(storageId, name)),
+    unsignedAllows: (req, bucket, request) =>
+      decision.allows(
+        { kind: 'anonymous', statements: [], sourceIp: sourceAddress(req, proxies) },
+        request,
+        bucket,
+      ),
     async store(bucket, key, blob, size, md5, headers, checksum, acl) {
       const etag = quoteEtag(md5.toString('hex'));
       const file = await blob.place();
@@ -374,12 +384,16 @@ export function createS3Handler(deps: S3ServerDeps, blobs = deps.blobs ?? localB
     const signed = await authenticate(req);
     if (signed === undefined) {
       const storage =
-        storageId ??
-        (bucket === undefined
+        bucket === undefined
           ? undefined
-          : (await bucketCache.get(anyStorage(bucket), () => meta.firstBucketNamed(bucket)))
+          : (storageId ??
+            (await bucketCache.get(anyStorage(bucket), () => meta.firstBucketNamed(bucket)))
               ?.object_storage_id);
-      if (storage === undefined) throw errors.accessDenied('Anonymous access is not allowed');
+      // A name no storage has is answered as S3 answers it: bucket names are not secret there either.
+      if (storage === undefined) {
+        if (bucket === undefined) throw errors.accessDenied('Anonymous access is not allowed');
+        throw errors.noSuchBucket(bucket);
+      }
       return {
         kind: 'anonymous',
         storageId: storage,
