@@ -144,7 +144,6 @@ const ACL_POLICY_OUT: Array<[RegExp, string]> = [
 const ACL_POLICY_OUT_NAMES: Array<[RegExp, string]> = [
   [/recreate_.*acl/, 'ACLs: re-creating a bucket (us-east-1 answers 200, decision 0008)'],
   [/acl_revoke_all/, "ACLs: an ACL without the owner's grant (the owner keeps FULL_CONTROL)"],
-  [/post_object.*anonymous/, 'ACLs: unsigned form uploads that publish what they write'],
 ];
 
 /** A body with the bodies of the suite's helpers it calls, two calls deep (set-up hides in helpers). */

@@ -7,6 +7,7 @@ import {
   GetBucketAclCommand,
   GetObjectAclCommand,
   GetObjectCommand,
+  GetObjectTaggingCommand,
   PutBucketAclCommand,
   PutBucketCorsCommand,
   PutObjectAclCommand,
@@ -116,9 +117,19 @@ describe.each(DIALECTS)('canned ACLs and anonymous access on %s', (dialect) => {
     form.append('key', 'form/${filename}');
     form.append('acl', 'public-read');
     form.append('success_action_status', '201');
+    form.append(
+      'tagging',
+      '<Tagging><TagSet><Tag><Key>from</Key><Value>form</Value></Tag></TagSet></Tagging>',
+    );
     form.append('file', new Blob(['from a form']), 'f.txt');
     const posted = await anonymous('/dropbox', { method: 'POST', body: form });
     expect(posted.status).toBe(201);
+    // S3 writes PostResponse without a namespace.
+    expect(await posted.text()).toMatch(
+      /<PostResponse><Location>[^<]*<\/Location><Bucket>dropbox<\/Bucket><Key>form\/f\.txt<\/Key>/,
+    );
+    const tagging = await admin.send(new GetObjectTaggingCommand({ Bucket: 'dropbox', Key: 'form/f.txt' }));
+    expect(tagging.TagSet).toEqual([{ Key: 'from', Value: 'form' }]);
     expect(await (await anonymous('/dropbox/form/f.txt')).text()).toBe('from a form');
     expect((await anonymous('/dropbox/in.txt', { method: 'DELETE' })).status).toBe(204);
     expect(await refusal(admin.send(new GetObjectCommand({ Bucket: 'dropbox', Key: 'in.txt' })))).toEqual({

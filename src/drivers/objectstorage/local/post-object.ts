@@ -20,6 +20,7 @@ import { STORED_HEADERS } from './kit.js';
 import type { BucketRow } from './metadata.js';
 import type { AccessRequest } from './policy.js';
 import { constantTimeHexEqual, headerValue, signingKey, uriEncode } from './sigv4.js';
+import { parseTagging } from './tagging.js';
 import { xmlDocument } from './xml.js';
 
 export interface PostObjectDeps {
@@ -41,6 +42,7 @@ export interface PostObjectDeps {
     headers: Record<string, string>,
     checksum: StoredChecksum | undefined,
     acl: CannedAcl,
+    tags: string,
   ): Promise<string>;
   /** Whether public ACLs are blocked on the bucket (its PublicAccessBlock or the operator's). */
   blocksPublicAcls(bucket: BucketRow): boolean;
@@ -302,6 +304,9 @@ export function createPostObject(deps: PostObjectDeps) {
         if (deps.blocksPublicAcls(bucket)) throw publicAclBlocked();
         if (!mayPublish()) throw errors.accessDenied();
       }
+      // hook: the form's `tagging` field (tagging.ts), as x-amz-tagging on a PUT
+      const tagging = fields.get('tagging');
+      const tags = tagging === undefined ? '{}' : JSON.stringify(parseTagging(tagging));
       const range = conditions.find((c) => c.op === 'content-length-range');
       const max = Math.min(deps.maxObject, range?.op === 'content-length-range' ? range.max : deps.maxObject);
       const wanted = formChecksum(fields); // hook: checksum fields (checksums.ts)
@@ -339,6 +344,7 @@ export function createPostObject(deps: PostObjectDeps) {
         headers,
         checksum,
         acl,
+        tags,
       );
       return { key: objectKey, etag, fields };
     });
@@ -356,12 +362,13 @@ export function createPostObject(deps: PostObjectDeps) {
     }
     const status = done.fields.get('success_action_status');
     if (status === '201') {
+      // Without the S3 namespace, as S3 writes this document (clients find <Key> unqualified).
       const body = xmlDocument('PostResponse', {
         Location: location,
         Bucket: bucketName,
         Key: done.key,
         ETag: done.etag,
-      });
+      }).replace(' xmlns="http://s3.amazonaws.com/doc/2006-03-01/"', '');
       res.writeHead(201, {
         ...common,
         'content-type': 'application/xml',

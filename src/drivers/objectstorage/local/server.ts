@@ -118,7 +118,7 @@ export function createS3Handler(deps: S3ServerDeps, blobs = deps.blobs ?? localB
         request,
         bucket,
       ),
-    async store(bucket, key, blob, size, md5, headers, checksum, acl) {
+    async store(bucket, key, blob, size, md5, headers, checksum, acl, tags) {
       const etag = quoteEtag(md5.toString('hex'));
       const file = await blob.place();
       const values = {
@@ -130,6 +130,7 @@ export function createS3Handler(deps: S3ServerDeps, blobs = deps.blobs ?? localB
         checksum: checksum ? JSON.stringify(checksum) : null,
         parts: null,
         acl,
+        tags,
       };
       const old = await meta.putObject(bucket.id, key, values).catch(async (error: unknown) => {
         await blobs.remove(file);
