@@ -33,6 +33,8 @@ export interface Config {
   readonly s3Port: number;
   /** Where `GET /metrics` (Prometheus) listens, on a listener of its own; undefined: not served. */
   readonly metricsAddr: Readonly<{ host: string; port: number }> | undefined;
+  /** Every bucket of the S3 endpoint as if its PublicAccessBlock had all four settings on. */
+  readonly s3BlockPublicAccess: boolean;
   /** Most resources of each kind one team may hold (apply answers 422 past them). */
   readonly quotas: Readonly<TeamQuotas>;
   /** Which driver each family uses (src/composition.ts builds them). */
@@ -175,6 +177,7 @@ export interface ConfigOverrides {
   toolsMonthlyCredits?: string;
   s3Port?: string;
   metricsAddr?: string;
+  s3BlockPublicAccess?: string;
   quotaApplications?: string;
   quotaDomains?: string;
   quotaManagedDatabases?: string;
@@ -305,6 +308,11 @@ export const CONFIG_VARIABLES: Record<keyof ConfigOverrides, { env: string; flag
     env: 'BERTH_METRICS_ADDR',
     flag: 'metrics-addr',
     doc: 'host:port of a listener of its own serving GET /metrics (Prometheus), without credentials: bind it where only the scraper reaches (default: off; port 0 picks a free port)',
+  },
+  s3BlockPublicAccess: {
+    env: 'BERTH_S3_BLOCK_PUBLIC_ACCESS',
+    flag: 's3-block-public-access',
+    doc: "true: no bucket of the S3 endpoint may be public: every bucket behaves as if its PublicAccessBlock had all four settings on, and a bucket's own settings cannot loosen that (default false)",
   },
   quotaApplications: {
     env: 'BERTH_QUOTA_APPLICATIONS',
@@ -929,6 +937,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
       const address = listenAddress('metricsAddr');
       return address && Object.freeze(address);
     })(),
+    s3BlockPublicAccess: boolean('s3BlockPublicAccess', false),
     quotas: Object.freeze({
       applications: integer('quotaApplications', 50, 0, 1_000_000),
       domains: integer('quotaDomains', 500, 0, 1_000_000),

@@ -23,6 +23,7 @@ import type {
   ObjectStorageCredential,
   ObjectStorageDriver,
   ObjectStorageSpec,
+  BucketAcl,
 } from '../../src/drivers/objectstorage/driver.js';
 import type {
   ServiceRef,
@@ -168,6 +169,7 @@ export function stubDatabaseDriver(calls: CallLog): ManagedDatabaseDriver {
 
 export function stubObjectStorageDriver(calls: CallLog): ObjectStorageDriver {
   const storages = new Map<number, ObjectStorageSpec>();
+  const acls = new Map<string, BucketAcl>();
   return {
     name: 'stub',
     endpoint: () => 'https://s3.stub.example',
@@ -193,6 +195,18 @@ export function stubObjectStorageDriver(calls: CallLog): ObjectStorageDriver {
         })),
       ),
     buckets: (storageId) => Promise.resolve([...(storages.get(storageId)?.buckets ?? [])]),
+    bucketAcl: (storageId, bucket) =>
+      Promise.resolve(
+        storages.get(storageId)?.buckets.includes(bucket)
+          ? (acls.get(`${storageId}/${bucket}`) ?? 'private')
+          : undefined,
+      ),
+    setBucketAcl(storageId, bucket, acl) {
+      if (!storages.get(storageId)?.buckets.includes(bucket)) return Promise.resolve(false);
+      calls.push(`objectStorage.setBucketAcl ${bucket} ${acl}`);
+      acls.set(`${storageId}/${bucket}`, acl);
+      return Promise.resolve(true);
+    },
     remove(storageId) {
       calls.push(`objectStorage.remove ${storageId}`);
       storages.delete(storageId);

@@ -50,12 +50,15 @@ describe.each(DIALECTS)('conditional writes on %s', (dialect) => {
       ),
     ).toEqual({ code: 'PreconditionFailed', status: 412 });
     expect(await read('once')).toBe('first');
-    // Only `*` is meaningful on a write; an ETag there is refused, not ignored.
+    // An ETag there means "not this version": refused when it is the current one, written otherwise.
     expect(
       await refusal(
-        client.send(new PutObjectCommand({ Bucket, Key: 'once', Body: 'x', IfNoneMatch: '"abc"' })),
+        client.send(new PutObjectCommand({ Bucket, Key: 'once', Body: 'x', IfNoneMatch: first.ETag })),
       ),
-    ).toEqual({ code: 'NotImplemented', status: 501 });
+    ).toEqual({ code: 'PreconditionFailed', status: 412 });
+    expect(await read('once')).toBe('first');
+    await client.send(new PutObjectCommand({ Bucket, Key: 'once', Body: 'second', IfNoneMatch: '"abc"' }));
+    expect(await read('once')).toBe('second');
   });
 
   it('If-Match replaces only the version the client read (412 otherwise, 404 when missing)', async () => {
@@ -123,11 +126,42 @@ describe.each(DIALECTS)('conditional writes on %s', (dialect) => {
       code: 'PreconditionFailed',
       status: 412,
     });
+    expect(await refusal(complete({ IfNoneMatch: existing.ETag }))).toEqual({
+      code: 'PreconditionFailed',
+      status: 412,
+    });
     expect(await read('big')).toBe('old');
     const parts = await client.send(new ListPartsCommand({ Bucket, Key: 'big', UploadId }));
     expect(parts.Parts?.map((p) => p.PartNumber)).toEqual([1]);
     await complete({ IfMatch: existing.ETag });
     const got = await client.send(new GetObjectCommand({ Bucket, Key: 'big' }));
     expect(Buffer.from(await got.Body!.transformToByteArray()).equals(body)).toBe(true);
+    // If-Match on a key with no object: 404 NoSuchKey, as S3 answers; If-None-Match of another ETag passes.
+    const other = await client.send(new CreateMultipartUploadCommand({ Bucket, Key: 'absent-big' }));
+    const otherPart = await client.send(
+      new UploadPartCommand({
+        Bucket,
+        Key: 'absent-big',
+        UploadId: other.UploadId,
+        PartNumber: 1,
+        Body: 'x',
+      }),
+    );
+    const completeOther = (condition: { IfNoneMatch?: string; IfMatch?: string }) =>
+      client.send(
+        new CompleteMultipartUploadCommand({
+          Bucket,
+          Key: 'absent-big',
+          UploadId: other.UploadId,
+          MultipartUpload: { Parts: [{ PartNumber: 1, ETag: otherPart.ETag }] },
+          ...condition,
+        }),
+      );
+    expect(await refusal(completeOther({ IfMatch: existing.ETag }))).toEqual({
+      code: 'NoSuchKey',
+      status: 404,
+    });
+    await completeOther({ IfNoneMatch: existing.ETag });
+    expect(await read('absent-big')).toBe('x');
   });
 });

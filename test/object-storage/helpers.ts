@@ -222,3 +222,34 @@ export async function storedBlobs(
     .filter((f) => fs.statSync(path.join(root, f)).isFile())
     .sort();
 }
+
+/** Two object storages of one team, each with an `admin` user; their uuids, ids and keys. */
+export async function twoStorages(t: { ctx: AppContext; user: { team_id: number } }) {
+  for (const name of ['main', 'other']) {
+    await applyObjectStorage(t.ctx, t.user.team_id, {
+      name,
+      buckets: [],
+      users: [
+        { username: 'admin', policies: ['admin'] },
+        { username: 'nobody', policies: [] },
+      ],
+    });
+  }
+  await t.ctx.services.jobs.runner().runDue();
+  const views = await t.ctx.services.objectStorage.view({ id: t.user.team_id, role: 'owner' });
+  const rows = await t.ctx.db.selectFrom('object_storages').select(['id', 'name']).execute();
+  const of = (name: string) => {
+    const view = views.find((s) => s.name === name)!;
+    const key = (username: string) => {
+      const user = view.users.find((u) => u.username === username)!;
+      return { id: user.access_key_id, secret: user.secret_key! };
+    };
+    return {
+      uuid: view.uuid,
+      id: rows.find((r) => r.name === name)!.id,
+      admin: key('admin'),
+      nobody: key('nobody'),
+    };
+  };
+  return { main: of('main'), other: of('other') };
+}

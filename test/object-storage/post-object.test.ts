@@ -1,6 +1,13 @@
 // Browser form uploads (POST Object) with a policy signed as AWS documents it (SigV4 over the base64
 // policy), built here by hand: the conditions, the size range, the success answers and every refusal.
-import { GetObjectCommand, HeadObjectCommand, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
+import { createHash } from 'node:crypto';
+import {
+  GetObjectAclCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  S3Client,
+  S3ServiceException,
+} from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { S3Server } from '../../src/drivers/objectstorage/local/server.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
@@ -135,5 +142,45 @@ describe.each(DIALECTS)('POST Object on %s', (dialect) => {
     expect(denied.status).toBe(403);
     expect(denied.body).toContain('<Code>AccessDenied</Code>');
     expect(await missing('user/42/a.png')).toBe(true);
+  });
+
+  it('verifies a checksum field and keeps the checksum, and refuses a file that does not match it', async () => {
+    const body = 'checked bytes';
+    const sha256 = createHash('sha256').update(body).digest('base64');
+    const fields = presignedPost(keys.admin!, Bucket, [['starts-with', '$key', 'sums/']]);
+    const ok = await post({ ...fields, key: 'sums/a', 'x-amz-checksum-sha256': sha256 }, body);
+    expect(ok.status).toBe(204);
+    const head = await client.send(new HeadObjectCommand({ Bucket, Key: 'sums/a', ChecksumMode: 'ENABLED' }));
+    expect(head.ChecksumSHA256).toBe(sha256);
+
+    const wrong = await post({ ...fields, key: 'sums/b', 'x-amz-checksum-sha256': sha256 }, 'other bytes');
+    expect(wrong.status).toBe(400);
+    expect(wrong.body).toContain('<Code>BadDigest</Code>');
+    expect(await missing('sums/b')).toBe(true);
+
+    // The algorithm alone: computed and kept; an algorithm the field does not match is refused.
+    const computed = await post({ ...fields, key: 'sums/c', 'x-amz-checksum-algorithm': 'SHA256' }, body);
+    expect(computed.status).toBe(204);
+    const again = await client.send(
+      new HeadObjectCommand({ Bucket, Key: 'sums/c', ChecksumMode: 'ENABLED' }),
+    );
+    expect(again.ChecksumSHA256).toBe(sha256);
+    const mismatch = await post(
+      { ...fields, key: 'sums/d', 'x-amz-checksum-algorithm': 'CRC32', 'x-amz-checksum-sha256': sha256 },
+      body,
+    );
+    expect(mismatch.status).toBe(400);
+    expect(await missing('sums/d')).toBe(true);
+  });
+
+  it('gives the object the canned ACL of the form, as x-amz-acl on a PUT', async () => {
+    const fields = presignedPost(keys.admin!, Bucket, [
+      ['starts-with', '$key', 'acl/'],
+      { acl: 'public-read' },
+    ]);
+    expect((await post({ ...fields, key: 'acl/a', acl: 'public-read' }, 'a')).status).toBe(204);
+    const acl = await client.send(new GetObjectAclCommand({ Bucket, Key: 'acl/a' }));
+    expect(acl.Grants?.map((g) => g.Permission)).toEqual(['READ', 'FULL_CONTROL']);
+    expect((await fetch(`${s3.url}/${Bucket}/acl/a`)).status).toBe(200);
   });
 });

@@ -72,6 +72,18 @@ const IMPLEMENTED = new Set([
   'GET doc.txt?tagging',
   'PUT doc.txt?tagging',
   'DELETE doc.txt?tagging',
+  // Canned ACLs, bucket policies and PublicAccessBlock (access.ts): no object data either.
+  'GET /?acl',
+  'PUT /?acl',
+  'GET doc.txt?acl',
+  'PUT doc.txt?acl',
+  'GET /?policy',
+  'PUT /?policy',
+  'DELETE /?policy',
+  'GET /?policyStatus',
+  'GET /?publicAccessBlock',
+  'PUT /?publicAccessBlock',
+  'DELETE /?publicAccessBlock',
 ]);
 
 /** Headers that change what a write or read means; Berth must refuse them rather than ignore them. */
@@ -87,7 +99,9 @@ const HEADERS: Array<Record<string, string>> = [
   },
   { 'x-amz-object-lock-mode': 'GOVERNANCE', 'x-amz-object-lock-retain-until-date': '2099-01-01T00:00:00Z' },
   { 'x-amz-object-lock-legal-hold': 'ON' },
-  { 'x-amz-acl': 'public-read' },
+  // Canned ACLs are honoured (access.ts), but not these two, nor grants by header.
+  { 'x-amz-acl': 'log-delivery-write' },
+  { 'x-amz-acl': 'aws-exec-read' },
   { 'x-amz-grant-read': 'id=1' },
   { 'x-amz-grant-full-control': 'id=1' },
   { 'x-amz-website-redirect-location': '/elsewhere' },

@@ -58,6 +58,15 @@ describe('config', () => {
     expect((error as ConfigError).problems).toHaveLength(7);
   });
 
+  it('blocks public buckets storage-wide with BERTH_S3_BLOCK_PUBLIC_ACCESS (default false), or names a bad value', () => {
+    expect(loadConfig({}).s3BlockPublicAccess).toBe(false);
+    expect(loadConfig({ BERTH_S3_BLOCK_PUBLIC_ACCESS: 'true' }).s3BlockPublicAccess).toBe(true);
+    expect(loadConfig({}, { s3BlockPublicAccess: 'true' }).s3BlockPublicAccess).toBe(true);
+    expect(() => loadConfig({ BERTH_S3_BLOCK_PUBLIC_ACCESS: 'maybe', BERTH_PORT: 'x' })).toThrow(
+      /BERTH_S3_BLOCK_PUBLIC_ACCESS must be true or false, got 'maybe'[\s\S]*BERTH_PORT|BERTH_PORT[\s\S]*BERTH_S3_BLOCK_PUBLIC_ACCESS must be true or false/,
+    );
+  });
+
   it('accepts a 32-byte key as hex or base64', () => {
     expect(loadConfig({ BERTH_SECRET_KEY: 'ab'.repeat(32) }).secretKey).toBe('ab'.repeat(32));
     const b64 = Buffer.alloc(32, 7).toString('base64');

@@ -19,6 +19,7 @@ import * as m021 from './021_app_services.js';
 import * as m022 from './022_service_instances.js';
 import * as m023 from './023_app_object_storage.js';
 import * as m024 from './024_bucket_namespaces.js';
+import * as m025 from './025_bucket_access.js';
 import * as m026 from './026_webhooks.js';
 import * as m027 from './027_audit_log.js';
 import * as m029 from './029_bucket_acls.js';
@@ -44,6 +45,7 @@ const MIGRATIONS: Record<string, DialectMigration> = {
   '022_service_instances': m022,
   '023_app_object_storage': m023,
   '024_bucket_namespaces': m024,
+  '025_bucket_access': m025,
   '026_webhooks': m026,
   '027_audit_log': m027,
   '029_bucket_acls': m029,

@@ -11,6 +11,12 @@ export interface S3BucketsTable {
   created_at: string;
   /** JSON object of the bucket's tags; null when it has no tag set (see 018_s3_checksums). */
   tags: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Canned ACL: private, public-read, public-read-write or authenticated-read (025_bucket_access). */
+  acl: ColumnType<string, string | undefined, string>;
+  /** The bucket policy as the owner put it (JSON); null for none. */
+  policy: ColumnType<string | null, string | null | undefined, string | null>;
+  /** JSON PublicAccessBlockConfiguration (four booleans); null for none. */
+  public_access_block: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface S3AccessKeysTable {
@@ -46,6 +52,8 @@ export interface S3ObjectsTable {
   checksum: ColumnType<string | null, string | null | undefined, string | null>;
   /** JSON [[size, checksum | null], …] of an object made from parts; null for one written whole. */
   parts: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Canned ACL of the object (025_bucket_access). */
+  acl: ColumnType<string, string | undefined, string>;
 }
 
 export interface S3UploadsTable {
@@ -60,6 +68,8 @@ export interface S3UploadsTable {
   tags: ColumnType<string, string | undefined, string>;
   /** JSON {algorithm, type} CreateMultipartUpload asked for; null for none. */
   checksum: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Canned ACL the completed object gets (025_bucket_access). */
+  acl: ColumnType<string, string | undefined, string>;
 }
 
 export interface S3BucketCorsTable {

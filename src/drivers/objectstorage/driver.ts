@@ -25,6 +25,10 @@ export interface ObjectStorageCredential {
   policies: unknown[];
 }
 
+/** The canned ACLs a bucket may have (S3's names); `private` unless its owner made it otherwise. */
+export const BUCKET_ACLS = ['private', 'public-read', 'public-read-write', 'authenticated-read'] as const;
+export type BucketAcl = (typeof BUCKET_ACLS)[number];
+
 /** A problem a retry cannot fix (an invalid bucket name, a policy not understood). */
 export class ProvisionError extends Error {
   constructor(message: string) {
@@ -79,6 +83,14 @@ export interface ObjectStorageDriver {
   provision(spec: ObjectStorageSpec): Promise<void>;
   credentials(storageId: number): Promise<ObjectStorageCredential[]>;
   buckets(storageId: number): Promise<string[]>;
+  /** A bucket's canned ACL; undefined when the storage has no bucket of that name. */
+  bucketAcl(storageId: number, bucket: string): Promise<BucketAcl | undefined>;
+  /**
+   * Sets a bucket's canned ACL, as PutBucketAcl does (the endpoint's look-ups see it within a second);
+   * false when the storage has no bucket of that name. A public ACL where public ACLs are blocked
+   * (BERTH_S3_BLOCK_PUBLIC_ACCESS, or the bucket's PublicAccessBlock) is a ProvisionError.
+   */
+  setBucketAcl(storageId: number, bucket: string, acl: BucketAcl): Promise<boolean>;
   /** Removes every bucket, object, upload and access key of the storage: rows and files. */
   remove(storageId: number): Promise<void>;
 }

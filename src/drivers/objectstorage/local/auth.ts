@@ -2,11 +2,18 @@
 // the access key that signed it (SigV4, with the key's compiled policies).
 import type { IncomingMessage } from 'node:http';
 import { errors } from './errors.js';
-import type { AccessKey, Caller, S3ServerDeps } from './kit.js';
+import type { AccessKey, S3ServerDeps } from './kit.js';
 import type { LookupCache } from './lookup-cache.js';
 import type { ObjectMetadata } from './metadata.js';
 import { compilePolicies, type Statement } from './policy.js';
-import { parseSignature, uriDecode, verifySignature } from './sigv4.js';
+import {
+  headerValue,
+  parseSignature,
+  payloadModeOf,
+  uriDecode,
+  verifySignature,
+  type ParsedSignature,
+} from './sigv4.js';
 
 /**
  * How an endpoint of its own names a storage: the storage's uuid, as a host label (`<uuid>.<host>`)
@@ -106,14 +113,19 @@ export function createAuthenticator(
           storageId: row.object_storage_id,
           statements: statementsOf(row.policies),
           secret: deps.secretBox.decrypt(row.secret_encrypted),
+          accessKeyId,
+          username: row.username,
         }
       );
     });
 
-  async function authenticate(req: IncomingMessage): Promise<Caller> {
+  /** The request's verified key and signature; undefined for a request that carries no signature. */
+  async function authenticate(
+    req: IncomingMessage,
+  ): Promise<(AccessKey & { signature: ParsedSignature }) | undefined> {
     const request = { method: req.method ?? 'GET', url: req.url ?? '/', headers: req.headers };
     const signature = parseSignature(request, deps.clock.now());
-    if (!signature) throw errors.accessDenied('Anonymous access is not allowed');
+    if (!signature) return undefined;
     const key = await loadKey(signature.accessKeyId);
     if (!key) throw errors.invalidAccessKeyId();
     verifySignature(request, signature, key.secret);
@@ -121,4 +133,27 @@ export function createAuthenticator(
   }
 
   return { loadKey, authenticate };
+}
+
+/**
+ * What an unsigned request's body is checked against: a SHA-256 or an unsigned aws-chunked framing the
+ * client declares; a signed framing needs a signature it does not have.
+ */
+export function anonymousSignature(req: IncomingMessage): ParsedSignature {
+  const payloadHash = headerValue(req.headers, 'x-amz-content-sha256') ?? 'UNSIGNED-PAYLOAD';
+  const payload = payloadModeOf(payloadHash);
+  if (payload.kind === 'chunked' && payload.signed)
+    throw errors.accessDenied('Anonymous access is not allowed');
+  return {
+    accessKeyId: '',
+    date: '',
+    region: 'us-east-1',
+    service: 's3',
+    amzDate: '',
+    signedHeaders: [],
+    signature: '',
+    presigned: false,
+    payloadHash,
+    payload,
+  };
 }

@@ -1,5 +1,6 @@
 // Bucket operations: ListBuckets, CreateBucket, HeadBucket, DeleteBucket, GetBucketLocation and the
 // three listings (ListObjects V1/V2, ListObjectVersions, ListMultipartUploads).
+import { isPublicAcl, publicAclBlocked, requestedAcl } from './access.js';
 import { STORAGE_LABEL } from './auth.js';
 import { errors } from './errors.js';
 import { bucketCacheKey, SKIP_UNDER, type Exchange, type Kit } from './kit.js';
@@ -68,10 +69,16 @@ export function bucketHandlers(kit: Kit) {
     const name = x.bucket!;
     allow(x, { action: 's3:CreateBucket', bucket: name });
     if (!isValidBucketName(name)) throw errors.invalidBucketName(name);
+    // hook: canned ACLs (access.ts); a new bucket has no PublicAccessBlock but the operator's.
+    const acl = requestedAcl(x.req.headers) ?? 'private';
+    if (isPublicAcl(acl)) {
+      allow(x, { action: 's3:PutBucketAcl', bucket: name });
+      if (kit.decision.blocksPublicAcls()) throw publicAclBlocked();
+    }
     x.req.resume();
     // Names are the storage's own (migration 024): a name another storage holds is free here, and
     // us-east-1, the region Berth advertises, answers a caller re-creating its own bucket with 200.
-    await meta.createBucket(x.caller.storageId, name, kit.now());
+    await meta.createBucket(x.caller.storageId, name, kit.now(), acl);
     send(x, 200, { location: `/${name}` });
   }
 

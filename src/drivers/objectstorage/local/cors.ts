@@ -173,9 +173,13 @@ export function createCors(meta: ObjectMetadata, ttlMs: number) {
       bucketName: string | undefined,
     ): Promise<boolean> {
       const origin = headerValue(req.headers, 'origin');
-      if (origin === undefined) return false;
       const requestMethod = headerValue(req.headers, 'access-control-request-method');
-      const preflight = req.method === 'OPTIONS' && requestMethod !== undefined;
+      // OPTIONS is CORS's method only: without an Origin and a method to ask about there is nothing to
+      // answer (400, as on S3).
+      if (req.method === 'OPTIONS' && (origin === undefined || requestMethod === undefined))
+        throw new S3Error('BadRequest', 400, 'Insufficient information. Origin request header needed.');
+      if (origin === undefined) return false;
+      const preflight = req.method === 'OPTIONS';
       const found = bucketName === undefined ? undefined : await load(storageId, bucketName);
       res.setHeader('vary', 'Origin, Access-Control-Request-Headers, Access-Control-Request-Method');
       const requested = (headerValue(req.headers, 'access-control-request-headers') ?? '')
@@ -195,15 +199,17 @@ export function createCors(meta: ObjectMetadata, ttlMs: number) {
         res.end();
         return true;
       }
+      // An actual request is matched by its method, or by the one it names (as RGW does).
       const rule = matchRule(
         found.rules,
         origin,
-        preflight ? requestMethod : (req.method ?? 'GET'),
+        requestMethod ?? req.method ?? 'GET',
         preflight ? requested : [],
       );
       if (rule) {
         res.setHeader('access-control-allow-origin', rule.origins.includes('*') ? '*' : origin);
         if (rule.expose.length > 0) res.setHeader('access-control-expose-headers', rule.expose.join(', '));
+        if (!preflight) res.setHeader('access-control-allow-methods', rule.methods.join(', '));
       }
       if (!preflight) return false;
       if (!rule) {

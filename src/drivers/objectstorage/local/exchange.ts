@@ -12,4 +12,6 @@ export interface FeatureExchange {
   readXml(): Promise<string>;
   reply(status: number, headers?: Record<string, string | number>): void;
   replyXml(root: string, body: XmlNode, headers?: Record<string, string | number>): void;
+  /** A 200 with a document already rendered (an ACL's XML, a policy's JSON). */
+  replyDocument(body: string, contentType?: string): void;
 }

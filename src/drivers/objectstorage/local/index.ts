@@ -9,12 +9,15 @@ import type { Database } from '../../../db/schema/index.js';
 import { iso, type Clock } from '../../../domain/clock.js';
 import type { SecretBox } from '../../../crypto/secret-box.js';
 import {
+  BUCKET_ACLS,
   ProvisionError,
+  type BucketAcl,
   type ObjectStorageDriver,
   type ObjectStorageEntry,
   type ObjectStorageSpec,
   type StorageEndpoints,
 } from '../driver.js';
+import { effectiveBlock } from './access.js';
 import { localBlobStore, type BlobStore } from './blobs.js';
 import { compilePolicies, PolicyError } from './policy.js';
 import { isValidBucketName, startS3Server } from './server.js';
@@ -89,7 +92,8 @@ export function createLocalObjectStorageDriver(deps: {
   clock: Clock;
   secretBox: SecretBox;
   logger: Logger;
-  config: Pick<Config, 'publicUrl' | 's3Port' | 'dataDir'>;
+  config: Pick<Config, 'publicUrl' | 's3Port' | 'dataDir'> &
+    Partial<Pick<Config, 's3BlockPublicAccess' | 'trustedProxies'>>;
   /** Where the bytes live: the data directory's files unless given (the s3 driver's upstream bucket). */
   blobs?: BlobStore;
   /** Each request the S3 endpoint answers, as it ends (metrics). */
@@ -180,6 +184,8 @@ export function createLocalObjectStorageDriver(deps: {
           blobs,
           virtualHostSuffixes: virtualHostSuffixes(deps.config),
           ...(deps.onRequest ? { onRequest: deps.onRequest } : {}),
+          blockPublicAccess: deps.config.s3BlockPublicAccess ?? false,
+          trustedProxies: deps.config.trustedProxies ?? [],
         },
         listen,
       );
@@ -240,6 +246,35 @@ export function createLocalObjectStorageDriver(deps: {
       // After the commit: a crash before this leaves blobs no row names, which the sweep removes.
       for (const id of buckets) await blobs.removeTree('data', id);
       for (const id of uploads) await blobs.removeTree('parts', id);
+    },
+
+    async bucketAcl(storageId, bucket) {
+      const row = await db
+        .selectFrom('s3_buckets')
+        .select('acl')
+        .where('object_storage_id', '=', storageId)
+        .where('name', '=', bucket)
+        .executeTakeFirst();
+      if (!row) return undefined;
+      return (BUCKET_ACLS as readonly string[]).includes(row.acl) ? (row.acl as BucketAcl) : 'private';
+    },
+
+    async setBucketAcl(storageId, bucket, acl) {
+      if (!(BUCKET_ACLS as readonly string[]).includes(acl))
+        throw new ProvisionError(`acl must be one of ${BUCKET_ACLS.join(', ')}`);
+      const row = await db
+        .selectFrom('s3_buckets')
+        .select(['id', 'name', 'object_storage_id', 'created_at', 'acl', 'policy', 'public_access_block'])
+        .where('object_storage_id', '=', storageId)
+        .where('name', '=', bucket)
+        .executeTakeFirst();
+      if (!row) return false;
+      if (acl !== 'private' && effectiveBlock(row, deps.config.s3BlockPublicAccess ?? false).BlockPublicAcls)
+        throw new ProvisionError(
+          `bucket '${bucket}' cannot be ${acl}: public ACLs are blocked (BERTH_S3_BLOCK_PUBLIC_ACCESS or the bucket's PublicAccessBlock)`,
+        );
+      await db.updateTable('s3_buckets').set({ acl }).where('id', '=', row.id).execute();
+      return true;
     },
 
     async buckets(storageId) {

@@ -11,10 +11,11 @@ import type { SecretBox } from '../../../crypto/secret-box.js';
 import { memorySink, receiveBody, type ReceivedBody } from './body.js';
 import { errors } from './errors.js';
 import type { FeatureExchange } from './exchange.js';
+import type { AccessDecision, CallerKind } from './access.js';
 import type { BlobArea, BlobStore, BlobWrite } from './blobs.js';
 import type { LookupCache } from './lookup-cache.js';
 import type { BucketRow, ObjectMetadata } from './metadata.js';
-import { isAllowed, type AccessRequest, type Statement } from './policy.js';
+import type { AccessRequest, Statement } from './policy.js';
 import { headerValue, type ParsedSignature } from './sigv4.js';
 import { xmlDocument, type XmlNode } from './xml.js';
 
@@ -33,6 +34,10 @@ export interface S3ServerDeps {
   lookupTtlMs?: number;
   /** Each request as it ends (metrics): see S3RequestRecord. */
   onRequest?: (request: S3RequestRecord) => void;
+  /** BERTH_S3_BLOCK_PUBLIC_ACCESS: every bucket as if its PublicAccessBlock had all four settings on. */
+  blockPublicAccess?: boolean;
+  /** BERTH_TRUSTED_PROXIES: peers whose X-Forwarded-For names the client (aws:SourceIp). */
+  trustedProxies?: readonly string[];
 }
 
 /** One request the endpoint answered, for metrics. */
@@ -72,10 +77,20 @@ export interface AccessKey {
   storageId: number;
   statements: readonly Statement[];
   secret: string;
+  accessKeyId: string;
+  username: string;
 }
 
+/**
+ * Who is asking: a key of the storage (`user`), a key of another storage on this storage's endpoint
+ * (`other`) or nobody (`anonymous`, an unsigned request: no key, no statements, an unsigned payload).
+ * `storageId` is the storage whose buckets the request names.
+ */
 export interface Caller extends AccessKey {
+  kind: CallerKind;
   signature: ParsedSignature;
+  /** The client's address (access.ts sourceAddress), for aws:SourceIp. */
+  sourceIp: string;
 }
 
 /** One authenticated request on its way through the handlers. */
@@ -87,6 +102,8 @@ export interface Exchange {
   bucket: string | undefined;
   key: string | undefined;
   caller: Caller;
+  /** The buckets this request has looked up (ownBucket), for the ACL and policy of each. */
+  seen: Map<string, BucketRow>;
   /** Sends 100 Continue once the request is authenticated (Expect: 100-continue). */
   proceed(): void;
 }
@@ -133,20 +150,56 @@ export function createKit(
   meta: ObjectMetadata,
   blobs: BlobStore,
   bucketCache: LookupCache<BucketRow>,
+  decision: AccessDecision,
 ) {
-  function allow(x: Exchange, request: AccessRequest): void {
-    if (!isAllowed(x.caller.statements, request)) throw errors.accessDenied();
+  /** The 403 of a refusal: as it was before ACLs for a caller that is not the storage's. */
+  const denied = (x: Exchange) =>
+    x.caller.kind === 'anonymous'
+      ? errors.accessDenied('Anonymous access is not allowed')
+      : x.caller.kind === 'other'
+        ? errors.accessDenied('The access key belongs to another object storage')
+        : errors.accessDenied();
+
+  /** Whether the caller may (user policy, bucket policy, ACLs: access.ts); `objectAcl` once known. */
+  const allows = (x: Exchange, request: AccessRequest, objectAcl?: string): boolean =>
+    decision.allows(
+      x.caller,
+      request,
+      request.bucket === undefined ? undefined : x.seen.get(request.bucket),
+      objectAcl,
+    );
+
+  function allow(x: Exchange, request: AccessRequest, objectAcl?: string): void {
+    if (!allows(x, request, objectAcl)) throw denied(x);
+  }
+
+  /**
+   * Reading an object whose ACL may be what grants it: allowed as `allow`, or by the object's own ACL.
+   * A missing object is a 404 for a caller who may list the bucket under the key (s3:prefix = the
+   * key), a 403 for others (as on S3).
+   */
+  function allowRead(x: Exchange, request: AccessRequest, object: { acl?: string } | undefined): void {
+    if (object === undefined) {
+      // Only the storage's users keep the 404 they always had; others learn of keys only by listing.
+      const listing = { action: 's3:ListBucket', bucket: request.bucket!, listPrefix: request.key! };
+      if (allows(x, listing) || (x.caller.kind === 'user' && allows(x, request)))
+        throw errors.noSuchKey(request.key!);
+      throw denied(x);
+    }
+    if (!allows(x, request, object.acl ?? 'private')) throw denied(x);
   }
 
   /**
    * The caller's bucket of that name: 404 if its storage has none. Each storage has its own names
-   * (migration 024), so another storage's bucket of the same name is never reached.
+   * (migration 024), so another storage's bucket of the same name is never reached. A key of another
+   * storage learns nothing of its names: 403 as for a bucket it may not use (decision 0008).
    */
   async function ownBucket(x: Exchange, name: string): Promise<BucketRow> {
     const bucket = await bucketCache.get(bucketCacheKey(x.caller.storageId, name), () =>
       meta.findBucket(x.caller.storageId, name),
     );
-    if (!bucket) throw errors.noSuchBucket(name);
+    if (!bucket) throw x.caller.kind === 'other' ? denied(x) : errors.noSuchBucket(name);
+    x.seen.set(name, bucket);
     return bucket;
   }
 
@@ -232,6 +285,8 @@ export function createKit(
       readXml: () => receiveXml(x),
       reply: (status, headers) => send(x, status, headers),
       replyXml: (root, body, headers) => sendXml(x, root, body, headers),
+      replyDocument: (body, contentType = 'application/xml') =>
+        send(x, 200, { 'content-type': contentType }, body),
     };
   }
 
@@ -246,7 +301,10 @@ export function createKit(
     blobs,
     bucketCache,
     now: () => iso(deps.clock.now()),
+    decision,
     allow,
+    allows,
+    allowRead,
     ownBucket,
     send,
     sendXml,

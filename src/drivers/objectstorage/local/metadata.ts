@@ -8,6 +8,12 @@ export interface BucketRow {
   object_storage_id: number;
   name: string;
   created_at: string;
+  /** Canned ACL (access.ts). */
+  acl: string;
+  /** The bucket policy as put (JSON), null for none. */
+  policy: string | null;
+  /** JSON PublicAccessBlock, null for none. */
+  public_access_block: string | null;
 }
 
 export interface ObjectRow {
@@ -23,6 +29,8 @@ export interface ObjectRow {
   checksum?: string | null;
   /** JSON [[size, checksum | null], …] of an object made from parts. */
   parts?: string | null;
+  /** Canned ACL (access.ts). */
+  acl?: string;
 }
 
 export interface NewObject {
@@ -36,6 +44,8 @@ export interface NewObject {
   /** As ObjectRow; an overwrite without them clears them. */
   checksum: string | null;
   parts: string | null;
+  /** Canned ACL; an overwrite without one makes the object private, as on S3. */
+  acl?: string;
 }
 
 export interface ListResult {
@@ -62,6 +72,7 @@ export function createObjectMetadata(db: Kysely<Database>, dialect: Dialect) {
           's3_access_keys.object_storage_id',
           's3_access_keys.secret_encrypted',
           's3_access_keys.policies',
+          's3_access_keys.username',
           'object_storages.state',
         ])
         .where('s3_access_keys.access_key_id', '=', accessKeyId)
@@ -103,10 +114,15 @@ export function createObjectMetadata(db: Kysely<Database>, dialect: Dialect) {
         .execute(),
 
     /** Inserts the bucket; undefined when the storage already has one of that name. */
-    async createBucket(storageId: number, name: string, now: string): Promise<number | undefined> {
+    async createBucket(
+      storageId: number,
+      name: string,
+      now: string,
+      acl = 'private',
+    ): Promise<number | undefined> {
       const row = await db
         .insertInto('s3_buckets')
-        .values({ object_storage_id: storageId, name, created_at: now })
+        .values({ object_storage_id: storageId, name, created_at: now, acl })
         .onConflict((oc) => oc.columns(['object_storage_id', 'name']).doNothing())
         .returning('id')
         .executeTakeFirst();
@@ -136,7 +152,18 @@ export function createObjectMetadata(db: Kysely<Database>, dialect: Dialect) {
     findObject: (bucketId: number, key: string): Promise<ObjectRow | undefined> =>
       db
         .selectFrom('s3_objects')
-        .select(['key', 'size', 'etag', 'file', 'headers', 'last_modified', 'tags', 'checksum', 'parts'])
+        .select([
+          'key',
+          'size',
+          'etag',
+          'file',
+          'headers',
+          'last_modified',
+          'tags',
+          'checksum',
+          'parts',
+          'acl',
+        ])
         .where('bucket_id', '=', bucketId)
         .where('key', '=', key)
         .executeTakeFirst(),
@@ -164,7 +191,7 @@ export function createObjectMetadata(db: Kysely<Database>, dialect: Dialect) {
           if (old) {
             await trx
               .updateTable('s3_objects')
-              .set({ tags: '{}', ...values })
+              .set({ tags: '{}', acl: 'private', ...values })
               .where('id', '=', old.id)
               .execute();
             return { done: true, old: old.file };
@@ -255,6 +282,7 @@ export function createObjectMetadata(db: Kysely<Database>, dialect: Dialect) {
       created_at: string;
       tags?: string;
       checksum: string | null;
+      acl?: string;
     }) => db.insertInto('s3_uploads').values(values).execute(),
 
     /** Uploads in progress under a prefix, by key and then by when they started (at most 10,000). */
@@ -332,7 +360,7 @@ export function createObjectMetadata(db: Kysely<Database>, dialect: Dialect) {
         if (old)
           await trx
             .updateTable('s3_objects')
-            .set({ tags: '{}', ...values })
+            .set({ tags: '{}', acl: 'private', ...values })
             .where('id', '=', old.id)
             .execute();
         else
@@ -367,6 +395,23 @@ export function createObjectMetadata(db: Kysely<Database>, dialect: Dialect) {
 
     setBucketTags: (bucketId: number, tags: string | null) =>
       db.updateTable('s3_buckets').set({ tags }).where('id', '=', bucketId).execute(),
+
+    /** Sets a bucket's ACL, policy or PublicAccessBlock (access.ts). */
+    setBucketAccess: (
+      bucketId: number,
+      values: { acl?: string; policy?: string | null; public_access_block?: string | null },
+    ) => db.updateTable('s3_buckets').set(values).where('id', '=', bucketId).execute(),
+
+    /** Sets an object's ACL; false when there is no such object. */
+    async setObjectAcl(bucketId: number, key: string, acl: string): Promise<boolean> {
+      const result = await db
+        .updateTable('s3_objects')
+        .set({ acl })
+        .where('bucket_id', '=', bucketId)
+        .where('key', '=', key)
+        .executeTakeFirst();
+      return Number(result.numUpdatedRows) > 0;
+    },
 
     /** The bucket's CORS rules (JSON, see cors.ts), or undefined when it has no configuration. */
     getCors: async (bucketId: number): Promise<string | undefined> =>

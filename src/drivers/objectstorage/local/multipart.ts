@@ -19,7 +19,7 @@ import { conditionalWrite } from './conditional.js';
 import { errors, S3Error } from './errors.js';
 import { bareEtag, MIN_PART, quoteEtag, type Exchange, type Kit } from './kit.js';
 import type { BucketRow } from './metadata.js';
-import { checksumColumn, type objectHandlers } from './objects.js';
+import { checksumColumn, objectAclOf, type objectHandlers } from './objects.js';
 import { headerValue, uriEncode } from './sigv4.js';
 import { headerTags } from './tagging.js';
 import { parseCompleteMultipart } from './xml.js';
@@ -64,6 +64,7 @@ export function multipartHandlers(kit: Kit, objects: ReturnType<typeof objectHan
   async function createUpload(x: Exchange, bucket: BucketRow, key: string): Promise<void> {
     allow(x, { action: 's3:PutObject', bucket: bucket.name, key });
     kit.checkKey(key);
+    const acl = objectAclOf(kit, x, bucket, key); // hook: canned ACLs (access.ts)
     const checksum = uploadChecksum(x.req.headers);
     x.req.resume();
     const uploadId = randomBytes(24).toString('base64url');
@@ -75,6 +76,7 @@ export function multipartHandlers(kit: Kit, objects: ReturnType<typeof objectHan
       created_at: kit.now(),
       tags: headerTags(x.req.headers), // hook: x-amz-tagging (tagging.ts)
       checksum: checksum ? JSON.stringify(checksum) : null,
+      acl,
     });
     sendXml(
       x,
@@ -290,6 +292,7 @@ export function multipartHandlers(kit: Kit, objects: ReturnType<typeof objectHan
           tags: upload.tags,
           checksum: checksumColumn(checksum),
           parts: JSON.stringify(chosen.map((p) => [p.size, p.partChecksum?.value ?? null])),
+          acl: upload.acl,
         },
         guard?.commit,
       )

@@ -2,13 +2,13 @@
 // checksums), GetObjectAttributes, DeleteObject and DeleteObjects.
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { isPublicAcl, publicAclBlocked, requestedAcl } from './access.js';
 import type { CopyOptions } from './blobs.js';
 import { checksumHeaders, parseStored, xmlNameOf, type StoredChecksum } from './checksums.js';
 import { conditionalWrite } from './conditional.js';
 import { errors } from './errors.js';
 import { bareEtag, quoteEtag, toWire, type Exchange, type Headers, type Kit } from './kit.js';
 import type { BucketRow, ObjectRow } from './metadata.js';
-import { isAllowed } from './policy.js';
 import { headerValue, uriDecode } from './sigv4.js';
 import { copyTags, headerTags, tagCountHeader } from './tagging.js';
 import { parseDeleteObjects, type XmlNode } from './xml.js';
@@ -82,12 +82,41 @@ export function parseCopySource(source: string): { bucket: string; key: string }
   return { bucket: uriDecode(raw.slice(0, slash)), key: uriDecode(raw.slice(slash + 1)) };
 }
 
+/**
+ * The ACL a write gives its object (x-amz-acl; private when absent). A public one is refused where
+ * PublicAccessBlock blocks public ACLs, and for the storage's own users needs the right to set ACLs
+ * (s3:PutObjectAcl); a writer from outside the storage, let in by the bucket's WRITE grant or its
+ * policy, may give what it writes a canned ACL, as S3 lets the writer who owns its object there.
+ */
+export function objectAclOf(kit: Kit, x: Exchange, bucket: BucketRow, key: string): string {
+  return writeAcl(kit, x.caller.kind === 'user', requestedAcl(x.req.headers), bucket, () =>
+    kit.allow(x, { action: 's3:PutObjectAcl', bucket: bucket.name, key }),
+  );
+}
+
+/** objectAclOf's rule, for a PUT and a browser form alike. */
+export function writeAcl(
+  kit: Pick<Kit, 'decision'>,
+  ownUser: boolean,
+  requested: string | undefined,
+  bucket: BucketRow,
+  allowAcl: () => void,
+): string {
+  const acl = requested ?? 'private';
+  if (isPublicAcl(acl)) {
+    if (kit.decision.block(bucket).BlockPublicAcls) throw publicAclBlocked();
+    if (ownUser) allowAcl();
+  }
+  return acl;
+}
+
 export function objectHandlers(kit: Kit) {
   const { meta, blobs, allow, send, sendXml } = kit;
 
   async function putObject(x: Exchange, bucket: BucketRow, key: string): Promise<void> {
     allow(x, { action: 's3:PutObject', bucket: bucket.name, key });
     kit.checkKey(key);
+    const acl = objectAclOf(kit, x, bucket, key); // hook: canned ACLs (access.ts)
     const guard = conditionalWrite(x.req.headers, key); // hook: conditional writes (conditional.ts)
     guard?.before(await meta.findObject(bucket.id, key));
     const tags = headerTags(x.req.headers); // hook: x-amz-tagging (tagging.ts)
@@ -109,6 +138,7 @@ export function objectHandlers(kit: Kit) {
           tags,
           checksum: checksumColumn(stored),
           parts: null,
+          acl,
         },
         guard?.commit,
       );
@@ -147,8 +177,9 @@ export function objectHandlers(kit: Kit) {
   }
 
   async function getObject(x: Exchange, bucket: BucketRow, key: string, head: boolean): Promise<void> {
-    allow(x, { action: 's3:GetObject', bucket: bucket.name, key });
     const object = await meta.findObject(bucket.id, key);
+    // The object's own ACL may be what grants the read (access.ts).
+    kit.allowRead(x, { action: 's3:GetObject', bucket: bucket.name, key }, object);
     if (!object) throw errors.noSuchKey(key);
     const stored = Object.entries(JSON.parse(object.headers) as Record<string, string>);
     const headers: Headers = {
@@ -271,7 +302,7 @@ export function objectHandlers(kit: Kit) {
         });
         continue;
       }
-      if (!isAllowed(x.caller.statements, { action: 's3:DeleteObject', bucket: bucket.name, key })) {
+      if (!kit.allows(x, { action: 's3:DeleteObject', bucket: bucket.name, key })) {
         failed.push({ Key: key, Code: 'AccessDenied', Message: 'Access Denied' });
         continue;
       }
@@ -285,8 +316,8 @@ export function objectHandlers(kit: Kit) {
   async function copySource(x: Exchange, source: string): Promise<{ bucket: BucketRow; object: ObjectRow }> {
     const named = parseCopySource(source);
     const sourceBucket = await kit.ownBucket(x, named.bucket);
-    allow(x, { action: 's3:GetObject', bucket: sourceBucket.name, key: named.key });
     const object = await meta.findObject(sourceBucket.id, named.key);
+    kit.allowRead(x, { action: 's3:GetObject', bucket: sourceBucket.name, key: named.key }, object);
     if (!object) throw errors.noSuchKey(named.key);
     // A copy has no 304: a source the caller's conditions rule out is a failed precondition.
     if (preconditions(x, object, 'x-amz-copy-source-') !== undefined) throw errors.preconditionFailed();
@@ -310,6 +341,7 @@ export function objectHandlers(kit: Kit) {
 
   async function copyObject(x: Exchange, bucket: BucketRow, key: string, source: string): Promise<void> {
     allow(x, { action: 's3:PutObject', bucket: bucket.name, key });
+    const acl = objectAclOf(kit, x, bucket, key); // hook: canned ACLs (access.ts)
     const { bucket: sourceBucket, object } = await copySource(x, source);
     kit.checkKey(key);
     const replace = headerValue(x.req.headers, 'x-amz-metadata-directive') === 'REPLACE';
@@ -331,6 +363,7 @@ export function objectHandlers(kit: Kit) {
       // The bytes are the same, so is what describes them (ETag, checksum, part layout).
       checksum: object.checksum ?? null,
       parts: object.parts ?? null,
+      acl,
     });
     await blobs.remove(old);
     const stored = parseStored(object.checksum);

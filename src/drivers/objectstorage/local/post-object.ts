@@ -6,12 +6,21 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { Busboy, type BusboyHeaders, type BusboyInstance } from '@fastify/busboy';
 import { createHash, createHmac } from 'node:crypto';
+import { isPublicAcl, publicAclBlocked, requestedAcl, type CannedAcl } from './access.js';
 import type { BlobWrite } from './blobs.js';
+import {
+  ALGORITHMS,
+  checksummer,
+  headerOf,
+  type ChecksumAlgorithm,
+  type StoredChecksum,
+} from './checksums.js';
 import { errors, S3Error } from './errors.js';
 import { STORED_HEADERS } from './kit.js';
 import type { BucketRow } from './metadata.js';
 import type { AccessRequest } from './policy.js';
 import { constantTimeHexEqual, headerValue, signingKey, uriEncode } from './sigv4.js';
+import { parseTagging } from './tagging.js';
 import { xmlDocument } from './xml.js';
 
 export interface PostObjectDeps {
@@ -31,15 +40,55 @@ export interface PostObjectDeps {
     size: number,
     md5: Buffer,
     headers: Record<string, string>,
+    checksum: StoredChecksum | undefined,
+    acl: CannedAcl,
+    tags: string,
   ): Promise<string>;
+  /** Whether public ACLs are blocked on the bucket (its PublicAccessBlock or the operator's). */
+  blocksPublicAcls(bucket: BucketRow): boolean;
+  /** The bucket an unsigned form names: of the endpoint's storage, else the first of that name. */
+  unsignedBucket(storageId: number | undefined, name: string): Promise<BucketRow | undefined>;
+  /** Whether the bucket's ACL or policy lets an unsigned request do this. */
+  unsignedAllows(req: IncomingMessage, bucket: BucketRow, request: AccessRequest): boolean;
   maxObject: number;
 }
 
 /** S3's limit on the policy document; form fields are bounded alike so a form cannot fill memory. */
 const MAX_FIELD = 20 * 1024;
 const MAX_FIELDS = 100;
-/** Fields the policy does not have to name (S3's list). */
-const EXEMPT = new Set(['policy', 'x-amz-signature', 'file', 'awsaccesskeyid', 'signature']);
+/**
+ * Fields the policy does not have to name (S3's list), and the checksum fields, which only ask for the
+ * file to be verified.
+ */
+const EXEMPT = new Set([
+  'policy',
+  'x-amz-signature',
+  'file',
+  'awsaccesskeyid',
+  'signature',
+  'x-amz-checksum-algorithm',
+  ...ALGORITHMS.map(headerOf),
+]);
+
+/**
+ * The checksum a form asks for: `x-amz-checksum-<algorithm>` (the value the file must have) and/or
+ * `x-amz-checksum-algorithm` (computed and kept); undefined for none.
+ */
+export function formChecksum(
+  fields: Map<string, string>,
+): { algorithm: ChecksumAlgorithm; expected: string | undefined } | undefined {
+  const named = fields.get('x-amz-checksum-algorithm');
+  const sent = ALGORITHMS.filter((a) => fields.has(headerOf(a)));
+  if (sent.length > 1) throw errors.invalidRequest('Expecting a single x-amz-checksum- field.');
+  const algorithm =
+    sent[0] ?? (named === undefined ? undefined : ALGORITHMS.find((a) => a === named.toUpperCase()));
+  if (named !== undefined && algorithm?.toUpperCase() !== named.toUpperCase())
+    throw errors.invalidRequest(
+      `x-amz-checksum-algorithm must be one of ${ALGORITHMS.join(', ')} and name the x-amz-checksum- field sent`,
+    );
+  if (algorithm === undefined) return undefined;
+  return { algorithm, expected: fields.get(headerOf(algorithm)) };
+}
 /** Form fields stored with the object as the same-named headers of a PUT would be. */
 const STORED = STORED_HEADERS;
 
@@ -144,9 +193,15 @@ function readForm<T>(
 
 export function createPostObject(deps: PostObjectDeps) {
   /** Receives the file part into a new blob, refusing it past `max` bytes. */
-  async function receive(file: Readable, max: number, bucket: BucketRow) {
+  async function receive(
+    file: Readable,
+    max: number,
+    bucket: BucketRow,
+    algorithm: ChecksumAlgorithm | undefined,
+  ) {
     const blob = await deps.begin(bucket);
     const md5 = createHash('md5');
+    const summer = algorithm && checksummer(algorithm);
     let size = 0;
     try {
       await pipeline(
@@ -161,6 +216,7 @@ export function createPostObject(deps: PostObjectDeps) {
                 'Your proposed upload exceeds the maximum allowed size',
               );
             md5.update(chunk);
+            summer?.update(chunk);
             yield chunk;
           }
         },
@@ -170,7 +226,7 @@ export function createPostObject(deps: PostObjectDeps) {
       await blob.discard();
       throw error;
     }
-    return { blob, size, md5: md5.digest() };
+    return { blob, size, md5: md5.digest(), checksum: summer?.digest() };
   }
 
   /** True for a form upload: a POST to a bucket itself, with a multipart/form-data body. */
@@ -194,35 +250,73 @@ export function createPostObject(deps: PostObjectDeps) {
           throw errors.invalidArgument(`Bucket POST must contain a field named '${name}'.`);
         return value;
       };
-      if (field('x-amz-algorithm') !== 'AWS4-HMAC-SHA256')
-        throw errors.invalidArgument('Only AWS4-HMAC-SHA256 is supported in x-amz-algorithm');
-      const credential = /^([A-Za-z0-9]{1,128})\/(\d{8})\/([a-z0-9-]{1,32})\/s3\/aws4_request$/.exec(
-        field('x-amz-credential'),
+      // A form without a signed policy is an unsigned upload: served only where the bucket's ACL or
+      // policy lets anyone write (access.ts), without conditions.
+      const unsigned = !['policy', 'x-amz-signature', 'x-amz-credential', 'x-amz-algorithm'].some((f) =>
+        fields.has(f),
       );
-      const amzDate = field('x-amz-date');
-      if (!credential || !amzDate.startsWith(credential[2]!))
-        throw errors.invalidArgument('Invalid x-amz-credential or x-amz-date');
-      const policy = field('policy');
-      const signature = field('x-amz-signature');
-      const key = await deps.accessKey(credential[1]!);
-      if (!key) throw errors.invalidAccessKeyId();
-      const expected = createHmac('sha256', signingKey(key.secret, credential[2]!, credential[3]!, 's3'))
-        .update(policy)
-        .digest('hex');
-      if (!constantTimeHexEqual(expected, signature)) throw errors.signatureDoesNotMatch();
-      const conditions = parsePolicy(policy, deps.now());
       const objectKey = field('key').replaceAll('${filename}', filename);
       if (objectKey === '' || Buffer.byteLength(objectKey) > 1024) throw errors.keyTooLong();
-      fields.set('bucket', bucketName);
-      checkConditions(conditions, fields);
-      if (storageId !== undefined && storageId !== key.storageId) throw errors.accessDenied();
-      const bucket = await deps.bucket(key.storageId, bucketName);
-      if (!bucket) throw errors.noSuchBucket(bucketName);
-      if (!key.allows({ action: 's3:PutObject', bucket: bucket.name, key: objectKey }))
-        throw errors.accessDenied();
+      let bucket: BucketRow | undefined;
+      let conditions: Condition[] = [];
+      let mayPublish: () => boolean;
+      if (unsigned) {
+        bucket = await deps.unsignedBucket(storageId, bucketName);
+        if (!bucket) throw errors.noSuchBucket(bucketName);
+        if (
+          !deps.unsignedAllows(req, bucket, { action: 's3:PutObject', bucket: bucket.name, key: objectKey })
+        )
+          throw errors.accessDenied('Anonymous access is not allowed');
+        // As S3 lets the writer who owns its object there (objects.ts objectAclOf).
+        mayPublish = () => true;
+      } else {
+        if (field('x-amz-algorithm') !== 'AWS4-HMAC-SHA256')
+          throw errors.invalidArgument('Only AWS4-HMAC-SHA256 is supported in x-amz-algorithm');
+        const credential = /^([A-Za-z0-9]{1,128})\/(\d{8})\/([a-z0-9-]{1,32})\/s3\/aws4_request$/.exec(
+          field('x-amz-credential'),
+        );
+        const amzDate = field('x-amz-date');
+        if (!credential || !amzDate.startsWith(credential[2]!))
+          throw errors.invalidArgument('Invalid x-amz-credential or x-amz-date');
+        const policy = field('policy');
+        const signature = field('x-amz-signature');
+        const key = await deps.accessKey(credential[1]!);
+        if (!key) throw errors.invalidAccessKeyId();
+        const expected = createHmac('sha256', signingKey(key.secret, credential[2]!, credential[3]!, 's3'))
+          .update(policy)
+          .digest('hex');
+        if (!constantTimeHexEqual(expected, signature)) throw errors.signatureDoesNotMatch();
+        conditions = parsePolicy(policy, deps.now());
+        fields.set('bucket', bucketName);
+        checkConditions(conditions, fields);
+        if (storageId !== undefined && storageId !== key.storageId) throw errors.accessDenied();
+        bucket = await deps.bucket(key.storageId, bucketName);
+        if (!bucket) throw errors.noSuchBucket(bucketName);
+        if (!key.allows({ action: 's3:PutObject', bucket: bucket.name, key: objectKey }))
+          throw errors.accessDenied();
+        const target = bucket;
+        mayPublish = () => key.allows({ action: 's3:PutObjectAcl', bucket: target.name, key: objectKey });
+      }
+      // hook: the form's canned ACL (access.ts), as x-amz-acl on a PUT
+      const aclField = fields.get('acl');
+      const acl = (aclField === undefined ? undefined : requestedAcl({ 'x-amz-acl': aclField })) ?? 'private';
+      if (isPublicAcl(acl)) {
+        if (deps.blocksPublicAcls(bucket)) throw publicAclBlocked();
+        if (!mayPublish()) throw errors.accessDenied();
+      }
+      // hook: the form's `tagging` field (tagging.ts), as x-amz-tagging on a PUT
+      const tagging = fields.get('tagging');
+      const tags = tagging === undefined ? '{}' : JSON.stringify(parseTagging(tagging));
       const range = conditions.find((c) => c.op === 'content-length-range');
       const max = Math.min(deps.maxObject, range?.op === 'content-length-range' ? range.max : deps.maxObject);
-      const received = await receive(file, max, bucket);
+      const wanted = formChecksum(fields); // hook: checksum fields (checksums.ts)
+      const received = await receive(file, max, bucket, wanted?.algorithm);
+      if (wanted?.expected !== undefined && wanted.expected !== received.checksum) {
+        await received.blob.discard();
+        throw errors.badDigest(
+          `The ${headerOf(wanted.algorithm)} you specified did not match the calculated checksum.`,
+        );
+      }
       if (range?.op === 'content-length-range' && received.size < range.min) {
         await received.blob.discard();
         throw new S3Error(
@@ -236,7 +330,22 @@ export function createPostObject(deps: PostObjectDeps) {
         if (STORED.includes(name) || name.startsWith('x-amz-meta-')) headers[name] = value;
       }
       headers['content-type'] ??= 'application/octet-stream';
-      const etag = await deps.store(bucket, objectKey, received.blob, received.size, received.md5, headers);
+      const checksum: StoredChecksum | undefined = wanted && {
+        algorithm: wanted.algorithm,
+        type: 'FULL_OBJECT',
+        value: received.checksum!,
+      };
+      const etag = await deps.store(
+        bucket,
+        objectKey,
+        received.blob,
+        received.size,
+        received.md5,
+        headers,
+        checksum,
+        acl,
+        tags,
+      );
       return { key: objectKey, etag, fields };
     });
     const location = `/${bucketName}/${uriEncode(done.key, false)}`;
@@ -253,12 +362,13 @@ export function createPostObject(deps: PostObjectDeps) {
     }
     const status = done.fields.get('success_action_status');
     if (status === '201') {
+      // Without the S3 namespace, as S3 writes this document (clients find <Key> unqualified).
       const body = xmlDocument('PostResponse', {
         Location: location,
         Bucket: bucketName,
         Key: done.key,
         ETag: done.etag,
-      });
+      }).replace(' xmlns="http://s3.amazonaws.com/doc/2006-03-01/"', '');
       res.writeHead(201, {
         ...common,
         'content-type': 'application/xml',

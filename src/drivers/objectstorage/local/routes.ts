@@ -4,6 +4,7 @@
 // same paths as the ones it does; routing them by method alone once replaced an object's content
 // with a legal-hold document.
 import type { IncomingHttpHeaders } from 'node:http';
+import { requestedAcl } from './access.js';
 import { errors } from './errors.js';
 import { headerValue } from './sigv4.js';
 
@@ -160,14 +161,16 @@ export function refuseUnhonoured(
   for (const name of Object.keys(headers)) {
     if (UNHONOURED.includes(name) || UNHONOURED_PREFIXES.some((p) => name.startsWith(p))) {
       // `x-amz-bucket-object-lock-enabled: false` and the like ask for nothing.
-      throw errors.notImplemented(`The ${name} header is not implemented`);
+      throw errors.notImplemented(
+        name.startsWith('x-amz-grant-')
+          ? `The ${name} header is not implemented: use x-amz-acl with a canned ACL (private, public-read, public-read-write, authenticated-read)`
+          : `The ${name} header is not implemented`,
+      );
     }
   }
   if (headerValue(headers, 'x-amz-bucket-object-lock-enabled')?.toLowerCase() === 'true')
     throw errors.notImplemented('Object lock is not implemented');
-  const acl = headerValue(headers, 'x-amz-acl');
-  if (acl !== undefined && acl !== 'private' && acl !== 'bucket-owner-full-control')
-    throw errors.notImplemented('Access control lists are not implemented');
+  requestedAcl(headers); // a canned ACL Berth does not implement is refused here (access.ts)
   const storageClass = headerValue(headers, 'x-amz-storage-class');
   if (storageClass !== undefined && storageClass !== 'STANDARD')
     throw errors.notImplemented('Storage classes other than STANDARD are not implemented');

@@ -10,7 +10,8 @@
 import { randomBytes } from 'node:crypto';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { addressOf, claimedAccessKey, createAuthenticator } from './auth.js';
+import { addressSet, createAccessDecision, createAccessFeature, sourceAddress } from './access.js';
+import { addressOf, anonymousSignature, claimedAccessKey, createAuthenticator } from './auth.js';
 import { bucketHandlers } from './buckets.js';
 import { bodyBytesRead } from './body.js';
 import { createCors } from './cors.js';
@@ -24,6 +25,7 @@ import {
   MAX_OBJECT,
   quoteEtag,
   type AccessKey,
+  type Caller,
   type Exchange,
   type S3ServerDeps,
 } from './kit.js';
@@ -59,7 +61,24 @@ export function createS3Handler(deps: S3ServerDeps, blobs = deps.blobs ?? localB
   const bucketCache = lookupCache<BucketRow>(ttl);
   /** Storage ids by uuid, for the endpoints of their own; a storage keeps its uuid for life. */
   const storageCache = lookupCache<number>(ttl);
-  const kit = createKit(deps, meta, blobs, bucketCache);
+  const decision = createAccessDecision(deps.blockPublicAccess ?? false);
+  const proxies = deps.trustedProxies?.length ? addressSet(deps.trustedProxies) : undefined;
+  const kit = createKit(deps, meta, blobs, bucketCache, decision);
+  const owner = (b: BucketRow) => ({
+    ID: String(b.object_storage_id),
+    DisplayName: `storage-${b.object_storage_id}`,
+  });
+  const access = createAccessFeature({
+    meta,
+    decision,
+    owner,
+    forget(b) {
+      bucketCache.forget(bucketCacheKey(b.object_storage_id, b.name));
+      bucketCache.forget(anyStorage(b.name));
+    },
+  });
+  /** Where the shared endpoint remembers the bucket an unsigned request names (the first of that name). */
+  const anyStorage = (name: string) => `*/${name}`;
   const { loadKey, authenticate } = createAuthenticator(deps, meta, keyCache);
   const corsFeature = createCors(meta, ttl);
   const tagging = createTagging(meta);
@@ -89,7 +108,18 @@ export function createS3Handler(deps: S3ServerDeps, blobs = deps.blobs ?? localB
     bucket: (storageId, name) =>
       bucketCache.get(bucketCacheKey(storageId, name), () => meta.findBucket(storageId, name)),
     begin: (bucket) => blobs.begin('data', bucket.id),
-    async store(bucket, key, blob, size, md5, headers) {
+    blocksPublicAcls: (bucket) => decision.block(bucket).BlockPublicAcls,
+    unsignedBucket: (storageId, name) =>
+      storageId === undefined
+        ? bucketCache.get(anyStorage(name), () => meta.firstBucketNamed(name))
+        : bucketCache.get(bucketCacheKey(storageId, name), () => meta.findBucket(storageId, name)),
+    unsignedAllows: (req, bucket, request) =>
+      decision.allows(
+        { kind: 'anonymous', statements: [], sourceIp: sourceAddress(req, proxies) },
+        request,
+        bucket,
+      ),
+    async store(bucket, key, blob, size, md5, headers, checksum, acl, tags) {
       const etag = quoteEtag(md5.toString('hex'));
       const file = await blob.place();
       const values = {
@@ -98,8 +128,10 @@ export function createS3Handler(deps: S3ServerDeps, blobs = deps.blobs ?? localB
         file,
         headers: JSON.stringify(headers),
         last_modified: kit.now(),
-        checksum: null,
+        checksum: checksum ? JSON.stringify(checksum) : null,
         parts: null,
+        acl,
+        tags,
       };
       const old = await meta.putObject(bucket.id, key, values).catch(async (error: unknown) => {
         await blobs.remove(file);
@@ -261,6 +293,40 @@ export function createS3Handler(deps: S3ServerDeps, blobs = deps.blobs ?? localB
       op: 'GetObjectAttributes',
       handler: onObject(objects.getAttributes),
     },
+    // hook: ACLs, bucket policies and PublicAccessBlock (access.ts)
+    ...(
+      [
+        ['GET', 'bucket', 'acl', 'GetBucketAcl', access.getBucketAcl],
+        ['PUT', 'bucket', 'acl', 'PutBucketAcl', access.putBucketAcl],
+        ['GET', 'bucket', 'policy', 'GetBucketPolicy', access.getPolicy],
+        ['PUT', 'bucket', 'policy', 'PutBucketPolicy', access.putPolicy],
+        ['DELETE', 'bucket', 'policy', 'DeleteBucketPolicy', access.deletePolicy],
+        ['GET', 'bucket', 'policyStatus', 'GetBucketPolicyStatus', access.policyStatus],
+        ['GET', 'bucket', 'publicAccessBlock', 'GetPublicAccessBlock', access.getBlock],
+        ['PUT', 'bucket', 'publicAccessBlock', 'PutPublicAccessBlock', access.putBlock],
+        ['DELETE', 'bucket', 'publicAccessBlock', 'DeletePublicAccessBlock', access.deleteBlock],
+      ] as const
+    ).map(([method, form, sub, op, fn]) => ({
+      method,
+      form,
+      sub,
+      op,
+      handler: inBucket((x, b) => fn(kit.feature(x), b)),
+    })),
+    {
+      method: 'GET',
+      form: 'object',
+      sub: 'acl',
+      op: 'GetObjectAcl',
+      handler: onObject((x, b, k) => access.getObjectAcl(kit.feature(x), b, k)),
+    },
+    {
+      method: 'PUT',
+      form: 'object',
+      sub: 'acl',
+      op: 'PutObjectAcl',
+      handler: onObject((x, b, k) => access.putObjectAcl(kit.feature(x), b, k)),
+    },
     {
       method: 'GET',
       form: 'bucket',
@@ -304,6 +370,49 @@ export function createS3Handler(deps: S3ServerDeps, blobs = deps.blobs ?? localB
       handler: onObject((x, b, k) => tagging.delete(kit.feature(x), b, k)),
     },
   ]);
+
+  /**
+   * Who asks. On a storage's own endpoint a key of another storage is an `other` caller (ACLs and
+   * policies may grant it what they grant any signed or unsigned request; nothing else); an unsigned
+   * request names a bucket of the storage the endpoint names or, on the shared endpoint, the first
+   * bucket of that name, and is refused with the 403 it always had when there is none.
+   */
+  async function callerOf(
+    req: IncomingMessage,
+    storageId: number | undefined,
+    bucket: string | undefined,
+  ): Promise<Caller> {
+    const sourceIp = sourceAddress(req, proxies);
+    const signed = await authenticate(req);
+    if (signed === undefined) {
+      const storage =
+        bucket === undefined
+          ? undefined
+          : (storageId ??
+            (await bucketCache.get(anyStorage(bucket), () => meta.firstBucketNamed(bucket)))
+              ?.object_storage_id);
+      // A name no storage has is answered as S3 answers it: bucket names are not secret there either.
+      if (storage === undefined) {
+        if (bucket === undefined) throw errors.accessDenied('Anonymous access is not allowed');
+        throw errors.noSuchBucket(bucket);
+      }
+      return {
+        kind: 'anonymous',
+        storageId: storage,
+        statements: [],
+        secret: '',
+        accessKeyId: '',
+        username: '',
+        signature: anonymousSignature(req),
+        sourceIp,
+      };
+    }
+    if (storageId !== undefined && signed.storageId !== storageId) {
+      if (bucket === undefined) throw errors.accessDenied('The access key belongs to another object storage');
+      return { ...signed, kind: 'other', storageId, statements: [], sourceIp };
+    }
+    return { ...signed, kind: 'user', sourceIp };
+  }
 
   async function dispatch(x: Exchange, seen: { operation: string }): Promise<void> {
     const form = x.bucket === undefined ? 'service' : x.key === undefined ? 'bucket' : 'object';
@@ -395,10 +504,7 @@ export function createS3Handler(deps: S3ServerDeps, blobs = deps.blobs ?? localB
         seen.operation = 'PostObject';
         return await postObject.handle(req, res, bucket, requestId, storageId);
       }
-      const caller = await authenticate(req);
-      // A storage's own endpoint serves that storage's keys only; the shared one, any key's storage.
-      if (storageId !== undefined && caller.storageId !== storageId)
-        throw errors.accessDenied('The access key belongs to another object storage');
+      const caller = await callerOf(req, storageId, bucket);
       let continued = !expectContinue;
       const x: Exchange = {
         req,
@@ -408,6 +514,7 @@ export function createS3Handler(deps: S3ServerDeps, blobs = deps.blobs ?? localB
         bucket,
         key,
         caller,
+        seen: new Map(),
         proceed() {
           if (!continued) {
             continued = true;

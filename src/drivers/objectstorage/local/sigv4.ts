@@ -131,7 +131,7 @@ function parseCredential(credential: string) {
   return { accessKeyId: parts[0]!, date: parts[1]!, region: parts[2]!, service: parts[3] };
 }
 
-function payloadModeOf(hash: string): PayloadMode {
+export function payloadModeOf(hash: string): PayloadMode {
   switch (hash) {
     case 'UNSIGNED-PAYLOAD':
       return { kind: 'unsigned' };
