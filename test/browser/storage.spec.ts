@@ -15,7 +15,7 @@ test('shows the storage, reveals a secret key and carries out the pending zone c
   const row = buckets.getByRole('row', { name: /uploads/ });
   await expect(row).toContainText('Private: access keys only');
   await row.getByRole('button', { name: 'Make uploads public' }).click();
-  await expect(row).toContainText('Public: anyone can read its objects');
+  await expect(row).toContainText('Public: reachable without a key');
   await expect(row.getByRole('button', { name: 'Make uploads private' })).toBeVisible();
   await expect(page.getByText(/^http:\/\/127\.0\.0\.1:\d+$/)).toBeVisible();
   // The storage's own endpoint: the shared one with the storage's uuid as a path prefix.

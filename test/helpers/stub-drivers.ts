@@ -207,6 +207,12 @@ export function stubObjectStorageDriver(calls: CallLog): ObjectStorageDriver {
       acls.set(`${storageId}/${bucket}`, acl);
       return Promise.resolve(true);
     },
+    publicBuckets: (storageId) =>
+      Promise.resolve(
+        (storages.get(storageId)?.buckets ?? []).filter(
+          (bucket) => (acls.get(`${storageId}/${bucket}`) ?? 'private') !== 'private',
+        ),
+      ),
     remove(storageId) {
       calls.push(`objectStorage.remove ${storageId}`);
       storages.delete(storageId);

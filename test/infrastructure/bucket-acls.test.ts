@@ -2,24 +2,36 @@
 // `buckets: [logs, {name: assets, acl: public-read}]`. Apply records it, provisioning carries it out,
 // export writes each bucket back as it was written, and owners switch a bucket's access from the
 // dashboard (PUT …/buckets/:bucket/acl), which export then shows the same way.
+import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { load } from 'js-yaml';
+import { LOOKUP_TTL_MS, type S3Server } from '../../src/drivers/objectstorage/local/server.js';
+import { s3Client } from '../object-storage/helpers.js';
 import { authHeaders, createTestApp, type TestApp } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
 import { yaml } from './helpers.js';
 
 describe.each(DIALECTS)('bucket ACLs in the document (%s)', (dialect) => {
   let t: TestApp;
+  let s3: S3Server;
   beforeAll(async () => {
     t = await createTestApp(dialect);
+    s3 = await t.ctx.services.objectStorage.serveEndpoint();
   });
-  afterAll(() => t.close());
+  afterAll(async () => {
+    await s3?.close();
+    await t?.close();
+  });
 
   const doc = (buckets: unknown[]) => ({
     apiVersion: 'v1',
     kind: 'Infrastructure',
     metadata: { name: 'files', team: t.user.team_id },
-    spec: { object_storage: [{ name: 'files', zone: 'europe-1', buckets }] },
+    spec: {
+      object_storage: [
+        { name: 'files', zone: 'europe-1', buckets, users: [{ username: 'admin', policies: ['admin'] }] },
+      ],
+    },
   });
   const apply = (body: unknown) =>
     t.request({
@@ -44,14 +56,29 @@ describe.each(DIALECTS)('bucket ACLs in the document (%s)', (dialect) => {
       headers,
       payload: { acl },
     });
+  /** An object in each bucket, and whether anyone (no credential at all) may read it. */
+  const putEverywhere = async (buckets: string[]) => {
+    const admin = (await view()).users.find((u) => u.username === 'admin')!;
+    const client = s3Client(s3.url, admin.access_key_id, admin.secret_key!);
+    for (const Bucket of buckets)
+      await client.send(new PutObjectCommand({ Bucket, Key: 'hello.txt', Body: 'hello' }));
+    client.destroy();
+  };
+  const anonymousRead = async (bucket: string) => (await fetch(`${s3.url}/${bucket}/hello.txt`)).status;
   const view = async () =>
     (
       await t.request({
         url: `/api/v1/teams/${t.user.team_id}/object-storage/files`,
         headers: t.auth.platform,
       })
-    ).json<{ data: { buckets: string[]; bucket_acls: Record<string, string>; public_buckets: string[] } }>()
-      .data;
+    ).json<{
+      data: {
+        buckets: string[];
+        bucket_acls: Record<string, string>;
+        public_buckets: string[];
+        users: Array<{ username: string; access_key_id: string; secret_key: string | null }>;
+      };
+    }>().data;
 
   it('refuses an ACL it does not offer, naming the field and the accepted values', async () => {
     const res = await apply(
@@ -73,6 +100,11 @@ describe.each(DIALECTS)('bucket ACLs in the document (%s)', (dialect) => {
       bucket_acls: { assets: 'public-read', vault: 'private' },
       public_buckets: ['assets'],
     });
+    // Public: anyone reads its objects (no credential); the others answer 403 to that.
+    await putEverywhere(['assets', 'logs', 'vault']);
+    expect(await anonymousRead('assets')).toBe(200);
+    expect(await anonymousRead('logs')).toBe(403);
+    expect(await anonymousRead('vault')).toBe(403);
     // Applying the export again changes nothing.
     const again = await apply(doc(await exportedBuckets()));
     expect(again.statusCode, again.body).toBe(200);
@@ -98,6 +130,16 @@ describe.each(DIALECTS)('bucket ACLs in the document (%s)', (dialect) => {
       { name: 'assets', acl: 'public-read' },
       { name: 'vault', acl: 'private' },
     ]);
+    // Carried out at once (and by its job, again); past the endpoint's look-up cache anyone reads logs' objects.
+    await t.ctx.services.jobs.runner().runDue();
+    await new Promise((r) => setTimeout(r, LOOKUP_TTL_MS + 100));
+    expect(await anonymousRead('logs')).toBe(200);
+    expect((await view()).public_buckets).toEqual(['assets', 'logs']);
+    // And back to private.
+    expect((await setAcl(t.auth.platform, 'assets', 'private')).statusCode).toBe(200);
+    await t.ctx.services.jobs.runner().runDue();
+    await new Promise((r) => setTimeout(r, LOOKUP_TTL_MS + 100));
+    expect(await anonymousRead('assets')).toBe(403);
 
     // A document that names a bucket alone no longer sets its ACL; one it stops listing keeps its own.
     expect((await apply(doc(['assets']))).statusCode).toBe(200);

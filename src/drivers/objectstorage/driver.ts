@@ -12,7 +12,11 @@ export interface ObjectStorageSpec {
   uuid: string;
   name: string;
   buckets: string[];
-  /** Canned ACLs the storage's document sets, by bucket; the other buckets' ACLs are left as they are. */
+  /**
+   * What the storage's document says of a bucket's access, by bucket (the others are left as they are):
+   * `public-read` is a public-read ACL and anyone's read of its objects (a bucket policy statement
+   * Berth keeps, Sid DOCUMENT_PUBLIC_READ_SID); `private` takes both away.
+   */
   bucketAcls: Record<string, 'private' | 'public-read'>;
   users: ObjectStorageUserSpec[];
 }
@@ -91,6 +95,11 @@ export interface ObjectStorageDriver {
    * (BERTH_S3_BLOCK_PUBLIC_ACCESS, or the bucket's PublicAccessBlock) is a ProvisionError.
    */
   setBucketAcl(storageId: number, bucket: string, acl: BucketAcl): Promise<boolean>;
+  /**
+   * The storage's buckets that grant access without its keys (GetBucketPolicyStatus's IsPublic: a public
+   * ACL or a public policy), as the bucket's PublicAccessBlock and BERTH_S3_BLOCK_PUBLIC_ACCESS leave them.
+   */
+  publicBuckets(storageId: number): Promise<string[]>;
   /** Removes every bucket, object, upload and access key of the storage: rows and files. */
   remove(storageId: number): Promise<void>;
 }

@@ -33,41 +33,44 @@ interface StoredUser {
 }
 
 /**
- * Handler of `object_storage.provision` ({uuid}): the driver makes buckets and keys, then `running`.
- * A problem a retry cannot fix sets `error` with the reason; anything else throws and is retried.
+ * Makes the team's storage `uuid` match its row through the driver, then `running`. A problem a retry
+ * cannot fix sets `error` with the reason; anything else throws (the job is retried).
  */
+async function provisionStorage(deps: ObjectStorageDeps, uuid: string): Promise<void> {
+  const storages = createObjectStorageRepository(deps.db);
+  // A team's storage: an application's minio service provisions its own.
+  const row = await storages.findTeamStorageByUuid(uuid);
+  if (!row) return; // deleted since the job was queued
+  try {
+    const users = JSON.parse(row.users) as StoredUser[];
+    await deps.driver.provision({
+      id: row.id,
+      uuid: row.uuid,
+      name: row.name,
+      buckets: JSON.parse(row.buckets) as string[],
+      bucketAcls: JSON.parse(row.bucket_acls) as Record<string, 'private' | 'public-read'>,
+      users: users.map((u) => ({ username: u.username, policies: u.policies ?? [] })),
+    });
+    // After the driver: a crash between the two leaves the job to run again, and provision is idempotent.
+    await storages.update(row.id, {
+      state: 'running',
+      state_reason: null,
+      updated_at: iso(deps.clock.now()),
+    });
+  } catch (error) {
+    if (!(error instanceof ProvisionError)) throw error;
+    await storages.update(row.id, {
+      state: 'error',
+      state_reason: error.message,
+      updated_at: iso(deps.clock.now()),
+    });
+  }
+}
+
+/** Handler of `object_storage.provision` ({uuid}), which apply enqueues. */
 function provisionHandler(deps: ObjectStorageDeps): Record<'object_storage.provision', JobHandler> {
-  const driver = deps.driver;
   return handles('object_storage.provision', async ({ uuid }) => {
-    if (typeof uuid !== 'string') return;
-    const storages = createObjectStorageRepository(deps.db);
-    // A team's storage: an application's minio service provisions its own.
-    const row = await storages.findTeamStorageByUuid(uuid);
-    if (!row) return; // deleted since the job was queued
-    try {
-      const users = JSON.parse(row.users) as StoredUser[];
-      await driver.provision({
-        id: row.id,
-        uuid: row.uuid,
-        name: row.name,
-        buckets: JSON.parse(row.buckets) as string[],
-        bucketAcls: JSON.parse(row.bucket_acls) as Record<string, 'private' | 'public-read'>,
-        users: users.map((u) => ({ username: u.username, policies: u.policies ?? [] })),
-      });
-      // After the driver: a crash between the two leaves the job to run again, and provision is idempotent.
-      await storages.update(row.id, {
-        state: 'running',
-        state_reason: null,
-        updated_at: iso(deps.clock.now()),
-      });
-    } catch (error) {
-      if (!(error instanceof ProvisionError)) throw error;
-      await storages.update(row.id, {
-        state: 'error',
-        state_reason: error.message,
-        updated_at: iso(deps.clock.now()),
-      });
-    }
+    if (typeof uuid === 'string') await provisionStorage(deps, uuid);
   });
 }
 
@@ -160,6 +163,7 @@ async function setBucketAcl(
       bucket_acls: JSON.stringify({ ...acls, [bucket]: acl }),
       updated_at: at,
     });
+    // Carried out below at once; the job is there should this process stop before that.
     await enqueue(trx, 'object_storage.provision', { uuid: row.uuid }, { now: deps.clock.now() });
     await auditChange(trx, {
       at,
@@ -171,6 +175,7 @@ async function setBucketAcl(
       after: { bucket, acl },
     });
   });
+  await provisionStorage(deps, row.uuid);
 }
 
 /**
@@ -238,9 +243,7 @@ async function view(
       path_style: true,
       buckets: await driver.buckets(row.id),
       bucket_acls: JSON.parse(row.bucket_acls) as Record<string, DocumentBucketAcl>,
-      public_buckets: Object.entries(JSON.parse(row.bucket_acls) as Record<string, DocumentBucketAcl>)
-        .filter(([, acl]) => acl === 'public-read')
-        .map(([bucket]) => bucket),
+      public_buckets: await driver.publicBuckets(row.id),
       users: (await driver.credentials(row.id)).map((c) => ({
         username: c.username,
         access_key_id: c.accessKeyId,

@@ -103,7 +103,7 @@ export function StorageDetailPage({ name }: { name: string }) {
                     </td>
                     <td>
                       {isPublic ? (
-                        <strong>Public: anyone can read its objects</strong>
+                        <strong>Public: reachable without a key</strong>
                       ) : (
                         'Private: access keys only'
                       )}

@@ -17,9 +17,9 @@ import {
   type ObjectStorageSpec,
   type StorageEndpoints,
 } from '../driver.js';
-import { effectiveBlock } from './access.js';
+import { createAccessDecision, effectiveBlock } from './access.js';
 import { localBlobStore, type BlobStore } from './blobs.js';
-import { compilePolicies, PolicyError } from './policy.js';
+import { compilePolicies, PolicyError, withDocumentPublicRead } from './policy.js';
 import { isValidBucketName, startS3Server } from './server.js';
 import type { S3ServerDeps } from './kit.js';
 
@@ -34,6 +34,17 @@ function accessKeyId(): string {
 const secretKey = (): string => randomBytes(30).toString('base64');
 
 /** The URL clients reach the endpoint at: the public host with the S3 port. */
+/** A bucket's row as the endpoint's access decisions read it (metadata.ts BucketRow). */
+const BUCKET_COLUMNS = [
+  'id',
+  'name',
+  'object_storage_id',
+  'created_at',
+  'acl',
+  'policy',
+  'public_access_block',
+] as const;
+
 export function s3EndpointUrl(config: Pick<Config, 'publicUrl' | 's3Port'>, port = config.s3Port): string {
   const url = new URL(config.publicUrl);
   url.protocol = 'http:';
@@ -104,6 +115,36 @@ export function createLocalObjectStorageDriver(deps: {
   // Where the endpoint of this process really listens (BERTH_S3_PORT may be 0), for the URL users get.
   let listeningPort: number | undefined;
 
+  /**
+   * A document's `{name, acl}`: `public-read` makes the bucket's ACL public-read and lets anyone read
+   * its objects through a statement of its policy that Berth keeps (the rest of the policy is the
+   * tenant's and stays); `private` takes both away. Refused where public access is blocked.
+   */
+  async function applyDocumentAcl(
+    trx: Transaction<Database>,
+    storageId: number,
+    bucket: string,
+    acl: 'private' | 'public-read',
+  ): Promise<void> {
+    const row = await trx
+      .selectFrom('s3_buckets')
+      .select(BUCKET_COLUMNS)
+      .where('object_storage_id', '=', storageId)
+      .where('name', '=', bucket)
+      .executeTakeFirst();
+    if (!row) throw new ProvisionError(`bucket '${bucket}' is not one of the storage's buckets`);
+    const block = effectiveBlock(row, deps.config.s3BlockPublicAccess ?? false);
+    if (acl === 'public-read' && (block.BlockPublicAcls || block.BlockPublicPolicy))
+      throw new ProvisionError(
+        `bucket '${bucket}' cannot be public-read: public access is blocked (BERTH_S3_BLOCK_PUBLIC_ACCESS or the bucket's PublicAccessBlock)`,
+      );
+    await trx
+      .updateTable('s3_buckets')
+      .set({ acl, policy: withDocumentPublicRead(row.policy, bucket, acl === 'public-read') })
+      .where('id', '=', row.id)
+      .execute();
+  }
+
   async function provisionIn(trx: Transaction<Database>, spec: ObjectStorageSpec): Promise<void> {
     const now = iso(clock.now());
     for (const name of spec.buckets) {
@@ -130,6 +171,8 @@ export function createLocalObjectStorageDriver(deps: {
         .onConflict((oc) => oc.columns(['object_storage_id', 'name']).doNothing())
         .execute();
     }
+    for (const [name, acl] of Object.entries(spec.bucketAcls))
+      await applyDocumentAcl(trx, spec.id, name, acl);
 
     const existing = await trx
       .selectFrom('s3_access_keys')
@@ -264,7 +307,7 @@ export function createLocalObjectStorageDriver(deps: {
         throw new ProvisionError(`acl must be one of ${BUCKET_ACLS.join(', ')}`);
       const row = await db
         .selectFrom('s3_buckets')
-        .select(['id', 'name', 'object_storage_id', 'created_at', 'acl', 'policy', 'public_access_block'])
+        .select(BUCKET_COLUMNS)
         .where('object_storage_id', '=', storageId)
         .where('name', '=', bucket)
         .executeTakeFirst();
@@ -275,6 +318,17 @@ export function createLocalObjectStorageDriver(deps: {
         );
       await db.updateTable('s3_buckets').set({ acl }).where('id', '=', row.id).execute();
       return true;
+    },
+
+    async publicBuckets(storageId) {
+      const rows = await db
+        .selectFrom('s3_buckets')
+        .select(BUCKET_COLUMNS)
+        .where('object_storage_id', '=', storageId)
+        .orderBy('name')
+        .execute();
+      const decision = createAccessDecision(deps.config.s3BlockPublicAccess ?? false);
+      return rows.filter((row) => decision.isPublic(row)).map((row) => row.name);
     },
 
     async buckets(storageId) {

@@ -418,3 +418,42 @@ export function isPublicPolicy(statements: readonly Statement[]): boolean {
       !(s.conditions ?? []).some((c) => c.operator === 'IpAddress'),
   );
 }
+
+/** The Sid of the statement Berth keeps in a bucket's policy for a document's `acl: public-read`. */
+export const DOCUMENT_PUBLIC_READ_SID = 'BerthDocumentPublicRead';
+
+/**
+ * A bucket policy (JSON text, or null for none) with the document's public-read statement put in
+ * (`publicRead`) or taken out, every other statement as it was; null when no statement is left.
+ */
+export function withDocumentPublicRead(
+  policy: string | null,
+  bucket: string,
+  publicRead: boolean,
+): string | null {
+  let doc: { Version?: string; Statement?: unknown[] } = {};
+  if (policy !== null) {
+    try {
+      doc = JSON.parse(policy) as typeof doc;
+    } catch {
+      doc = {};
+    }
+  }
+  const others = (Array.isArray(doc.Statement) ? doc.Statement : []).filter(
+    (s) => (s as { Sid?: unknown }).Sid !== DOCUMENT_PUBLIC_READ_SID,
+  );
+  const statements = publicRead
+    ? [
+        ...others,
+        {
+          Sid: DOCUMENT_PUBLIC_READ_SID,
+          Effect: 'Allow',
+          Principal: '*',
+          Action: 's3:GetObject',
+          Resource: `arn:aws:s3:::${bucket}/*`,
+        },
+      ]
+    : others;
+  if (statements.length === 0) return null;
+  return JSON.stringify({ ...doc, Version: doc.Version ?? '2012-10-17', Statement: statements });
+}
