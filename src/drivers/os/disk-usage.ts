@@ -1,6 +1,6 @@
-// The bytes a directory tree holds, measured without holding the event loop (the managed-database
-// supervisor's treeSize walks synchronously), and a cache of such measurements for the operator's
-// metrics: a scrape reads the last value at once and never waits for a walk.
+// The bytes a directory tree holds, measured without holding the event loop (managed databases' health
+// and base backups, services' volumes), and a cache of such measurements for the operator's metrics: a
+// scrape reads the last value at once and never waits for a walk.
 import type { Dirent } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';

@@ -43,11 +43,11 @@ import {
   run,
   tailLines,
   terminate,
-  treeSize,
 } from './process.js';
 import { maintenanceUri, recoverCopy, restorableBackups } from './recovery.js';
 import { createMemoryGroup, detectCgroups, removeTree, type CgroupSupport } from '../../os/cgroups.js';
 import { imageSize, mountImage, placeOnVolume, shrinkRefusal, unmountImage } from '../../os/disk-images.js';
+import { treeBytes } from '../../os/disk-usage.js';
 import { establishedConnections } from '../../os/sockets.js';
 import { placeValkeySnapshot, snapshotValkey, valkeyEngine } from './valkey.js';
 import { createKeyedLock } from '../../../domain/keyed-lock.js';
@@ -320,21 +320,18 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
     // Every instance listens on loopback only (docs/security.md): this host's clients alone reach it.
     endpoint: () => ({ host: '127.0.0.1', ipFilter: ['127.0.0.1/32'] }),
     connections: (ports) => establishedConnections(ports),
-    health(ref, record) {
+    async health(ref, record) {
       // Files under another data dir are another Berth's instance (two Berths on one store).
       if (record.location !== null && !isUnder(record.location, options.dataDir)) {
-        return Promise.resolve({ state: 'elsewhere' as const });
+        return { state: 'elsewhere' as const };
       }
       const root = dirOf(ref.id);
       const pid = ENGINES[ref.engine].pidOf(root);
-      if (pid !== null)
-        return Promise.resolve({ state: 'running' as const, pid, storageBytes: treeSize(root) });
+      if (pid !== null) return { state: 'running' as const, pid, storageBytes: await treeBytes(root) };
       // A pid recorded and no server: it died (Berth clears the pid when it stops one on purpose).
-      return Promise.resolve(
-        record.pid !== null
-          ? { state: 'crashed' as const, reason: `process ${record.pid} exited` }
-          : { state: 'stopped' as const },
-      );
+      return record.pid !== null
+        ? { state: 'crashed' as const, reason: `process ${record.pid} exited` }
+        : { state: 'stopped' as const };
     },
     logs: (ref, tail) => Promise.resolve(tailLines(ENGINES[ref.engine].logFile(dirOf(ref.id)), tail)),
     instanceDir: dirOf,
@@ -437,10 +434,10 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
         fs.rmSync(maintenanceFile(dirOf(ref.id)), { force: true });
         removeInstanceAccount(ref.id);
       }),
-    status: (ref): Promise<InstanceStatus> => {
+    status: async (ref): Promise<InstanceStatus> => {
       const root = dirOf(ref.id);
       const pid = ENGINES[ref.engine].pidOf(root);
-      return Promise.resolve({ running: pid !== null, pid, storageBytes: treeSize(root) });
+      return { running: pid !== null, pid, storageBytes: await treeBytes(root) };
     },
     exportData: (spec, dir) =>
       serialized(spec.id, async () => {

@@ -30,8 +30,8 @@ import {
   runAs,
   sleep,
   terminate,
-  treeSize,
 } from './process.js';
+import { treeBytes } from '../../os/disk-usage.js';
 
 /** The major of new instances (Debian's server binaries). */
 export const NEW_INSTANCE_MAJOR = 15;
@@ -501,7 +501,7 @@ export const postgresEngine: LocalEngine = {
     const backup: BaseBackup = {
       backup_name: name,
       backup_time: at.toISOString(),
-      data_size: treeSize(target),
+      data_size: await treeBytes(target),
       start_wal: startWal,
     };
     fs.writeFileSync(path.join(target, 'berth-backup.json'), JSON.stringify(backup));

@@ -193,33 +193,6 @@ export function ensureTraversable(instanceRoot: string, dataDir: string): void {
   fs.chmodSync(instanceRoot, 0o711);
 }
 
-/** Bytes used by the files under `dir` (apparent size, like `du -sb`). */
-export function treeSize(dir: string): number {
-  let total = 0;
-  const stack = [dir];
-  while (stack.length > 0) {
-    const current = stack.pop() as string;
-    let entries: fs.Dirent[];
-    try {
-      entries = fs.readdirSync(current, { withFileTypes: true });
-    } catch {
-      continue;
-    }
-    for (const entry of entries) {
-      const full = path.join(current, entry.name);
-      if (entry.isDirectory()) stack.push(full);
-      else if (entry.isFile()) {
-        try {
-          total += fs.statSync(full).size;
-        } catch {
-          // removed while walking (WAL recycling)
-        }
-      }
-    }
-  }
-  return total;
-}
-
 /** Names the engines accept unquoted-safe: letters, digits, `_` and `-`, starting with a letter or `_`. */
 export const SAFE_NAME = /^[A-Za-z_][A-Za-z0-9_-]{0,62}$/;
 export const SAFE_SETTING = /^[A-Za-z0-9_.@-]{1,64}$/;
