@@ -6,7 +6,9 @@
 // and U with BERTH_OBJECT_STORAGE_DRIVER=s3 whose upstream bucket is on L (a real S3 peer on this
 // machine: every U request is also an L request, and both share the same two cores). 1 MiB PUTs and
 // GETs with the AWS SDK and with presigned URLs over plain node:http, round-robin so that both see the
-// same load. Ratio = upstream MB/s ÷ local MB/s (target ≥ 0.7).
+// same load: one request at a time (each U request waits on its L request in series, so this is
+// latency), and eight at a time (throughput: what each endpoint moves when it is kept busy). Ratio =
+// upstream MB/s ÷ local MB/s (target ≥ 0.7).
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
@@ -25,6 +27,8 @@ import { provisionStorage } from '../../test/object-storage/helpers.js';
 const quick = process.argv.includes('--quick');
 const BYTES = 1024 * 1024;
 const ROUNDS = quick ? 20 : 100;
+/** Requests in flight at once in the throughput half. */
+const PARALLEL = 8;
 
 /** A storage with `bucket` and one admin user in the Berth of `env`; that user's key. */
 async function provision(env: Record<string, string>, bucket: string) {
@@ -74,20 +78,29 @@ function rawRequest(url: string, method: 'PUT' | 'GET', body?: Buffer): Promise<
   });
 }
 
-/** MB/s of each contender, round-robin (round i runs every contender once). */
-async function timedTogether<K extends string>(runs: Record<K, (i: number) => Promise<void>>) {
+/**
+ * MB/s of each contender, round-robin: round i runs every contender once, `parallel` requests at a
+ * time (request numbers i * parallel … i * parallel + parallel - 1).
+ */
+async function timedTogether<K extends string>(
+  runs: Record<K, (n: number) => Promise<void>>,
+  parallel: number,
+  rounds: number,
+) {
   const names = Object.keys(runs) as K[];
   const nanos = Object.fromEntries(names.map((n) => [n, 0n])) as Record<K, bigint>;
-  for (const n of names) await runs[n](-1); // warm-up
-  for (let i = 0; i < ROUNDS; i += 1) {
+  const round = (name: K, i: number) =>
+    Promise.all(Array.from({ length: parallel }, (_, j) => runs[name](i * parallel + j)));
+  for (const n of names) await round(n, -1); // warm-up
+  for (let i = 0; i < rounds; i += 1) {
     for (const n of names) {
       const start = process.hrtime.bigint();
-      await runs[n](i);
+      await round(n, i);
       nanos[n] += process.hrtime.bigint() - start;
     }
   }
   return Object.fromEntries(
-    names.map((n) => [n, (ROUNDS * BYTES) / 1024 / 1024 / (Number(nanos[n]) / 1e9)]),
+    names.map((n) => [n, (rounds * parallel * BYTES) / 1024 / 1024 / (Number(nanos[n]) / 1e9)]),
   ) as Record<K, number>;
 }
 
@@ -120,61 +133,86 @@ async function main(): Promise<void> {
       });
     const clients = { local: client(local.url, localKey), upstream: client(upstream.url, tenantKey) };
     const data = randomBytes(BYTES);
-    const putUrls = async (c: S3Client) =>
-      Promise.all(
-        Array.from({ length: ROUNDS + 1 }, (_, i) =>
-          getSignedUrl(c, new PutObjectCommand({ Bucket: 'bench', Key: `raw-${i - 1}` }), {
-            expiresIn: 3600,
-          }),
-        ),
+    /** Both operations, `parallel` requests at a time for `rounds` rounds. */
+    async function measure(parallel: number, rounds: number) {
+      const tag = `p${parallel}`;
+      // Request numbers run from -parallel (the warm-up) to rounds * parallel - 1.
+      const numbers = Array.from({ length: (rounds + 1) * parallel }, (_, i) => i - parallel);
+      const putUrls = (c: S3Client) =>
+        Promise.all(
+          numbers.map((n) =>
+            getSignedUrl(c, new PutObjectCommand({ Bucket: 'bench', Key: `raw-${tag}-${n}` }), {
+              expiresIn: 3600,
+            }),
+          ),
+        );
+      const urls = { local: await putUrls(clients.local), upstream: await putUrls(clients.upstream) };
+      const sdkPut = (c: S3Client) => async (n: number) => {
+        await c.send(new PutObjectCommand({ Bucket: 'bench', Key: `sdk-${tag}-${n}`, Body: data }));
+      };
+      const rawPut = (list: string[]) => async (n: number) => {
+        await rawRequest(list[n + parallel]!, 'PUT', data);
+      };
+      const put = await timedTogether(
+        {
+          localSdk: sdkPut(clients.local),
+          upstreamSdk: sdkPut(clients.upstream),
+          localRaw: rawPut(urls.local),
+          upstreamRaw: rawPut(urls.upstream),
+        },
+        parallel,
+        rounds,
       );
-    const urls = { local: await putUrls(clients.local), upstream: await putUrls(clients.upstream) };
-    const sdkPut = (c: S3Client) => async (i: number) => {
-      await c.send(new PutObjectCommand({ Bucket: 'bench', Key: `sdk-${i}`, Body: data }));
-    };
-    const rawPut = (list: string[]) => async (i: number) => {
-      await rawRequest(list[i + 1]!, 'PUT', data);
-    };
-    const put = await timedTogether({
-      localSdk: sdkPut(clients.local),
-      upstreamSdk: sdkPut(clients.upstream),
-      localRaw: rawPut(urls.local),
-      upstreamRaw: rawPut(urls.upstream),
-    });
-    const getUrl = (c: S3Client) =>
-      getSignedUrl(c, new GetObjectCommand({ Bucket: 'bench', Key: 'raw-0' }), { expiresIn: 3600 });
-    const getUrls = { local: await getUrl(clients.local), upstream: await getUrl(clients.upstream) };
-    const sdkGet = (c: S3Client) => async (i: number) => {
-      const got = await c.send(new GetObjectCommand({ Bucket: 'bench', Key: `sdk-${Math.max(i, 0)}` }));
-      let n = 0;
-      for await (const chunk of got.Body as Readable) n += (chunk as Buffer).length;
-      if (n !== BYTES) throw new Error('short read');
-    };
-    const rawGet = (url: string) => async () => {
-      if ((await rawRequest(url, 'GET')) !== BYTES) throw new Error('short read');
-    };
-    const get = await timedTogether({
-      localSdk: sdkGet(clients.local),
-      upstreamSdk: sdkGet(clients.upstream),
-      localRaw: rawGet(getUrls.local),
-      upstreamRaw: rawGet(getUrls.upstream),
-    });
+      const getUrl = (c: S3Client) =>
+        getSignedUrl(c, new GetObjectCommand({ Bucket: 'bench', Key: `raw-${tag}-0` }), { expiresIn: 3600 });
+      const getUrls = { local: await getUrl(clients.local), upstream: await getUrl(clients.upstream) };
+      const sdkGet = (c: S3Client) => async (n: number) => {
+        const got = await c.send(new GetObjectCommand({ Bucket: 'bench', Key: `sdk-${tag}-${n}` }));
+        let bytes = 0;
+        for await (const chunk of got.Body as Readable) bytes += (chunk as Buffer).length;
+        if (bytes !== BYTES) throw new Error('short read');
+      };
+      const rawGet = (url: string) => async () => {
+        if ((await rawRequest(url, 'GET')) !== BYTES) throw new Error('short read');
+      };
+      const get = await timedTogether(
+        {
+          localSdk: sdkGet(clients.local),
+          upstreamSdk: sdkGet(clients.upstream),
+          localRaw: rawGet(getUrls.local),
+          upstreamRaw: rawGet(getUrls.upstream),
+        },
+        parallel,
+        rounds,
+      );
+      return { put, get };
+    }
+    const results = [
+      { label: 'one at a time', rounds: ROUNDS, ...(await measure(1, ROUNDS)) },
+      {
+        label: `${PARALLEL} at a time`,
+        rounds: ROUNDS / 4,
+        ...(await measure(PARALLEL, ROUNDS / 4)),
+      },
+    ];
     const f = (n: number) => n.toFixed(0);
     const r = (n: number, d: number) => (n / d).toFixed(2);
     console.log(
-      `s3 driver (upstream: a local-driver Berth on this machine) vs local driver, 1 MiB, ${ROUNDS} rounds, Node ${process.version}, ${os.cpus().length} CPUs`,
+      `s3 driver (upstream: a local-driver Berth on this machine) vs local driver, 1 MiB, Node ${process.version}, ${os.cpus().length} CPUs`,
     );
     console.log(
-      '| operation | local SDK MB/s | s3 SDK MB/s | ratio | local presigned MB/s | s3 presigned MB/s | ratio |',
+      '| requests | operation | local SDK MB/s | s3 SDK MB/s | ratio | local presigned MB/s | s3 presigned MB/s | ratio |',
     );
-    console.log('|---|---|---|---|---|---|---|');
-    for (const [name, m] of [
-      ['PUT', put],
-      ['GET', get],
-    ] as const) {
-      console.log(
-        `| ${name} | ${f(m.localSdk)} | ${f(m.upstreamSdk)} | ${r(m.upstreamSdk, m.localSdk)} | ${f(m.localRaw)} | ${f(m.upstreamRaw)} | ${r(m.upstreamRaw, m.localRaw)} |`,
-      );
+    console.log('|---|---|---|---|---|---|---|---|');
+    for (const { label, rounds, put, get } of results) {
+      for (const [name, m] of [
+        ['PUT', put],
+        ['GET', get],
+      ] as const) {
+        console.log(
+          `| ${label} (${rounds} rounds) | ${name} | ${f(m.localSdk)} | ${f(m.upstreamSdk)} | ${r(m.upstreamSdk, m.localSdk)} | ${f(m.localRaw)} | ${f(m.upstreamRaw)} | ${r(m.upstreamRaw, m.localRaw)} |`,
+        );
+      }
     }
     clients.local.destroy();
     clients.upstream.destroy();

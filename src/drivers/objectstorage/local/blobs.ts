@@ -5,6 +5,7 @@
 // `parts/<upload row id>/…`), which is what the metadata rows keep in their `file` column.
 import fs from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { FileSink } from './file-sink.js';
 import { createObjectFiles, type ObjectFiles } from './files.js';
 
@@ -48,6 +49,15 @@ export interface BlobStore {
   sweepOrphans(named: (names: string[]) => Promise<Set<string>>, now: Date, ageMs: number): Promise<number>;
   /** Checks at start that the store is reachable; throws a message naming the setting at fault. */
   check(): Promise<void>;
+}
+
+/**
+ * Writes a blob's bytes from `open` to `to`. A store may hand out bytes that write themselves out
+ * without a copy (the s3 store's GET, upstream-get.ts); any other stream is piped.
+ */
+export function sendBlob(bytes: Readable, to: Writable): Promise<void> {
+  const direct = bytes as Readable & { sendTo?: (to: Writable) => Promise<void> };
+  return direct.sendTo ? direct.sendTo(to) : pipeline(bytes, to);
 }
 
 /** An error like fs's for a blob that is not there: callers answer NoSuchKey. */

@@ -1,9 +1,8 @@
 // Object operations: PutObject, CopyObject, GetObject/HeadObject (ranges, conditions, partNumber,
 // checksums), GetObjectAttributes, DeleteObject and DeleteObjects.
 import type { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import { isPublicAcl, publicAclBlocked, requestedAcl } from './access.js';
-import type { CopyOptions } from './blobs.js';
+import { sendBlob, type CopyOptions } from './blobs.js';
 import { checksumHeaders, parseStored, xmlNameOf, type StoredChecksum } from './checksums.js';
 import { conditionalWrite } from './conditional.js';
 import { errors } from './errors.js';
@@ -226,7 +225,7 @@ export function objectHandlers(kit: Kit) {
       ...headers,
       'content-length': length,
     });
-    await pipeline(bytes, x.res);
+    await sendBlob(bytes, x.res);
   }
 
   /** GetObjectAttributes: what `x-amz-object-attributes` names, without the bytes. */

@@ -8,7 +8,7 @@
 // crash leaves between the upstream PUT and the commit no row names; the orphan sweep removes it.
 // A body whose length is not declared (a browser form upload) is spooled to the data directory first:
 // an upstream PUT needs its length. Reads are upstream GETs, ranges upstream Range GETs. Object GETs
-// and PUTs go over plain HTTP (upstream-http.ts), everything else through the SDK.
+// and PUTs go over plain HTTP (upstream-http.ts, upstream-get.ts), everything else through the SDK.
 import fs from 'node:fs';
 import { Transform, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -18,7 +18,8 @@ import type { Logger } from 'pino';
 import { errors, S3Error } from './errors.js';
 import { FileSink } from './file-sink.js';
 import { createObjectFiles } from './files.js';
-import { upstreamHttp, UpstreamRefusal, type UpstreamHttp, type UpstreamPut } from './upstream-http.js';
+import { UpstreamRefusal } from './upstream-get.js';
+import { upstreamHttp, type UpstreamHttp, type UpstreamPut } from './upstream-http.js';
 import {
   checkUpstreamBucket,
   createUpstreamClient,
@@ -196,9 +197,7 @@ export function upstreamBlobStore(settings: UpstreamSettings, dataDir: string, l
     kind: 's3',
     begin,
 
-    async open(name, range) {
-      return (await get(name, range)).body;
-    },
+    open: (name, range) => get(name, range),
 
     async copy(name, area, owner, options = {}) {
       const { range, observe } = options;
@@ -219,7 +218,7 @@ export function upstreamBlobStore(settings: UpstreamSettings, dataDir: string, l
       const blob = await begin(area, owner, source.length);
       try {
         await pipeline(
-          source.body,
+          source,
           new Transform({
             transform(chunk: Buffer, _encoding, callback) {
               observe?.(chunk);

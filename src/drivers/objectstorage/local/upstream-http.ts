@@ -1,27 +1,15 @@
 // The s3 driver's hot path to the upstream: object GETs and PUTs as presigned requests over plain
-// keep-alive HTTP. The AWS SDK (upstream-client.ts) does everything else; on 1 MiB bodies its
-// middleware stack cost as much CPU as Berth's own handling of the request (bench/s3/upstream.ts).
+// keep-alive HTTP, GETs on sockets of their own (upstream-get.ts). The AWS SDK (upstream-client.ts)
+// does everything else; on 1 MiB bodies its middleware stack cost as much CPU as Berth's own
+// handling of the request (bench/s3/upstream.ts).
 import http from 'node:http';
 import https from 'node:https';
-import type { Readable } from 'node:stream';
 import type { UpstreamSettings } from '../upstream-client.js';
 import { presignUrl } from './sigv4.js';
+import { REFUSAL_BYTES, UpstreamRefusal, upstreamGetter, type UpstreamBody } from './upstream-get.js';
 
 /** How long a presigned request stays valid: it is sent at once, this only absorbs clock skew. */
 const EXPIRES_SECONDS = 300;
-/** How much of a refusal's body is kept for the log. */
-const REFUSAL_BYTES = 2048;
-
-/** A status the upstream answered that is not a success; `body` is the start of its answer. */
-export class UpstreamRefusal extends Error {
-  constructor(
-    readonly status: number,
-    body: string,
-  ) {
-    super(`the upstream answered ${status}: ${body}`);
-    this.name = 'UpstreamRefusal';
-  }
-}
 
 export interface UpstreamPut {
   /** The request body: write the bytes, then end it. */
@@ -31,8 +19,8 @@ export interface UpstreamPut {
 }
 
 export interface UpstreamHttp {
-  /** The bytes of `key` (or of its inclusive byte range) as they arrive, and their length. */
-  get(key: string, range?: { start: number; end: number }): Promise<{ body: Readable; length: number }>;
+  /** The bytes of `key` (or of its inclusive byte range) as they arrive; `length` says how many. */
+  get(key: string, range?: { start: number; end: number }): Promise<UpstreamBody>;
   /** A PUT of exactly `length` bytes to `key`. */
   put(key: string, length: number): UpstreamPut;
 }
@@ -56,6 +44,7 @@ export function upstreamHttp(settings: UpstreamSettings): UpstreamHttp {
   const agent = secure
     ? new https.Agent({ keepAlive: true, maxSockets: 256 })
     : new http.Agent({ keepAlive: true, maxSockets: 256 });
+  const getter = upstreamGetter(settings.url);
   const urlOf = (method: 'GET' | 'PUT', key: string) =>
     presignUrl({
       method,
@@ -69,18 +58,7 @@ export function upstreamHttp(settings: UpstreamSettings): UpstreamHttp {
     });
 
   return {
-    get(key, range) {
-      const headers = range ? { range: `bytes=${range.start}-${range.end}` } : {};
-      return new Promise((resolve, reject) => {
-        const request = transport.get(urlOf('GET', key), { agent, headers }, (response) => {
-          const status = response.statusCode ?? 0;
-          if (status === 200 || status === 206)
-            resolve({ body: response, length: Number(response.headers['content-length'] ?? 0) });
-          else refusal(response, reject);
-        });
-        request.on('error', reject);
-      });
-    },
+    get: (key, range) => getter.get(urlOf('GET', key), range),
 
     put(key, length) {
       const request = transport.request(urlOf('PUT', key), {
