@@ -1,6 +1,6 @@
 // The s3 object-storage driver against the local one, measured in the same run (issue 29):
 //
-//   npx tsx bench/s3/upstream.ts [--quick]
+//   npx tsx bench/s3/upstream.ts [--quick] [--parallel=N]
 //
 // Two endpoints, each in its own Node process as in production (server.ts): L with the local driver,
 // and U with BERTH_OBJECT_STORAGE_DRIVER=s3 whose upstream bucket is on L (a real S3 peer on this
@@ -27,8 +27,12 @@ import { provisionStorage } from '../../test/object-storage/helpers.js';
 const quick = process.argv.includes('--quick');
 const BYTES = 1024 * 1024;
 const ROUNDS = quick ? 20 : 100;
-/** Requests in flight at once in the throughput half. */
-const PARALLEL = 8;
+/** Requests in flight at once in the throughput half (`--parallel=N`, default 8). */
+const PARALLEL = Number(
+  /^--parallel=(\d+)$/.exec(process.argv.find((a) => a.startsWith('--parallel=')) ?? '')?.[1] ?? 8,
+);
+/** Rounds of the throughput half: four times the requests of the one-at-a-time half. */
+const PARALLEL_ROUNDS = Math.max(1, Math.round((4 * ROUNDS) / PARALLEL));
 
 /** A storage with `bucket` and one admin user in the Berth of `env`; that user's key. */
 async function provision(env: Record<string, string>, bucket: string) {
@@ -191,8 +195,8 @@ async function main(): Promise<void> {
       { label: 'one at a time', rounds: ROUNDS, ...(await measure(1, ROUNDS)) },
       {
         label: `${PARALLEL} at a time`,
-        rounds: ROUNDS / 4,
-        ...(await measure(PARALLEL, ROUNDS / 4)),
+        rounds: PARALLEL_ROUNDS,
+        ...(await measure(PARALLEL, PARALLEL_ROUNDS)),
       },
     ];
     const f = (n: number) => n.toFixed(0);

@@ -219,8 +219,11 @@ export class UpstreamBody extends Readable {
       }
     };
     // The last slice ends `to` (as a pipe would): its callback comes once everything is flushed.
+    // Corked, the answer's head leaves with the first slice in one system call.
+    to.cork();
     if (last) to.end(slice, written);
     else to.write(slice, written);
+    to.uncork();
     return !last && this.connection.mayReadOn();
   }
 
