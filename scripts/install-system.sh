@@ -13,6 +13,7 @@
 # Application services: rabbitmq-server (a `rabbitmq` service: Berth starts one node per service with
 # its own epmd on free loopback ports, never the system service); e2fsprogs and mount (a service's
 # volume_size: an ext4 image, loop-mounted).
+# Tests of the s3 driver's https upstream: openssl (a self-signed certificate).
 # Kubernetes tests: etcd-server (the test control plane's store; scripts/install-kubernetes-testenv.sh
 # builds the control plane itself, with its build-only packages; docs/testing-kubernetes.md).
 set -euo pipefail
@@ -31,6 +32,7 @@ PACKAGES=(
   rabbitmq-server
   nftables iproute2
   etcd-server
+  openssl
 )
 
 missing=()

@@ -1,8 +1,13 @@
 // The s3 driver's object GETs on sockets that read into buffers of their own (upstream-get.ts),
 // against a real HTTP peer whose answers each test chooses. End to end through Berth (ranges, empty
 // objects, 20 MiB bodies) they are covered in upstream.test.ts.
+import { execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
+import fs from 'node:fs';
 import http from 'node:http';
+import https from 'node:https';
+import os from 'node:os';
+import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -234,5 +239,48 @@ describe('object GETs to the upstream on sockets of their own', () => {
     await sleep(50);
     expect(sha(await readAll(await getter.get(`${upstream.url}/b/k`)))).toBe(sha(object));
     expect(upstream.connections()).toBe(2);
+  });
+
+  it('reads from an https upstream, and refuses one whose certificate it does not trust', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-upstream-tls-'));
+    cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
+    const [key, cert] = [path.join(dir, 'key.pem'), path.join(dir, 'cert.pem')];
+    // A self-signed certificate for 127.0.0.1 (openssl is in scripts/install-system.sh).
+    execFileSync(
+      'openssl',
+      [
+        ...['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'],
+        ...['-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=127.0.0.1'],
+        ...['-addext', 'subjectAltName=IP:127.0.0.1'],
+      ],
+      { stdio: 'ignore' },
+    );
+    const object = randomBytes(3 * 1024 * 1024);
+    const server = https.createServer(
+      { key: fs.readFileSync(key), cert: fs.readFileSync(cert) },
+      serving(object),
+    );
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    cleanups.push(
+      () =>
+        new Promise((resolve) => {
+          server.closeAllConnections();
+          server.close(() => resolve());
+        }),
+    );
+    const url = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const trusting = upstreamGetter(url, { ca: fs.readFileSync(cert, 'utf8') });
+    const distrusting = upstreamGetter(url);
+    cleanups.push(
+      () => trusting.close(),
+      () => distrusting.close(),
+    );
+    for (let i = 0; i < 2; i += 1) {
+      expect(sha(await tenantGet(trusting, `${url}/b/k`))).toBe(sha(object));
+    }
+    expect(sha(await readAll(await trusting.get(`${url}/b/k`, { start: 5, end: 99_999 })))).toBe(
+      sha(object.subarray(5, 100_000)),
+    );
+    await expect(distrusting.get(`${url}/b/k`)).rejects.toThrow(/self[- ]signed/i);
   });
 });

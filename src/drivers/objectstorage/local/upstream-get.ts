@@ -1,10 +1,10 @@
-// The s3 driver's object GETs on keep-alive sockets that each read into one buffer of their own.
+// The s3 driver's object GETs on keep-alive sockets that read into buffers of their own.
 //
 // node:http hands a response over in fresh 64 KiB buffers. At 1 MiB a GET, that churn of external
 // memory set off a full collection of Berth's whole heap every ten or so GETs: 3 of the 7.7 ms of
-// CPU a proxied GET cost (bench/s3/upstream.ts, profiled). Here a socket reads into its own buffer,
-// a slice of it goes out to the tenant, and the socket reads again only once that write is flushed:
-// no allocation per GET on the way through. The answer must carry Content-Length (every S3 service
+// CPU a proxied GET cost (bench/s3/upstream.ts, profiled). Here a socket reads into its own two
+// buffers in turn, a slice goes out to the tenant, and a buffer is read into again only once that
+// write is flushed: no allocation per GET on the way through. The answer must carry Content-Length (every S3 service
 // sends it on GetObject); a chunked one is refused as an upstream failure.
 import net from 'node:net';
 import { Readable, type Writable } from 'node:stream';
@@ -18,8 +18,8 @@ const MAX_HEAD_BYTES = 64 * 1024;
 const HEAD_TIMEOUT_MS = 60_000;
 /** An idle socket is closed before a usual server keep-alive (5 s) closes it under a request. */
 const IDLE_MS = 4_000;
-/** Idle sockets kept for reuse. */
-const MAX_IDLE = 64;
+/** Idle sockets kept for reuse (each holds two buffers: 512 KiB). */
+const MAX_IDLE = 32;
 /** How much of a refusal's body is kept for the log. */
 export const REFUSAL_BYTES = 2048;
 
@@ -53,7 +53,8 @@ class Connection {
   private failer: ((error: Error) => void) | undefined;
   closed = false;
 
-  constructor(url: URL) {
+  /** `ca`: certificates to trust instead of the system's (tests); `onClose`: told once it closes. */
+  constructor(url: URL, ca: string | undefined, onClose: (connection: Connection) => void) {
     const port = Number(url.port || (url.protocol === 'https:' ? 443 : 80));
     const onread = {
       // Called once at first and after each read: the buffer the next read goes into.
@@ -66,12 +67,22 @@ class Connection {
     this.socket =
       url.protocol === 'https:'
         ? // tls takes `onread` as net does (Node's docs); its types do not list it.
-          tls.connect({ host: url.hostname, port, servername: url.hostname, onread } as tls.ConnectionOptions)
+          tls.connect({
+            host: url.hostname,
+            port,
+            // SNI names a host, never an address (RFC 6066); the certificate is checked either way.
+            servername: net.isIP(url.hostname) ? undefined : url.hostname,
+            ca,
+            onread,
+          } as tls.ConnectionOptions)
         : net.connect({ host: url.hostname, port, onread });
     this.socket.setNoDelay(true);
     this.socket.on('timeout', () => this.socket.destroy(new Error('the upstream did not answer in time')));
     this.socket.on('error', (error) => this.fail(error));
-    this.socket.on('close', () => this.fail(new Error('the upstream closed the connection')));
+    this.socket.on('close', () => {
+      this.fail(new Error('the upstream closed the connection'));
+      onClose(this);
+    });
   }
 
   /**
@@ -283,13 +294,20 @@ export interface UpstreamGetter {
   close(): void;
 }
 
-export function upstreamGetter(endpoint: string): UpstreamGetter {
+/** `options.ca`: certificates to trust for an https upstream instead of the system's (tests). */
+export function upstreamGetter(endpoint: string, options: { ca?: string } = {}): UpstreamGetter {
   const base = new URL(endpoint);
   const idle: Connection[] = [];
+  // A socket the upstream closed while idle leaves the pool at once, with its buffers.
+  const connect = () =>
+    new Connection(base, options.ca, (closed) => {
+      const at = idle.indexOf(closed);
+      if (at >= 0) idle.splice(at, 1);
+    });
 
   function take(): { connection: Connection; reused: boolean } {
     for (let c = idle.pop(); c; c = idle.pop()) if (!c.closed) return { connection: c, reused: true };
-    return { connection: new Connection(base), reused: false };
+    return { connection: connect(), reused: false };
   }
   function release(connection: Connection, keepAlive: boolean): void {
     if (keepAlive && !connection.closed && idle.length < MAX_IDLE) {
@@ -383,7 +401,7 @@ export function upstreamGetter(endpoint: string): UpstreamGetter {
         // A reused socket the upstream closed just as this request went out: once more on a new one
         // (a GET is safe to repeat).
         if (reused && (error as { beforeAnswer?: boolean }).beforeAnswer)
-          return attempt(url, new Connection(base), range);
+          return attempt(url, connect(), range);
         throw error;
       }
     },
