@@ -11,6 +11,8 @@ import { DAY, HOUR, insertApplication, startSmtpSink, type SmtpSink } from './he
 
 const START = '2026-05-01T00:00:00.000Z';
 const APPS = 8;
+/** The applications' distinct deletion times: four applications are due at each. */
+const TIMES = 2;
 
 describe('scheduled deletion with two runners on one PostgreSQL', () => {
   let database: { url: string; drop(): Promise<void> };
@@ -41,7 +43,7 @@ describe('scheduled deletion with two runners on one PostgreSQL', () => {
     const start = new Date(START).getTime();
     const apps: Array<{ id: number; name: string; when: number }> = [];
     for (let i = 0; i < APPS; i++) {
-      const when = start + 8 * DAY + i * 5 * HOUR;
+      const when = start + 8 * DAY + (i % TIMES) * 5 * HOUR;
       const name = `app-${i}`;
       const id = await insertApplication(a.db, {
         teamId: owner.team_id,

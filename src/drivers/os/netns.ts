@@ -200,6 +200,8 @@ export async function removeAppNetwork(tag: string, appId: number): Promise<void
   const name = appNetworkName(tag, appId);
   const veth = vethName(tag, appId);
   await removeLinks(name, veth);
+  // No table, nothing of it to remove: the script below would make the table (and leave it behind).
+  if (!(await tableExists(tag))) return;
   const t = `inet ${tableName(tag)}`;
   // `add` before `delete`: deleting what does not exist fails the transaction, adding it first never.
   await nft(
@@ -360,6 +362,13 @@ async function removeLinks(name: string, veth: string): Promise<void> {
   if (fs.existsSync(`${NETNS_DIR}/${name}`)) await run(IP, ['netns', 'delete', name]).catch(() => undefined);
   // A namespace a process still holds keeps the pair until it exits: the host end goes now.
   if (fs.existsSync(`/sys/class/net/${veth}`)) await run(IP, ['link', 'delete', veth]).catch(() => undefined);
+}
+
+async function tableExists(tag: string): Promise<boolean> {
+  return run(NFT, ['-t', 'list', 'table', 'inet', tableName(tag)]).then(
+    () => true,
+    () => false,
+  );
 }
 
 /** Runs `work` holding the host-wide lock (a child `flock` holds it until its stdin closes). */
