@@ -45,6 +45,17 @@ describe('the local managed-database driver’s health', () => {
       pid: runtime.pid,
       storageBytes: expect.any(Number) as unknown,
     });
+    // Health walks the instance's files at most every 30 s (it runs at each supervisor pass); status
+    // walks them every time.
+    const { storageBytes } = (await driver.health(ref, record)) as { storageBytes: number };
+    const extra = path.join(runtime.location!, 'berth-health-test.bin');
+    fs.writeFileSync(extra, Buffer.alloc(1024 * 1024));
+    try {
+      expect(await driver.health(ref, record)).toMatchObject({ state: 'running', storageBytes });
+      expect((await driver.status(ref)).storageBytes).toBeGreaterThanOrEqual(storageBytes + 1024 * 1024);
+    } finally {
+      fs.rmSync(extra);
+    }
     // Files under another data dir: not this Berth's to supervise or stop.
     const elsewhere = path.join(os.tmpdir(), 'another-berth', 'databases', spec.id);
     expect(await driver.health(ref, { ...record, location: elsewhere })).toEqual({ state: 'elsewhere' });

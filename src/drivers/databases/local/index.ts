@@ -127,6 +127,9 @@ export function isLocalDatabaseDriver(driver: ManagedDatabaseDriver): driver is 
   );
 }
 
+/** How old the bytes health reports of a running instance may be. */
+const STORAGE_AGE_MS = 30_000;
+
 export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDatabaseDriver {
   const base = path.join(options.dataDir, 'databases');
   const locks = createKeyedLock();
@@ -153,6 +156,20 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
   }
 
   /** One operation per instance at a time: a supervisor restart must not race a plan change. */
+  /**
+   * An instance's bytes as health reports them: health runs at every supervisor pass, which records
+   * storage at most once a minute, so the whole tree is walked at most once per STORAGE_AGE_MS.
+   * `status` always walks it.
+   */
+  const storageSeen = new Map<string, { bytes: number; at: number }>();
+  async function recentStorage(root: string): Promise<number> {
+    const seen = storageSeen.get(root);
+    if (seen && Date.now() - seen.at < STORAGE_AGE_MS) return seen.bytes;
+    const bytes = await treeBytes(root);
+    storageSeen.set(root, { bytes, at: Date.now() });
+    return bytes;
+  }
+
   function serialized<T>(id: string, work: () => Promise<T>): Promise<T> {
     return locks.run(id, work);
   }
@@ -327,7 +344,7 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
       }
       const root = dirOf(ref.id);
       const pid = ENGINES[ref.engine].pidOf(root);
-      if (pid !== null) return { state: 'running' as const, pid, storageBytes: await treeBytes(root) };
+      if (pid !== null) return { state: 'running' as const, pid, storageBytes: await recentStorage(root) };
       // A pid recorded and no server: it died (Berth clears the pid when it stops one on purpose).
       return record.pid !== null
         ? { state: 'crashed' as const, reason: `process ${record.pid} exited` }
@@ -432,12 +449,13 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
         fs.rmSync(imageOf(ref.id), { force: true });
         fs.rmSync(dirOf(ref.id), { recursive: true, force: true });
         fs.rmSync(maintenanceFile(dirOf(ref.id)), { force: true });
+        storageSeen.delete(dirOf(ref.id));
         removeInstanceAccount(ref.id);
       }),
     status: async (ref): Promise<InstanceStatus> => {
       const root = dirOf(ref.id);
       const pid = ENGINES[ref.engine].pidOf(root);
-      return { running: pid !== null, pid, storageBytes: await treeBytes(root) };
+      return { running: pid !== null, pid, storageBytes: await recentStorage(root) };
     },
     exportData: (spec, dir) =>
       serialized(spec.id, async () => {
