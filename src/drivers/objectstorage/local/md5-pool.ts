@@ -60,7 +60,6 @@ function workers(): PoolWorker[] {
     const size = Math.max(1, Math.min(4, availableParallelism() - 1));
     pool = Array.from({ length: size }, () => {
       const worker = new Worker(WORKER_SOURCE, { eval: true });
-      worker.unref(); // never keeps a process alive
       const entry: PoolWorker = { worker, jobs: new Map() };
       worker.on('message', (m: { id: number; done?: number; digest?: Uint8Array }) => {
         const job = entry.jobs.get(m.id);
@@ -77,6 +76,9 @@ function workers(): PoolWorker[] {
           job.digest?.(Buffer.from(m.digest));
         }
       });
+      // Never keeps a process alive. After the listener: on Node 24 adding a 'message' listener refs
+      // the worker's port again, and a process that had hashed a large body never exited.
+      worker.unref();
       return entry;
     });
   }
