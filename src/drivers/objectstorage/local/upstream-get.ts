@@ -180,14 +180,16 @@ export class UpstreamBody extends Readable {
   private pending: { slice: Buffer; letGo: () => void } | undefined;
   private mode: 'copy' | 'send' | undefined;
   private target: { to: Writable; resolve: () => void; reject: (error: Error) => void } | undefined;
+  /** Body bytes the socket has still to read. */
+  private remaining: number;
 
   constructor(
     private readonly connection: Connection,
-    private remaining: number,
     readonly length: number,
     private readonly finished: () => void,
   ) {
     super({ highWaterMark: BUFFER_BYTES });
+    this.remaining = length;
   }
 
   /** The connection's next slice of body; returns whether the socket may read on at once. */
@@ -260,7 +262,9 @@ export class UpstreamBody extends Readable {
       to.once('close', () => {
         if (this.remaining > 0 || this.pending) {
           this.connection.destroy();
-          reject(new Error('the response closed before the object was sent'));
+          // Coded as a pipe's would be: a client that went away is no failure to log (server.ts).
+          const gone = new Error('the response closed before the object was sent');
+          reject(Object.assign(gone, { code: 'ERR_STREAM_PREMATURE_CLOSE' }));
         }
       });
       if (!this.pending || this.handOn()) this.connection.resume();
@@ -361,7 +365,7 @@ export function upstreamGetter(endpoint: string, options: { ca?: string } = {}):
           fail(new Error(`the upstream answered ${status} without a Content-Length`));
           return false;
         }
-        body = new UpstreamBody(connection, length, length, () => release(connection, keepAlive));
+        body = new UpstreamBody(connection, length, () => release(connection, keepAlive));
         resolve(body);
         return rest.length > 0 ? body.accept(rest) : false;
       };
