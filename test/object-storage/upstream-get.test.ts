@@ -8,7 +8,7 @@ import http from 'node:http';
 import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
@@ -168,6 +168,38 @@ describe('object GETs to the upstream on sockets of their own', () => {
     }
     // A refusal of known length leaves the socket usable; a chunked one is not read to its end.
     expect(upstream.connections()).toBe(2);
+  });
+
+  it('reads a head that arrives in pieces, split inside its blank line', async () => {
+    // A raw peer that sends its answer in three writes, apart in time, so each is a read of its own.
+    const pieces = ['HTTP/1.1 200 OK\r\nContent-Length: 11\r\n', 'X-Pad: 1\r\n\r', '\nhello world'];
+    const server = net.createServer((socket) => {
+      socket.setNoDelay(true);
+      socket.once('data', () => {
+        void (async () => {
+          for (const piece of pieces) {
+            socket.write(piece);
+            await sleep(30);
+          }
+        })();
+      });
+    });
+    const connections = new Set<net.Socket>();
+    server.on('connection', (c) => connections.add(c));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    cleanups.push(
+      () =>
+        new Promise((resolve) => {
+          server.close(() => resolve());
+          for (const c of connections) c.destroy();
+        }),
+    );
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const getter = upstreamGetter(url);
+    cleanups.push(() => getter.close());
+    const body = await getter.get(`${url}/b/k`);
+    expect(body.length).toBe(11);
+    expect((await readAll(body)).toString()).toBe('hello world');
   });
 
   it('refuses an answer without a Content-Length (chunked)', async () => {

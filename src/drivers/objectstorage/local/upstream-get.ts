@@ -331,13 +331,20 @@ export function upstreamGetter(endpoint: string, options: { ca?: string } = {}):
         started = true;
         if (body) return body.accept(slice);
         if (refused) return readRefusal(slice);
-        head += slice.toString('latin1');
-        const end = head.indexOf('\r\n\r\n');
-        if (end < 0) {
+        // Only the head becomes a string, not the body bytes that came in the same read. The blank
+        // line may straddle two reads: its start is then in the head's last three bytes.
+        const tail = head.slice(-3);
+        const straddling = (tail + slice.toString('latin1', 0, 3)).indexOf('\r\n\r\n');
+        const found = slice.indexOf('\r\n\r\n');
+        const headBytes = straddling >= 0 ? straddling + 4 - tail.length : found >= 0 ? found + 4 : -1;
+        if (headBytes < 0) {
+          head += slice.toString('latin1');
           if (head.length > MAX_HEAD_BYTES) fail(new Error('the upstream answered with an oversized head'));
           return true;
         }
-        const rest = slice.subarray(slice.length - (head.length - end - 4));
+        head += slice.toString('latin1', 0, headBytes);
+        const rest = slice.subarray(headBytes);
+        const end = head.length - 4;
         let parsed;
         try {
           parsed = parseHead(head.slice(0, end));
