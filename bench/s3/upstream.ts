@@ -5,10 +5,11 @@
 // Two endpoints, each in its own Node process as in production (server.ts): L with the local driver,
 // and U with BERTH_OBJECT_STORAGE_DRIVER=s3 whose upstream bucket is on L (a real S3 peer on this
 // machine: every U request is also an L request, and both share the same two cores). 1 MiB PUTs and
-// GETs with the AWS SDK and with presigned URLs over plain node:http, round-robin so that both see the
-// same load: one request at a time (each U request waits on its L request in series, so this is
-// latency), and eight at a time (throughput: what each endpoint moves when it is kept busy). Ratio =
-// upstream MB/s ÷ local MB/s (target ≥ 0.7).
+// GETs with the AWS SDK and with presigned URLs over plain node:http, in blocks taken in turn so that
+// both see the same load: one request at a time (each U request waits on its L request in series, so
+// this is latency), and eight at a time (throughput: what each endpoint moves when it is kept busy).
+// Ratio = upstream MB/s ÷ local MB/s (target ≥ 0.7), over the whole run and as the median of the
+// blocks' paired ratios; then the CPU each process spent per request.
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
@@ -26,13 +27,18 @@ import { provisionStorage } from '../../test/object-storage/helpers.js';
 
 const quick = process.argv.includes('--quick');
 const BYTES = 1024 * 1024;
-const ROUNDS = quick ? 20 : 100;
 /** Requests in flight at once in the throughput half (`--parallel=N`, default 8). */
 const PARALLEL = Number(
   /^--parallel=(\d+)$/.exec(process.argv.find((a) => a.startsWith('--parallel=')) ?? '')?.[1] ?? 8,
 );
-/** Rounds of the throughput half: four times the requests of the one-at-a-time half. */
-const PARALLEL_ROUNDS = Math.max(1, Math.round((4 * ROUNDS) / PARALLEL));
+/**
+ * Each contender runs in blocks, in turn: a block's time averages over its requests (one collection
+ * pause is a small part of it), and the ratio is taken block by block, paired.
+ */
+const HALVES = [
+  { label: 'one at a time', parallel: 1, perBlock: 10, blocks: quick ? 4 : 10 },
+  { label: `${PARALLEL} at a time`, parallel: PARALLEL, perBlock: 10 * PARALLEL, blocks: quick ? 2 : 6 },
+];
 
 /** A storage with `bucket` and one admin user in the Berth of `env`; that user's key. */
 async function provision(env: Record<string, string>, bucket: string) {
@@ -82,30 +88,67 @@ function rawRequest(url: string, method: 'PUT' | 'GET', body?: Buffer): Promise<
   });
 }
 
+/** CPU milliseconds a process has used so far (Linux: utime + stime in /proc, 10 ms ticks). */
+function cpuMs(pid: number): number {
+  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
 /**
- * MB/s of each contender, round-robin: round i runs every contender once, `parallel` requests at a
- * time (request numbers i * parallel … i * parallel + parallel - 1).
+ * MB/s of each contender, and each block's time: block i runs every contender once (every other block
+ * in reverse order), `perBlock` requests, `parallel` at a time (request numbers i * perBlock …).
  */
 async function timedTogether<K extends string>(
   runs: Record<K, (n: number) => Promise<void>>,
-  parallel: number,
-  rounds: number,
+  { parallel, perBlock, blocks }: { parallel: number; perBlock: number; blocks: number },
+  /** The endpoints' processes, whose CPU each contender's blocks are charged. */
+  pids: { L: number; U: number },
 ) {
   const names = Object.keys(runs) as K[];
-  const nanos = Object.fromEntries(names.map((n) => [n, 0n])) as Record<K, bigint>;
-  const round = (name: K, i: number) =>
-    Promise.all(Array.from({ length: parallel }, (_, j) => runs[name](i * parallel + j)));
-  for (const n of names) await round(n, -1); // warm-up
-  for (let i = 0; i < rounds; i += 1) {
-    for (const n of names) {
+  const times = Object.fromEntries(names.map((n) => [n, [] as number[]])) as Record<K, number[]>;
+  const cpu = Object.fromEntries(names.map((n) => [n, { L: 0, U: 0, client: 0 }])) as Record<
+    K,
+    { L: number; U: number; client: number }
+  >;
+  const block = async (name: K, i: number) => {
+    for (let b = 0; b < perBlock; b += parallel) {
+      await Promise.all(Array.from({ length: parallel }, (_, j) => runs[name](i * perBlock + b + j)));
+    }
+  };
+  for (const n of names) await block(n, -1); // warm-up
+  for (let i = 0; i < blocks; i += 1) {
+    // Every other block in reverse order: what one contender leaves behind (a collection it set
+    // off, a socket buffer to drain) falls as often on the one after it as on the one before.
+    for (const n of i % 2 === 0 ? names : [...names].reverse()) {
+      const [l, u, client] = [cpuMs(pids.L), cpuMs(pids.U), process.cpuUsage()];
       const start = process.hrtime.bigint();
-      await round(n, i);
-      nanos[n] += process.hrtime.bigint() - start;
+      await block(n, i);
+      times[n].push(Number(process.hrtime.bigint() - start) / 1e9);
+      const used = process.cpuUsage(client);
+      cpu[n].L += cpuMs(pids.L) - l;
+      cpu[n].U += cpuMs(pids.U) - u;
+      cpu[n].client += (used.user + used.system) / 1000;
     }
   }
-  return Object.fromEntries(
-    names.map((n) => [n, (rounds * parallel * BYTES) / 1024 / 1024 / (Number(nanos[n]) / 1e9)]),
+  const total = (n: K) => times[n].reduce((sum, t) => sum + t, 0);
+  const mbps = Object.fromEntries(
+    names.map((n) => [n, (blocks * perBlock * BYTES) / 1024 / 1024 / total(n)]),
   ) as Record<K, number>;
+  const requests = blocks * perBlock;
+  const perRequest = Object.fromEntries(
+    names.map((n) => [
+      n,
+      { L: cpu[n].L / requests, U: cpu[n].U / requests, client: cpu[n].client / requests },
+    ]),
+  ) as Record<K, { L: number; U: number; client: number }>;
+  return { mbps, times, perRequest };
+}
+
+/** The median over blocks of `base`'s time ÷ `other`'s: other's share of base's throughput. */
+function medianRatio(other: number[], base: number[]): number {
+  const ratios = other.map((t, i) => base[i]! / t).sort((x, y) => x - y);
+  const mid = Math.floor(ratios.length / 2);
+  return ratios.length % 2 ? ratios[mid]! : (ratios[mid - 1]! + ratios[mid]!) / 2;
 }
 
 async function main(): Promise<void> {
@@ -128,6 +171,7 @@ async function main(): Promise<void> {
     const tenantKey = await provision(upstreamEnv, 'bench');
     const upstream = await startEndpoint(upstreamEnv);
     stops.push(upstream.stop);
+    const pids = { L: local.child.pid!, U: upstream.child.pid! };
     const client = (url: string, key: { id: string; secret: string }) =>
       new S3Client({
         endpoint: url,
@@ -137,11 +181,11 @@ async function main(): Promise<void> {
       });
     const clients = { local: client(local.url, localKey), upstream: client(upstream.url, tenantKey) };
     const data = randomBytes(BYTES);
-    /** Both operations, `parallel` requests at a time for `rounds` rounds. */
-    async function measure(parallel: number, rounds: number) {
-      const tag = `p${parallel}`;
-      // Request numbers run from -parallel (the warm-up) to rounds * parallel - 1.
-      const numbers = Array.from({ length: (rounds + 1) * parallel }, (_, i) => i - parallel);
+    /** Both operations, in blocks of `perBlock` requests, `parallel` at a time. */
+    async function measure(half: (typeof HALVES)[number]) {
+      const tag = `p${half.parallel}`;
+      // Request numbers run from -perBlock (the warm-up) to blocks * perBlock - 1.
+      const numbers = Array.from({ length: (half.blocks + 1) * half.perBlock }, (_, i) => i - half.perBlock);
       const putUrls = (c: S3Client) =>
         Promise.all(
           numbers.map((n) =>
@@ -155,7 +199,7 @@ async function main(): Promise<void> {
         await c.send(new PutObjectCommand({ Bucket: 'bench', Key: `sdk-${tag}-${n}`, Body: data }));
       };
       const rawPut = (list: string[]) => async (n: number) => {
-        await rawRequest(list[n + parallel]!, 'PUT', data);
+        await rawRequest(list[n + half.perBlock]!, 'PUT', data);
       };
       const put = await timedTogether(
         {
@@ -164,8 +208,8 @@ async function main(): Promise<void> {
           localRaw: rawPut(urls.local),
           upstreamRaw: rawPut(urls.upstream),
         },
-        parallel,
-        rounds,
+        half,
+        pids,
       );
       const getUrl = (c: S3Client) =>
         getSignedUrl(c, new GetObjectCommand({ Bucket: 'bench', Key: `raw-${tag}-0` }), { expiresIn: 3600 });
@@ -186,36 +230,50 @@ async function main(): Promise<void> {
           localRaw: rawGet(getUrls.local),
           upstreamRaw: rawGet(getUrls.upstream),
         },
-        parallel,
-        rounds,
+        half,
+        pids,
       );
       return { put, get };
     }
-    const results = [
-      { label: 'one at a time', rounds: ROUNDS, ...(await measure(1, ROUNDS)) },
-      {
-        label: `${PARALLEL} at a time`,
-        rounds: PARALLEL_ROUNDS,
-        ...(await measure(PARALLEL, PARALLEL_ROUNDS)),
-      },
-    ];
+    const results = [];
+    for (const half of HALVES) results.push({ ...half, ...(await measure(half)) });
     const f = (n: number) => n.toFixed(0);
     const r = (n: number, d: number) => (n / d).toFixed(2);
     console.log(
       `s3 driver (upstream: a local-driver Berth on this machine) vs local driver, 1 MiB, Node ${process.version}, ${os.cpus().length} CPUs`,
     );
     console.log(
-      '| requests | operation | local SDK MB/s | s3 SDK MB/s | ratio | local presigned MB/s | s3 presigned MB/s | ratio |',
+      '| requests | operation | local SDK MB/s | s3 SDK MB/s | ratio | median of blocks | local presigned MB/s | s3 presigned MB/s | ratio | median of blocks |',
     );
-    console.log('|---|---|---|---|---|---|---|---|');
-    for (const { label, rounds, put, get } of results) {
+    console.log('|---|---|---|---|---|---|---|---|---|---|');
+    for (const { label, blocks, perBlock, put, get } of results) {
       for (const [name, m] of [
         ['PUT', put],
         ['GET', get],
       ] as const) {
+        const { mbps: v, times: t } = m;
         console.log(
-          `| ${label} (${rounds} rounds) | ${name} | ${f(m.localSdk)} | ${f(m.upstreamSdk)} | ${r(m.upstreamSdk, m.localSdk)} | ${f(m.localRaw)} | ${f(m.upstreamRaw)} | ${r(m.upstreamRaw, m.localRaw)} |`,
+          `| ${label} (${blocks} blocks of ${perBlock}) | ${name} | ${f(v.localSdk)} | ${f(v.upstreamSdk)} | ${r(v.upstreamSdk, v.localSdk)} | ${medianRatio(t.upstreamSdk, t.localSdk).toFixed(2)} | ${f(v.localRaw)} | ${f(v.upstreamRaw)} | ${r(v.upstreamRaw, v.localRaw)} | ${medianRatio(t.upstreamRaw, t.localRaw).toFixed(2)} |`,
         );
+      }
+    }
+    console.log();
+    console.log('CPU ms per request of each process (L: the local-driver Berth, U: the s3-driver Berth):');
+    console.log('| requests | operation | client | local: L | s3: U + L (U alone) |');
+    console.log('|---|---|---|---|---|');
+    for (const { label, put, get } of results) {
+      for (const [name, m] of [
+        ['PUT', put],
+        ['GET', get],
+      ] as const) {
+        for (const kind of ['Sdk', 'Raw'] as const) {
+          const local = m.perRequest[`local${kind}`];
+          const s3 = m.perRequest[`upstream${kind}`];
+          const client = kind === 'Sdk' ? 'SDK' : 'presigned';
+          console.log(
+            `| ${label} | ${name} | ${client} ${local.client.toFixed(1)} / ${s3.client.toFixed(1)} | ${local.L.toFixed(1)} | ${(s3.U + s3.L).toFixed(1)} (${s3.U.toFixed(1)}) |`,
+          );
+        }
       }
     }
     clients.local.destroy();
