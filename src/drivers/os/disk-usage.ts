@@ -76,3 +76,24 @@ export function createTreeSizeCache(options: { maxAgeMs?: number; now?: () => nu
     },
   };
 }
+
+/**
+ * A directory's bytes, walked again only once the last walk is older than `maxAgeMs` (the caller
+ * waits for a walk it needs). For callers that ask often and record rarely: a database's health.
+ */
+export function createRecentTreeBytes(maxAgeMs: number, now: () => number = Date.now) {
+  const seen = new Map<string, { bytes: number; at: number }>();
+  return {
+    async bytes(dir: string): Promise<number> {
+      const last = seen.get(dir);
+      if (last && now() - last.at < maxAgeMs) return last.bytes;
+      const bytes = await treeBytes(dir);
+      seen.set(dir, { bytes, at: now() });
+      return bytes;
+    },
+    /** Forgets a directory that is gone. */
+    forget(dir: string): void {
+      seen.delete(dir);
+    },
+  };
+}

@@ -47,7 +47,7 @@ import {
 import { maintenanceUri, recoverCopy, restorableBackups } from './recovery.js';
 import { createMemoryGroup, detectCgroups, removeTree, type CgroupSupport } from '../../os/cgroups.js';
 import { imageSize, mountImage, placeOnVolume, shrinkRefusal, unmountImage } from '../../os/disk-images.js';
-import { treeBytes } from '../../os/disk-usage.js';
+import { createRecentTreeBytes, treeBytes } from '../../os/disk-usage.js';
 import { establishedConnections } from '../../os/sockets.js';
 import { placeValkeySnapshot, snapshotValkey, valkeyEngine } from './valkey.js';
 import { createKeyedLock } from '../../../domain/keyed-lock.js';
@@ -127,7 +127,7 @@ export function isLocalDatabaseDriver(driver: ManagedDatabaseDriver): driver is 
   );
 }
 
-/** How old the bytes health reports of a running instance may be. */
+/** Health (every supervisor pass) reports bytes up to this old; `status` always walks the files. */
 const STORAGE_AGE_MS = 30_000;
 
 export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDatabaseDriver {
@@ -155,21 +155,8 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
     }
   }
 
+  const recentStorage = createRecentTreeBytes(STORAGE_AGE_MS);
   /** One operation per instance at a time: a supervisor restart must not race a plan change. */
-  /**
-   * An instance's bytes as health reports them: health runs at every supervisor pass, which records
-   * storage at most once a minute, so the whole tree is walked at most once per STORAGE_AGE_MS.
-   * `status` always walks it.
-   */
-  const storageSeen = new Map<string, { bytes: number; at: number }>();
-  async function recentStorage(root: string): Promise<number> {
-    const seen = storageSeen.get(root);
-    if (seen && Date.now() - seen.at < STORAGE_AGE_MS) return seen.bytes;
-    const bytes = await treeBytes(root);
-    storageSeen.set(root, { bytes, at: Date.now() });
-    return bytes;
-  }
-
   function serialized<T>(id: string, work: () => Promise<T>): Promise<T> {
     return locks.run(id, work);
   }
@@ -344,7 +331,7 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
       }
       const root = dirOf(ref.id);
       const pid = ENGINES[ref.engine].pidOf(root);
-      if (pid !== null) return { state: 'running' as const, pid, storageBytes: await recentStorage(root) };
+      if (pid !== null) return { state: 'running', pid, storageBytes: await recentStorage.bytes(root) };
       // A pid recorded and no server: it died (Berth clears the pid when it stops one on purpose).
       return record.pid !== null
         ? { state: 'crashed' as const, reason: `process ${record.pid} exited` }
@@ -449,13 +436,13 @@ export function createLocalDatabaseDriver(options: LocalDriverOptions): LocalDat
         fs.rmSync(imageOf(ref.id), { force: true });
         fs.rmSync(dirOf(ref.id), { recursive: true, force: true });
         fs.rmSync(maintenanceFile(dirOf(ref.id)), { force: true });
-        storageSeen.delete(dirOf(ref.id));
+        recentStorage.forget(dirOf(ref.id));
         removeInstanceAccount(ref.id);
       }),
     status: async (ref): Promise<InstanceStatus> => {
       const root = dirOf(ref.id);
       const pid = ENGINES[ref.engine].pidOf(root);
-      return { running: pid !== null, pid, storageBytes: await recentStorage(root) };
+      return { running: pid !== null, pid, storageBytes: await treeBytes(root) };
     },
     exportData: (spec, dir) =>
       serialized(spec.id, async () => {
