@@ -19,6 +19,7 @@ import {
 } from '../driver.js';
 import { createAccessDecision, effectiveBlock } from './access.js';
 import { localBlobStore, type BlobStore } from './blobs.js';
+import { createObjectMetadata } from './metadata.js';
 import { compilePolicies, PolicyError, withDocumentPublicRead } from './policy.js';
 import { isValidBucketName, startS3Server } from './server.js';
 import type { S3ServerDeps } from './kit.js';
@@ -34,17 +35,6 @@ function accessKeyId(): string {
 const secretKey = (): string => randomBytes(30).toString('base64');
 
 /** The URL clients reach the endpoint at: the public host with the S3 port. */
-/** A bucket's row as the endpoint's access decisions read it (metadata.ts BucketRow). */
-const BUCKET_COLUMNS = [
-  'id',
-  'name',
-  'object_storage_id',
-  'created_at',
-  'acl',
-  'policy',
-  'public_access_block',
-] as const;
-
 export function s3EndpointUrl(config: Pick<Config, 'publicUrl' | 's3Port'>, port = config.s3Port): string {
   const url = new URL(config.publicUrl);
   url.protocol = 'http:';
@@ -111,6 +101,8 @@ export function createLocalObjectStorageDriver(deps: {
   onRequest?: S3ServerDeps['onRequest'];
 }): ObjectStorageDriver {
   const { db, clock, secretBox } = deps;
+  // The endpoint's own queries (metadata.ts), for the bucket reads the dashboard's switches make.
+  const metadata = createObjectMetadata(db, deps.dialect);
   const blobs = deps.blobs ?? localBlobStore(deps.config.dataDir);
   // Where the endpoint of this process really listens (BERTH_S3_PORT may be 0), for the URL users get.
   let listeningPort: number | undefined;
@@ -126,12 +118,7 @@ export function createLocalObjectStorageDriver(deps: {
     bucket: string,
     acl: 'private' | 'public-read',
   ): Promise<void> {
-    const row = await trx
-      .selectFrom('s3_buckets')
-      .select(BUCKET_COLUMNS)
-      .where('object_storage_id', '=', storageId)
-      .where('name', '=', bucket)
-      .executeTakeFirst();
+    const row = await createObjectMetadata(trx, deps.dialect).findBucket(storageId, bucket);
     if (!row) throw new ProvisionError(`bucket '${bucket}' is not one of the storage's buckets`);
     const block = effectiveBlock(row, deps.config.s3BlockPublicAccess ?? false);
     if (acl === 'public-read' && (block.BlockPublicAcls || block.BlockPublicPolicy))
@@ -305,12 +292,7 @@ export function createLocalObjectStorageDriver(deps: {
     async setBucketAcl(storageId, bucket, acl) {
       if (!(BUCKET_ACLS as readonly string[]).includes(acl))
         throw new ProvisionError(`acl must be one of ${BUCKET_ACLS.join(', ')}`);
-      const row = await db
-        .selectFrom('s3_buckets')
-        .select(BUCKET_COLUMNS)
-        .where('object_storage_id', '=', storageId)
-        .where('name', '=', bucket)
-        .executeTakeFirst();
+      const row = await metadata.findBucket(storageId, bucket);
       if (!row) return false;
       if (acl !== 'private' && effectiveBlock(row, deps.config.s3BlockPublicAccess ?? false).BlockPublicAcls)
         throw new ProvisionError(
@@ -321,12 +303,7 @@ export function createLocalObjectStorageDriver(deps: {
     },
 
     async publicBuckets(storageId) {
-      const rows = await db
-        .selectFrom('s3_buckets')
-        .select(BUCKET_COLUMNS)
-        .where('object_storage_id', '=', storageId)
-        .orderBy('name')
-        .execute();
+      const rows = await metadata.listBuckets(storageId);
       const decision = createAccessDecision(deps.config.s3BlockPublicAccess ?? false);
       return rows.filter((row) => decision.isPublic(row)).map((row) => row.name);
     },
