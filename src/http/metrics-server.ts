@@ -1,6 +1,7 @@
 // The listener of BERTH_METRICS_ADDR: `GET /metrics` in Prometheus' text format and nothing else, apart
 // from the API (which never serves /metrics). No credential: the operator binds it where only the
 // scraper reaches (docs/security.md, "Metrics").
+import { once } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Metrics } from '../services/metrics/index.js';
@@ -40,13 +41,8 @@ export async function startMetricsServer(
     );
   });
   server.keepAliveTimeout = 65_000;
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(listen.port, listen.host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
+  server.listen(listen.port, listen.host);
+  await once(server, 'listening'); // rejects with the 'error' of a port that cannot be had
   const { port } = server.address() as AddressInfo;
   const host = listen.host.includes(':') ? `[${listen.host}]` : listen.host;
   let closing: Promise<void> | undefined;

@@ -7,6 +7,7 @@
 // This file routes; the operations live in buckets.ts, objects.ts and multipart.ts, the steps they
 // share in kit.ts, addressing and signatures in auth.ts, and the features in cors.ts, tagging.ts,
 // post-object.ts, conditional.ts and checksums.ts.
+import { once } from 'node:events';
 import { randomBytes } from 'node:crypto';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -547,13 +548,8 @@ export async function startS3Server(
   server.on('request', (req: IncomingMessage, res: ServerResponse) => void handle(req, res, false));
   // Authenticate before the client sends a large body it would send in vain.
   server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => void handle(req, res, true));
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(listen.port, listen.host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
+  server.listen(listen.port, listen.host);
+  await once(server, 'listening'); // rejects with the 'error' of a port that cannot be had
   const { port } = server.address() as AddressInfo;
   let closing: Promise<void> | undefined;
   return {

@@ -4,6 +4,7 @@
 // Requests already sent finish on the old replica; `drained` tells the driver when it may stop it.
 // Framing is left to Node's parsers (no lenient parsing): the proxy re-frames every body itself and
 // never forwards Transfer-Encoding together with Content-Length.
+import { once } from 'node:events';
 import http from 'node:http';
 import https from 'node:https';
 import type { Socket, SocketConstructorOpts } from 'node:net';
@@ -561,15 +562,11 @@ export async function startEdgeProxy(options: EdgeOptions): Promise<EdgeProxy> {
 
 // ---- helpers without state ----
 
-function listen(server: http.Server | https.Server, port: number, host: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => {
-      server.off('error', reject);
-      const address = server.address();
-      resolve(typeof address === 'object' && address ? address.port : port);
-    });
-  });
+async function listen(server: http.Server | https.Server, port: number, host: string): Promise<number> {
+  server.listen(port, host);
+  await once(server, 'listening'); // rejects with the 'error' of a port that cannot be had
+  const address = server.address();
+  return typeof address === 'object' && address ? address.port : port;
 }
 
 function upstreamKey(upstream: Upstream): string {
