@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { inject } from 'vitest';
 import { openStore, type Dialect, type Store } from '../../src/db/connect.js';
+import { readSnapshot, type Row } from '../../src/db/snapshot.js';
 
 export const DIALECTS: Dialect[] = (process.env.BERTH_TEST_DIALECTS ?? 'sqlite,postgres')
   .split(',')
@@ -52,4 +53,17 @@ export async function createTestPostgresDatabase(): Promise<{ url: string; drop(
       await again.end();
     },
   };
+}
+
+/** Every table's rows, each table's sorted, as a backup's snapshot reads them (src/db/snapshot.ts). */
+export async function everyTable(store: Store): Promise<Record<string, Row[]>> {
+  const tables: Record<string, Row[]> = {};
+  await readSnapshot(store.db, store.dialect, (table, rows) => {
+    tables[table] = rows
+      .map((r) => JSON.stringify(r))
+      .sort()
+      .map((r) => JSON.parse(r) as Row);
+    return Promise.resolve();
+  });
+  return tables;
 }

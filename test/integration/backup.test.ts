@@ -14,7 +14,7 @@ import { afterAll, describe, expect, inject, it } from 'vitest';
 import { removeTagNetworks } from '../../src/drivers/os/netns.js';
 import { runtimeTag } from '../../src/drivers/runtime/local/index.js';
 import { openStore } from '../../src/db/connect.js';
-import { readSnapshot, type Row } from '../../src/db/snapshot.js';
+import type { Row } from '../../src/db/snapshot.js';
 import { createRepository } from '../helpers/git-server.js';
 import { s3Client } from '../object-storage/helpers.js';
 import { BIN, ensureBuilt } from '../cli-client/helpers.js';
@@ -32,6 +32,7 @@ import {
   removeRuntimeAccounts,
   RUNTIME_TEST_ENV,
 } from '../runtime/helpers.js';
+import { everyTable } from '../helpers/store.js';
 import { nodeAppFiles } from '../runtime/node-app.js';
 
 const PASSPHRASE = 'correct horse battery staple';
@@ -83,19 +84,11 @@ function summaryOf(stdout: string): unknown {
 /** Every table's rows, sorted, from the store of a data dir (SQLite). */
 async function storeRows(dataDir: string): Promise<Record<string, Row[]>> {
   const store = await openStore({ sqlitePath: path.join(dataDir, 'berth.sqlite'), migrate: false });
-  const tables: Record<string, Row[]> = {};
   try {
-    await readSnapshot(store.db, store.dialect, (table, rows) => {
-      tables[table] = rows
-        .map((r) => JSON.stringify(r))
-        .sort()
-        .map((r) => JSON.parse(r) as Row);
-      return Promise.resolve();
-    });
+    return await everyTable(store);
   } finally {
     await store.close();
   }
-  return tables;
 }
 
 function tempDir(name: string): string {

@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { openStore, type Dialect, type Store } from '../../src/db/connect.js';
 import { readSnapshot, storeIsEmpty, writeSnapshot, type Row } from '../../src/db/snapshot.js';
 import { createTestApp, type TestApp } from '../helpers/app.js';
-import { createTestPostgresDatabase, DIALECTS } from '../helpers/store.js';
+import { createTestPostgresDatabase, DIALECTS, everyTable } from '../helpers/store.js';
 
 async function emptyStore(dialect: Dialect): Promise<{ store: Store; drop(): Promise<void> }> {
   if (dialect === 'sqlite') {
@@ -20,18 +20,6 @@ async function emptyStore(dialect: Dialect): Promise<{ store: Store; drop(): Pro
   const database = await createTestPostgresDatabase();
   const store = await openStore({ databaseUrl: database.url, migrate: false });
   return { store, drop: () => database.drop() };
-}
-
-async function everyTable(store: Store): Promise<Record<string, Row[]>> {
-  const tables: Record<string, Row[]> = {};
-  await readSnapshot(store.db, store.dialect, (table, rows) => {
-    tables[table] = rows
-      .map((r) => JSON.stringify(r))
-      .sort()
-      .map((r) => JSON.parse(r) as Row);
-    return Promise.resolve();
-  });
-  return tables;
 }
 
 describe.each(DIALECTS)('the store in a backup (%s)', (dialect) => {
