@@ -14,6 +14,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { freePort } from '../../src/drivers/net/ports.js';
 import { nodeAppFiles } from '../../test/runtime/node-app.js';
+import { parentPid, processCpuMicros } from '../proc.js';
 import { get, load, median } from './harness.js';
 import type { LoadRequest, LoadResult } from './load.js';
 
@@ -34,21 +35,16 @@ const VARIANTS: readonly Variant[] = ['direct', 'haproxy', 'bare'];
 
 /** CPU time (user + system) of a process and its children still alive, in µs, from /proc. */
 function cpuOfTree(pid: number): number {
-  const ticks = (p: number) => {
-    const fields = fs.readFileSync(`/proc/${p}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return Number(fields[11]) + Number(fields[12]);
-  };
-  let total = ticks(pid);
+  let total = processCpuMicros(pid);
   for (const entry of fs.readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      const fields = fs.readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1]!.split(' ');
-      if (Number(fields[1]) === pid) total += ticks(Number(entry));
+      if (parentPid(entry) === pid) total += processCpuMicros(entry);
     } catch {
       // Gone meanwhile.
     }
   }
-  return (total * 1_000_000) / 100; // USER_HZ is 100 on Linux.
+  return total;
 }
 
 async function waitFor(ready: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {

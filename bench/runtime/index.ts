@@ -22,6 +22,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { nodeAppFiles } from '../../test/runtime/node-app.js';
+import { processCpuMicros } from '../proc.js';
 import { deployByHand, startByHand, type ByHandTimes } from './by-hand.js';
 import {
   api,
@@ -106,8 +107,7 @@ async function startBareProxy(
 /** CPU time (user + system) of the HAProxy edge's process, in µs (its pid file, then /proc). */
 function haproxyCpu(dataDir: string): number {
   const pid = fs.readFileSync(path.join(dataDir, 'edge-haproxy', 'haproxy.pid'), 'utf8').trim();
-  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1_000_000) / 100; // USER_HZ is 100 on Linux.
+  return processCpuMicros(pid);
 }
 
 // ---- the deployment's own times, from its log ----

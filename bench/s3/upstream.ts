@@ -20,6 +20,7 @@ import { pipeline } from 'node:stream/promises';
 import { GetObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { pino } from 'pino';
+import { processCpuMicros } from '../proc.js';
 import { loadConfig } from '../../src/config/index.js';
 import { createContext } from '../../src/context.js';
 import { startListeningScript } from '../../test/helpers/processes.js';
@@ -88,11 +89,8 @@ function rawRequest(url: string, method: 'PUT' | 'GET', body?: Buffer): Promise<
   });
 }
 
-/** CPU milliseconds a process has used so far (Linux: utime + stime in /proc, 10 ms ticks). */
-function cpuMs(pid: number): number {
-  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * 10;
-}
+/** CPU milliseconds a process has used so far. */
+const cpuMs = (pid: number): number => processCpuMicros(pid) / 1000;
 
 /**
  * MB/s of each contender, and each block's time: block i runs every contender once (every other block
