@@ -3,6 +3,9 @@
 import { pino } from 'pino';
 import { loadConfig } from '../../src/config/index.js';
 import { createContext } from '../../src/context.js';
+import { tuneHeapForServing } from '../../src/heap-tuning.js';
+
+tuneHeapForServing(); // as `berth serve` does
 
 const ctx = await createContext(loadConfig({ ...process.env, BERTH_S3_PORT: '0' }), {
   logger: pino({ level: 'silent' }),

@@ -1,10 +1,14 @@
 // The s3 object-storage driver against the local one, measured in the same run (issue 29):
 //
-//   npx tsx bench/s3/upstream.ts [--quick] [--parallel=N]
+//   npx tsx bench/s3/upstream.ts [--quick] [--parallel=N] [--upstream-on-own-cpu] [--heap-growing-percent=N]
 //
 // Two endpoints, each in its own Node process as in production (server.ts): L with the local driver,
 // and U with BERTH_OBJECT_STORAGE_DRIVER=s3 whose upstream bucket is on L (a real S3 peer on this
-// machine: every U request is also an L request, and both share the same two cores). 1 MiB PUTs and
+// machine: every U request is also an L request, and both share the same two cores).
+// With --upstream-on-own-cpu the upstream is a third Berth, S, alone on CPU 1, and the client, L and
+// U share CPU 0: the endpoint measured gets the same single CPU either way, and the upstream does not
+// take from it, as a real S3 service on its own machines would not. --heap-growing-percent=N starts the
+// endpoints with that V8 flag instead of the one `berth serve` sets (0: V8's own sizing). 1 MiB PUTs and
 // GETs with the AWS SDK and with presigned URLs over plain node:http, in blocks taken in turn so that
 // both see the same load: one request at a time (each U request waits on its L request in series, so
 // this is latency), and eight at a time (throughput: what each endpoint moves when it is kept busy).
@@ -20,13 +24,16 @@ import { pipeline } from 'node:stream/promises';
 import { GetObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { pino } from 'pino';
-import { processCpuMicros } from '../proc.js';
+import { pinToCpu, processCpuMicros } from '../proc.js';
 import { loadConfig } from '../../src/config/index.js';
 import { createContext } from '../../src/context.js';
 import { startListeningScript } from '../../test/helpers/processes.js';
 import { provisionStorage } from '../../test/object-storage/helpers.js';
 
 const quick = process.argv.includes('--quick');
+const upstreamOnOwnCpu = process.argv.includes('--upstream-on-own-cpu');
+/** Node flags of the endpoints' processes: `--heap-growing-percent=N` passed through. */
+const endpointNodeArgs = process.argv.filter((a) => /^--heap-growing-percent=\d+$/.test(a));
 const BYTES = 1024 * 1024;
 /** Requests in flight at once in the throughput half (`--parallel=N`, default 8). */
 const PARALLEL = Number(
@@ -59,10 +66,11 @@ async function provision(env: Record<string, string>, bucket: string) {
 
 /** server.ts in its own process; it prints `PORT <n>` once it listens. */
 function startEndpoint(env: Record<string, string>) {
-  return startListeningScript(path.join(import.meta.dirname, 'server.ts'), {
-    ...env,
-    BERTH_LOG_LEVEL: 'silent',
-  });
+  return startListeningScript(
+    path.join(import.meta.dirname, 'server.ts'),
+    { ...env, BERTH_LOG_LEVEL: 'silent' },
+    endpointNodeArgs,
+  );
 }
 
 function rawRequest(url: string, method: 'PUT' | 'GET', body?: Buffer): Promise<number> {
@@ -99,14 +107,17 @@ const cpuMs = (pid: number): number => processCpuMicros(pid) / 1000;
 async function timedTogether<K extends string>(
   runs: Record<K, (n: number) => Promise<void>>,
   { parallel, perBlock, blocks }: { parallel: number; perBlock: number; blocks: number },
-  /** The endpoints' processes, whose CPU each contender's blocks are charged. */
-  pids: { L: number; U: number },
+  /**
+   * The endpoints' processes, whose CPU each contender's blocks are charged. S is the upstream's: L
+   * itself unless --upstream-on-own-cpu.
+   */
+  pids: { L: number; U: number; S: number },
 ) {
   const names = Object.keys(runs) as K[];
   const times = Object.fromEntries(names.map((n) => [n, [] as number[]])) as Record<K, number[]>;
-  const cpu = Object.fromEntries(names.map((n) => [n, { L: 0, U: 0, client: 0 }])) as Record<
+  const cpu = Object.fromEntries(names.map((n) => [n, { L: 0, U: 0, S: 0, client: 0 }])) as Record<
     K,
-    { L: number; U: number; client: number }
+    { L: number; U: number; S: number; client: number }
   >;
   const block = async (name: K, i: number) => {
     for (let b = 0; b < perBlock; b += parallel) {
@@ -118,13 +129,14 @@ async function timedTogether<K extends string>(
     // Every other block in reverse order: what one contender leaves behind (a collection it set
     // off, a socket buffer to drain) falls as often on the one after it as on the one before.
     for (const n of i % 2 === 0 ? names : [...names].reverse()) {
-      const [l, u, client] = [cpuMs(pids.L), cpuMs(pids.U), process.cpuUsage()];
+      const [l, u, st, client] = [cpuMs(pids.L), cpuMs(pids.U), cpuMs(pids.S), process.cpuUsage()];
       const start = process.hrtime.bigint();
       await block(n, i);
       times[n].push(Number(process.hrtime.bigint() - start) / 1e9);
       const used = process.cpuUsage(client);
       cpu[n].L += cpuMs(pids.L) - l;
       cpu[n].U += cpuMs(pids.U) - u;
+      cpu[n].S += cpuMs(pids.S) - st;
       cpu[n].client += (used.user + used.system) / 1000;
     }
   }
@@ -136,9 +148,14 @@ async function timedTogether<K extends string>(
   const perRequest = Object.fromEntries(
     names.map((n) => [
       n,
-      { L: cpu[n].L / requests, U: cpu[n].U / requests, client: cpu[n].client / requests },
+      {
+        L: cpu[n].L / requests,
+        U: cpu[n].U / requests,
+        S: cpu[n].S / requests,
+        client: cpu[n].client / requests,
+      },
     ]),
-  ) as Record<K, { L: number; U: number; client: number }>;
+  ) as Record<K, { L: number; U: number; S: number; client: number }>;
   return { mbps, times, perRequest };
 }
 
@@ -152,16 +169,29 @@ function medianRatio(other: number[], base: number[]): number {
 async function main(): Promise<void> {
   const localDir = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-bench-s3-local-'));
   const upstreamDir = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-bench-s3-upstream-'));
+  const storeDir = upstreamOnOwnCpu
+    ? fs.mkdtempSync(path.join(os.tmpdir(), 'berth-bench-s3-store-'))
+    : localDir;
   const stops: Array<() => Promise<void>> = [];
   try {
+    if (upstreamOnOwnCpu) {
+      if (os.cpus().length < 2) throw new Error('--upstream-on-own-cpu needs two CPUs');
+      pinToCpu(process.pid, 0); // L and U, started from here, inherit CPU 0
+    }
     const localKey = await provision({ BERTH_DATA_DIR: localDir }, 'bench');
-    const blobsKey = await provision({ BERTH_DATA_DIR: localDir }, 'blobs');
+    const blobsKey = await provision({ BERTH_DATA_DIR: storeDir }, 'blobs');
     const local = await startEndpoint({ BERTH_DATA_DIR: localDir });
     stops.push(local.stop);
+    let store = local;
+    if (upstreamOnOwnCpu) {
+      store = await startEndpoint({ BERTH_DATA_DIR: storeDir });
+      stops.push(store.stop);
+      pinToCpu(store.child.pid!, 1);
+    }
     const upstreamEnv = {
       BERTH_DATA_DIR: upstreamDir,
       BERTH_OBJECT_STORAGE_DRIVER: 's3',
-      BERTH_S3_UPSTREAM_URL: local.url,
+      BERTH_S3_UPSTREAM_URL: store.url,
       BERTH_S3_UPSTREAM_BUCKET: 'blobs',
       BERTH_S3_UPSTREAM_ACCESS_KEY_ID: blobsKey.id,
       BERTH_S3_UPSTREAM_SECRET_ACCESS_KEY: blobsKey.secret,
@@ -169,7 +199,7 @@ async function main(): Promise<void> {
     const tenantKey = await provision(upstreamEnv, 'bench');
     const upstream = await startEndpoint(upstreamEnv);
     stops.push(upstream.stop);
-    const pids = { L: local.child.pid!, U: upstream.child.pid! };
+    const pids = { L: local.child.pid!, U: upstream.child.pid!, S: store.child.pid! };
     const client = (url: string, key: { id: string; secret: string }) =>
       new S3Client({
         endpoint: url,
@@ -238,7 +268,7 @@ async function main(): Promise<void> {
     const f = (n: number) => n.toFixed(0);
     const r = (n: number, d: number) => (n / d).toFixed(2);
     console.log(
-      `s3 driver (upstream: a local-driver Berth on this machine) vs local driver, 1 MiB, Node ${process.version}, ${os.cpus().length} CPUs`,
+      `s3 driver vs local driver, 1 MiB, Node ${process.version}, ${os.cpus().length} CPUs; upstream: ${upstreamOnOwnCpu ? 'a local-driver Berth alone on CPU 1, the client and both endpoints on CPU 0' : 'the local-driver Berth L, every process on every CPU'}${endpointNodeArgs.length ? `; endpoints started with ${endpointNodeArgs.join(' ')}` : ''}`,
     );
     console.log(
       '| requests | operation | local SDK MB/s | s3 SDK MB/s | ratio | median of blocks | local presigned MB/s | s3 presigned MB/s | ratio | median of blocks |',
@@ -256,8 +286,12 @@ async function main(): Promise<void> {
       }
     }
     console.log();
-    console.log('CPU ms per request of each process (L: the local-driver Berth, U: the s3-driver Berth):');
-    console.log('| requests | operation | client | local: L | s3: U + L (U alone) |');
+    console.log(
+      'CPU ms per request of each process (L: the local-driver Berth, U: the s3-driver Berth, S: its upstream):',
+    );
+    console.log(
+      `| requests | operation | client | local: L | s3: U + ${upstreamOnOwnCpu ? 'S' : 'L'} (U alone) |`,
+    );
     console.log('|---|---|---|---|---|');
     for (const { label, put, get } of results) {
       for (const [name, m] of [
@@ -269,7 +303,7 @@ async function main(): Promise<void> {
           const s3 = m.perRequest[`upstream${kind}`];
           const client = kind === 'Sdk' ? 'SDK' : 'presigned';
           console.log(
-            `| ${label} | ${name} | ${client} ${local.client.toFixed(1)} / ${s3.client.toFixed(1)} | ${local.L.toFixed(1)} | ${(s3.U + s3.L).toFixed(1)} (${s3.U.toFixed(1)}) |`,
+            `| ${label} | ${name} | ${client} ${local.client.toFixed(1)} / ${s3.client.toFixed(1)} | ${local.L.toFixed(1)} | ${(s3.U + s3.S).toFixed(1)} (${s3.U.toFixed(1)}) |`,
           );
         }
       }
@@ -280,6 +314,7 @@ async function main(): Promise<void> {
     for (const stop of stops.reverse()) await stop();
     fs.rmSync(localDir, { recursive: true, force: true });
     fs.rmSync(upstreamDir, { recursive: true, force: true });
+    fs.rmSync(storeDir, { recursive: true, force: true });
   }
 }
 

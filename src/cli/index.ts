@@ -171,6 +171,8 @@ async function main(argv: string[]): Promise<void> {
 
   // The server's modules (routes, engines) load only for `serve`: admin commands start in half the time.
   if (command === 'serve') {
+    const { tuneHeapForServing } = await import('../heap-tuning.js');
+    tuneHeapForServing();
     const { startServer, stopOnSignals } = await import('../main.js');
     await startServer(config, { onStarted: stopOnSignals });
     return;
