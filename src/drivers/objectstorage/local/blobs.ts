@@ -25,6 +25,12 @@ export interface BlobWrite {
   discard(): Promise<void>;
 }
 
+/**
+ * A blob's bytes as a stream. A store may also let them write themselves out without a copy
+ * (`sendTo`: the s3 store's GET, upstream-get.ts); sendBlob uses that when it is there.
+ */
+export type BlobBytes = Readable & { sendTo?(to: Writable): Promise<void> };
+
 export interface CopyOptions {
   range?: ByteRange;
   /** Sees every chunk on the way (hashing in the same pass). */
@@ -36,7 +42,7 @@ export interface BlobStore {
   /** A new blob of `owner` (a bucket id for data, an upload row id for parts); `length` when known. */
   begin(area: BlobArea, owner: number, length?: number): Promise<BlobWrite>;
   /** The blob's bytes (an inclusive range of them); rejects with code ENOENT when it is gone. */
-  open(name: string, range?: ByteRange): Promise<Readable>;
+  open(name: string, range?: ByteRange): Promise<BlobBytes>;
   /** A new blob of `owner` holding the blob `name` (or a range of it), placed; ENOENT when it is gone. */
   copy(name: string, area: BlobArea, owner: number, options?: CopyOptions): Promise<string>;
   /** Removes blobs; one already gone is fine. */
@@ -51,13 +57,9 @@ export interface BlobStore {
   check(): Promise<void>;
 }
 
-/**
- * Writes a blob's bytes from `open` to `to`. A store may hand out bytes that write themselves out
- * without a copy (the s3 store's GET, upstream-get.ts); any other stream is piped.
- */
-export function sendBlob(bytes: Readable, to: Writable): Promise<void> {
-  const direct = bytes as Readable & { sendTo?: (to: Writable) => Promise<void> };
-  return direct.sendTo ? direct.sendTo(to) : pipeline(bytes, to);
+/** Writes a blob's bytes from `open` to `to`: by themselves when they can, else piped. */
+export function sendBlob(bytes: BlobBytes, to: Writable): Promise<void> {
+  return bytes.sendTo ? bytes.sendTo(to) : pipeline(bytes, to);
 }
 
 /** An error like fs's for a blob that is not there: callers answer NoSuchKey. */

@@ -1,8 +1,7 @@
 // Object operations: PutObject, CopyObject, GetObject/HeadObject (ranges, conditions, partNumber,
 // checksums), GetObjectAttributes, DeleteObject and DeleteObjects.
-import type { Readable } from 'node:stream';
 import { isPublicAcl, publicAclBlocked, requestedAcl } from './access.js';
-import { sendBlob, type CopyOptions } from './blobs.js';
+import { sendBlob, type BlobBytes, type CopyOptions } from './blobs.js';
 import { checksumHeaders, parseStored, xmlNameOf, type StoredChecksum } from './checksums.js';
 import { conditionalWrite } from './conditional.js';
 import { errors } from './errors.js';
@@ -212,7 +211,7 @@ export function objectHandlers(kit: Kit) {
       return;
     }
     // Opened before answering: a blob replaced after the lookup stays readable (local) or is a 404.
-    let bytes: Readable;
+    let bytes: BlobBytes;
     try {
       bytes = await blobs.open(object.file, { start, end });
     } catch (error) {
