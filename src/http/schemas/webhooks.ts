@@ -1,12 +1,16 @@
 // Answers of team webhooks (/api/v1/teams/{team}/webhooks) and push to deploy
 // (/api/v1/applications/{id}/git-webhook).
 import { Type } from 'typebox';
+import { WEBHOOK_EVENTS } from '../../domain/webhook-events.js';
 import { Data, Nullable, OneOf, Timestamp } from './common.js';
+
+/** An event a webhook asked for, or "*" for every event. */
+const EventName = Type.Enum([...WEBHOOK_EVENTS, '*'] as const);
 
 const Webhook = Type.Object({
   id: Type.Integer(),
   url: Type.String(),
-  events: Type.Array(Type.String(), { description: 'Event names, or ["*"] for every event' }),
+  events: Type.Array(EventName, { description: 'Event names, or ["*"] for every event' }),
   created_at: Timestamp,
 });
 

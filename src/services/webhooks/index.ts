@@ -13,6 +13,7 @@ import { createWebhookRepository, type WebhookRow } from '../../db/repositories/
 import type { Database } from '../../db/schema/index.js';
 import { iso, type Clock, type IdGenerator } from '../../domain/clock.js';
 import { AppError, FieldErrorCollector, fieldError } from '../../domain/errors.js';
+import { WEBHOOK_EVENTS, type WebhookEventName } from '../../domain/webhook-events.js';
 import type { JobHandler, RunningJob } from '../../jobs/runner.js';
 import { auditChange } from '../audit.js';
 import type { IdentityService } from '../identity.js';
@@ -20,17 +21,7 @@ import { enqueue, handles } from '../jobs.js';
 
 type Db = Kysely<Database> | Transaction<Database>;
 
-export const WEBHOOK_EVENTS = [
-  'deployment.started',
-  'deployment.succeeded',
-  'deployment.failed',
-  'application.suspended',
-  'application.deleted',
-  'deletion.warning',
-  'database.operation.finished',
-] as const;
-
-export type WebhookEventName = (typeof WEBHOOK_EVENTS)[number];
+export { WEBHOOK_EVENTS, type WebhookEventName };
 
 /** Something that happened to a team's resource, as its webhooks receive it in `data`. */
 export interface WebhookEvent {

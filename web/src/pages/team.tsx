@@ -16,16 +16,23 @@ import { navigate } from '../router';
 import { chooseTeam, refreshUser, team, user } from '../state';
 import { Badge, Button, Empty, ErrorBox, Form, ShownOnce, useAction, useLoad, when } from '../ui';
 
-/** The events a webhook can ask for (POST /api/v1/teams/{team}/webhooks). */
-const WEBHOOK_EVENTS = [
-  'deployment.started',
-  'deployment.succeeded',
-  'deployment.failed',
-  'application.suspended',
-  'application.deleted',
-  'deletion.warning',
-  'database.operation.finished',
-];
+/** An event a webhook can ask for (POST /api/v1/teams/{team}/webhooks), as the API's answers name it. */
+type WebhookEvent = Exclude<Webhook['events'][number], '*'>;
+
+/**
+ * Every event, with what sends it. A Record over the API's type: an event the API adds and this list
+ * lacks, or one it names that the API does not know, fails the dashboard's type check.
+ */
+const WEBHOOK_EVENT_HINTS: Record<WebhookEvent, string> = {
+  'deployment.started': 'a deployment began',
+  'deployment.succeeded': 'a deployment serves',
+  'deployment.failed': 'a deployment failed',
+  'application.suspended': 'an application was suspended',
+  'application.deleted': 'an application was deleted',
+  'deletion.warning': 'an application is due for deletion (7 days and 1 day before)',
+  'database.operation.finished': 'a database check, migration, clone or upgrade ended',
+};
+const WEBHOOK_EVENTS = Object.keys(WEBHOOK_EVENT_HINTS) as WebhookEvent[];
 
 function Deliveries({ teamId, hook }: { teamId: number; hook: Webhook }) {
   const list = useLoad(
@@ -183,7 +190,13 @@ function Webhooks({ teamId }: { teamId: number }) {
                 checked={events.includes(event)}
                 onChange={(e) => toggle(event, e.currentTarget.checked)}
               />{' '}
-              {event === '*' ? 'Every event' : event}
+              {event === '*' ? (
+                'Every event'
+              ) : (
+                <>
+                  <code>{event}</code>: {WEBHOOK_EVENT_HINTS[event as WebhookEvent]}
+                </>
+              )}
             </label>
           ))}
         </fieldset>
