@@ -17,11 +17,19 @@ import { loadOrCreateMasterKey } from './crypto/secret-box.js';
 import { sealWithPassphrase, unsealWithPassphrase, type SealedSecret } from './crypto/passphrase-seal.js';
 import { createDirectoryTarget } from './drivers/backup/dir.js';
 import { heldOrPlacedObjectFile, holdObjectRemovals } from './drivers/objectstorage/local/files.js';
+import {
+  human,
+  MANIFEST_FORMAT,
+  previousManifest,
+  verifiedManifest,
+  type Manifest,
+  type Progress,
+} from './backup-manifest.js';
 import { createS3Target } from './drivers/backup/s3.js';
-import { MANIFEST, type BackupTarget } from './drivers/backup/types.js';
+import { pauseApplication } from './drivers/runtime/local/pause.js';
+import type { BackupTarget } from './drivers/backup/types.js';
 import {
   dataDirEntries,
-  hashFile,
   makeStagingDir,
   readFile,
   removeFile,
@@ -33,33 +41,14 @@ import {
   type FileEntry,
 } from './drivers/backup/files.js';
 
-export const MANIFEST_FORMAT = 1;
+/** File times move in coarse ticks: a file changed this long before a copy began counts as changed. */
+const CHANGE_MARGIN_MS = 2_000;
+
+export { MANIFEST_FORMAT, type Manifest, type Progress };
 
 const VERSION = (
   JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
 ).version;
-
-export interface Manifest {
-  format: number;
-  berth_version: string;
-  created_at: string;
-  store: StoreSnapshot;
-  /** Managed databases whose dumps are in `files` (under databases/<uuid>/), powered-off ones too. */
-  databases: { exported: string[] };
-  /**
-   * Applications' database services (their instances' uuids) whose dumps are in `files` (under
-   * app-services/<uuid>/); absent from backups of earlier Berths.
-   */
-  services?: { exported: string[] };
-  /**
-   * Every file of the backup: `key.sealed`, `store/<table>.json`, `databases/…`, `app-services/…`,
-   * `data/…` (the data dir's).
-   */
-  files: FileEntry[];
-  stats: { files: number; bytes: number; copied_files: number; copied_bytes: number };
-}
-
-export type Progress = (line: string) => void;
 
 /** A directory, or `s3://bucket/prefix` with the endpoint and credential of BERTH_S3_UPSTREAM_*. */
 export function backupTarget(config: Config, to: string): BackupTarget {
@@ -74,24 +63,6 @@ export function backupTarget(config: Config, to: string): BackupTarget {
   if (!path.isAbsolute(to) && !to.startsWith('.'))
     throw new Error(`--to must be a directory path or s3://bucket/prefix, got '${to}'`);
   return createDirectoryTarget(to);
-}
-
-const human = (bytes: number): string =>
-  bytes >= 1 << 30
-    ? `${(bytes / (1 << 30)).toFixed(1)} GiB`
-    : bytes >= 1 << 20
-      ? `${(bytes / (1 << 20)).toFixed(1)} MiB`
-      : `${(bytes / 1024).toFixed(1)} KiB`;
-
-async function previousManifest(target: BackupTarget): Promise<Manifest | undefined> {
-  const data = await target.readManifest().catch(() => undefined);
-  if (!data) return undefined;
-  try {
-    const manifest = JSON.parse(data.toString('utf8')) as Manifest;
-    return manifest.format === MANIFEST_FORMAT ? manifest : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 /**
@@ -157,6 +128,86 @@ export async function runBackup(
     await keep(entryPath, staged, mode, mtime);
     return true;
   };
+  const entryPathOf = (relative: string) => `data/${relative.split(path.sep).join('/')}`;
+  /** A directory, link or file of the data dir, recorded; true for a file kept. */
+  const keepDataEntry = async (entry: {
+    relative: string;
+    stat: { size: number; mode: number; mtimeMs: number };
+    kind: 'file' | 'link' | 'dir';
+  }): Promise<boolean> => {
+    const entryPath = entryPathOf(entry.relative);
+    if (entry.kind === 'dir') files.push({ path: entryPath, kind: 'dir', mode: entry.stat.mode & 0o7777 });
+    else if (entry.kind === 'link')
+      files.push({
+        path: entryPath,
+        kind: 'link',
+        target: await readLink(path.join(dataDir, entry.relative)),
+      });
+    else return keepDataFile(entry.relative, entry.stat);
+    return false;
+  };
+  /**
+   * The volumes of application `appId` read again while it is paused: each file changed since `since`
+   * (or not seen before), and what was added or removed; the rest keeps what 4 read.
+   */
+  const copyVolumesAgain = async (appId: number, since: number) => {
+    const prefix = `data/apps/${appId}/volumes/`;
+    const first = new Map<string, FileEntry>();
+    for (const entry of files.filter((f) => f.path.startsWith(prefix))) {
+      first.set(entry.path, entry);
+      if (entry.kind === 'file') {
+        stats.files--;
+        stats.bytes -= entry.size;
+      }
+    }
+    let kept = 0;
+    for (const entry of files) if (!entry.path.startsWith(prefix)) files[kept++] = entry;
+    files.length = kept;
+    const paused =
+      ctx.config.drivers.runtime === 'local'
+        ? await pauseApplication(dataDir, appId)
+        : { reason: 'its runtime keeps no volumes here' };
+    // A backup stopped by a signal while the application is paused lets it go first. In `berth admin
+    // backup` the signal is then raised again, to end the process as it would have; in a serving Berth
+    // (scheduled backups) its own handler stops it.
+    const onSignal = (signal: NodeJS.Signals) => {
+      if ('resumeSync' in paused) paused.resumeSync();
+      if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
+    };
+    const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+    for (const signal of signals) process.once(signal, onSignal);
+    const started = performance.now();
+    let again = 0;
+    let againBytes = 0;
+    try {
+      for await (const entry of dataDirEntries(dataDir, path.join('apps', String(appId), 'volumes'))) {
+        const earlier = first.get(entryPathOf(entry.relative));
+        const unchanged =
+          entry.kind === 'file' &&
+          earlier?.kind === 'file' &&
+          entry.stat.ctimeMs < since &&
+          earlier.size === entry.stat.size &&
+          earlier.mtime === entry.stat.mtimeMs;
+        if (unchanged) {
+          files.push({ ...earlier, mode: entry.stat.mode & 0o7777 });
+          stats.files++;
+          stats.bytes += earlier.size;
+        } else if (await keepDataEntry(entry)) {
+          again++;
+          againBytes += entry.stat.size;
+        }
+      }
+    } finally {
+      for (const signal of signals) process.off(signal, onSignal);
+      if ('resume' in paused) await paused.resume();
+    }
+    const took = ((performance.now() - started) / 1000).toFixed(2);
+    progress(
+      'resume' in paused
+        ? `volumes of application ${appId}: paused ${took} s to read again ${again} files written meanwhile (${human(againBytes)})`
+        : `volumes of application ${appId}: read again ${again} files written meanwhile (${human(againBytes)}), not paused: ${paused.reason}`,
+    );
+  };
   try {
     // 1. The store, in one transaction, then the object files it names. Removals of object files
     // are held meanwhile (a file replaced after the snapshot is still the snapshot's to copy).
@@ -217,24 +268,25 @@ export async function runBackup(
     const services = await ctx.services.appServices.exportData(dumpDir('app-services'));
     for (const { uuid, files: written } of services.exported)
       await keepDumps('app-services', 'service', uuid, written);
-    // 4. The data dir: releases, sources, volumes, artifacts, services' files.
+    // 4. The data dir: releases, sources, volumes, artifacts, services' files. A file changed from
+    // shortly before this moment on may have been read while it was written; applications' volumes
+    // are read again in 5. (The margin: file times move in coarse ticks.)
+    const copyStarted = Date.now() - CHANGE_MARGIN_MS;
+    const withVolumes = new Set<number>();
     let count = 0;
     const dataBefore = stats.bytes;
     for await (const entry of dataDirEntries(dataDir)) {
-      const entryPath = `data/${entry.relative.split(path.sep).join('/')}`;
-      if (entry.kind === 'dir') files.push({ path: entryPath, kind: 'dir', mode: entry.stat.mode & 0o7777 });
-      else if (entry.kind === 'link')
-        files.push({
-          path: entryPath,
-          kind: 'link',
-          target: await readLink(path.join(dataDir, entry.relative)),
-        });
-      else if (await keepDataFile(entry.relative, entry.stat)) {
+      const volumeOf = /^data\/apps\/(\d+)\/volumes\//.exec(entryPathOf(entry.relative));
+      if (volumeOf) withVolumes.add(Number(volumeOf[1]));
+      if (await keepDataEntry(entry)) {
         count++;
         if (count % 1000 === 0) progress(`files: ${count} so far, ${human(stats.bytes - dataBefore)}`);
       }
     }
     progress(`files: ${count} (releases, sources, volumes, artifacts), ${human(stats.bytes - dataBefore)}`);
+    // 5. Each application's volumes once more, the application paused (src/drivers/runtime/local/
+    // pause.ts): what was written during 4 is read again, so the copy is the volume at one moment.
+    for (const appId of withVolumes) await copyVolumesAgain(appId, copyStarted);
     const manifest: Manifest = {
       format: MANIFEST_FORMAT,
       berth_version: VERSION,
@@ -264,47 +316,6 @@ const statOf = (file: string) =>
 const readLink = (file: string) => readlink(file);
 const mkdirSyncSafe = (dir: string) => mkdirSync(dir, { recursive: true, mode: 0o700 });
 
-/** The manifest of `target`, every blob checked against its SHA-256 (the first that is not, named). */
-async function verifiedManifest(
-  target: BackupTarget,
-  staging: string,
-  progress: Progress,
-): Promise<Manifest> {
-  const data = await target.readManifest();
-  if (!data) throw new Error(`${target.description} holds no ${MANIFEST}: no complete backup there`);
-  let manifest: Manifest;
-  try {
-    manifest = JSON.parse(data.toString('utf8')) as Manifest;
-  } catch {
-    throw new Error(`${target.description}/${MANIFEST} is not JSON`);
-  }
-  if (manifest.format !== MANIFEST_FORMAT)
-    throw new Error(`unknown backup format ${String(manifest.format)}`);
-  const checked = new Map<string, string>();
-  for (const entry of manifest.files) {
-    if (entry.kind !== 'file' || checked.has(entry.sha256)) continue;
-    const local = path.join(staging, entry.sha256);
-    try {
-      await target.getBlob(entry.sha256, local);
-    } catch (error) {
-      throw new Error(`${entry.path}: its bytes are missing from the backup (${(error as Error).message})`);
-    }
-    if ((await hashFile(local)) !== entry.sha256)
-      throw new Error(
-        `${entry.path}: its bytes do not match the manifest's SHA-256: the backup was altered or damaged`,
-      );
-    checked.set(entry.sha256, local);
-  }
-  progress(`verified: ${checked.size} files match their SHA-256 (${human(manifest.stats.bytes)})`);
-  return manifest;
-}
-
-/**
- * The part of a restore before Berth can open its context: checks every file, unseals the key,
- * refuses a data dir or store that is not empty, writes the key, the store's rows and the data dir's
- * files. Returns the manifest and where the fetched blobs wait (the databases' dumps are loaded
- * through the context next, by restoreDatabases).
- */
 export async function restoreFoundation(
   config: Config,
   target: BackupTarget,

@@ -119,7 +119,7 @@ describe.each(DIALECTS)('Berth on drivers of every family that run nothing here 
       'the deployment',
       () => last,
     );
-    expect(deployment).toMatchObject({ status: 'success' });
+    expect(deployment, JSON.stringify(deployment)).toMatchObject({ status: 'success' });
 
     // The runtime received the application as the document says.
     const spec = runtime.specs.get(appId)!;

@@ -153,7 +153,12 @@ describe('berth admin backup and restore', () => {
     expect(written.body).toBe('written');
     // A larger volume file, written beside the application's (it is root's volume on the host).
     const big = crypto.randomBytes(4 * 1024 * 1024);
-    fs.writeFileSync(path.join(dataDir, 'apps', String(appId), 'volumes', 'data', 'big.bin'), big);
+    const volumeDir = path.join(dataDir, 'apps', String(appId), 'volumes', 'data');
+    fs.writeFileSync(path.join(volumeDir, 'big.bin'), big);
+    // The application writes a.txt and c.txt every millisecond from now on. A backup reading a.txt,
+    // then big.bin, then c.txt while it runs would find c far ahead of a: the copy must be the
+    // volume at one moment (read again with the application paused).
+    expect((await edgeRequest(berth.edgePort, 'keeper.test', '/churn')).body).toBe('churning');
 
     // The database: its uuid from the team's resources, then a row written through its connection.
     const databaseOf = async (b: BerthProcess) => {
@@ -260,6 +265,9 @@ describe('berth admin backup and restore', () => {
     expect(first.stderr).toContain('berth: store:');
     expect(first.stderr).toContain('berth: database');
     expect(first.code, first.stderr).toBe(0);
+    expect(first.stderr).toMatch(
+      new RegExp(`berth: volumes of application ${appId}: paused [\\d.]+ s to read again [1-9]\\d* files`),
+    );
     expect(puts).toBeGreaterThan(0);
     expect(teams).toBeGreaterThan(0);
     const manifest = JSON.parse(fs.readFileSync(path.join(target, 'manifest.json'), 'utf8')) as {
@@ -270,6 +278,24 @@ describe('berth admin backup and restore', () => {
       expect(fs.statSync(path.join(target, 'blobs', file.sha256!.slice(0, 2), file.sha256!)).size).toBe(
         file.size,
       );
+    const blobOf = (name: string) => {
+      const entry = manifest.files.find((f) => f.path === `data/apps/${appId}/volumes/data/${name}`)!;
+      return Number(
+        fs.readFileSync(path.join(target, 'blobs', entry.sha256!.slice(0, 2), entry.sha256!), 'utf8'),
+      );
+    };
+    const [a, c] = [blobOf('a.txt'), blobOf('c.txt')];
+    expect(a).toBeGreaterThan(0);
+    expect([a, a - 1]).toContain(c);
+    // Paused only for the copy: the application writes on.
+    const live = () => Number(fs.readFileSync(path.join(volumeDir, 'a.txt'), 'utf8'));
+    const after = live();
+    await eventually(
+      () => Promise.resolve(live() > after ? true : undefined),
+      10_000,
+      'the application writing again',
+    );
+    expect((await edgeRequest(berth.edgePort, 'keeper.test', '/churn-stop')).body).toBe('stopped');
     const firstStats = summaryOf(first.stdout) as {
       files: number;
       bytes: number;

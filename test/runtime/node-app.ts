@@ -13,6 +13,7 @@ const built = fs.existsSync('built.txt') ? fs.readFileSync('built.txt', 'utf8').
 const mode = fs.existsSync('mode.txt') ? fs.readFileSync('mode.txt', 'utf8').trim() : 'ok';
 let hung = false;
 let hiccups = 0;
+let churning;
 const hold = [];
 http.createServer((req, res) => {
   if (req.url === '/health') {
@@ -28,6 +29,21 @@ http.createServer((req, res) => {
     const timer = setInterval(() => hold.push(Buffer.alloc(16 * 1024 * 1024, 1)), 5);
     return res.end('eating');
   }
+  if (req.url === '/churn') {
+    // Every millisecond the next n into a.txt, then into c.txt (one write each, in place): the volume
+    // at any one moment holds c = a or c = a - 1.
+    const a = fs.openSync('/data/a.txt', 'w');
+    const c = fs.openSync('/data/c.txt', 'w');
+    let n = 0;
+    churning = setInterval(() => {
+      n += 1;
+      const text = String(n).padStart(12, '0');
+      fs.writeSync(a, text, 0);
+      fs.writeSync(c, text, 0);
+    }, 1);
+    return res.end('churning');
+  }
+  if (req.url === '/churn-stop') { clearInterval(churning); return res.end('stopped'); }
   if (req.url === '/write') {
     fs.writeFileSync('/data/note.txt', 'written by ' + version);
     return res.end('written');

@@ -436,6 +436,10 @@ describe.skipIf(!support?.pids || !support?.cpu)(
         group.procsFile,
         path.join(pidsDir, 'exec-1', 'cgroup.procs'),
         path.join(cpuDir, 'exec-1', 'cgroup.procs'),
+        // The freezer's, so that a backup can pause the application (test/drivers/os/freezer.test.ts).
+        ...(support!.freezer
+          ? [path.join(support!.freezer, 'berth', ...application, 'exec-1', 'cgroup.procs')]
+          : []),
       ]);
 
       // Forks until one fails, says how far it got, and waits with its children still there.

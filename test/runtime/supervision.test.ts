@@ -2,9 +2,15 @@
 // restarted with the reason, by a replacement started beside it at the first failed check (one that
 // recovers gets rid of that replacement); with checks disabled the same hang is left alone and reported as not
 // monitored; one that outgrows its memory limit is killed by the kernel and restarted, the reason
-// shown; one killed by pid comes back. Four applications on one Berth, deployed side by side.
+// shown; one killed by pid comes back; one a backup has paused is not taken for hung, and a pause whose
+// backup died is let go. Six applications on one Berth, deployed side by side.
 import fs from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { detectCgroups } from '../../src/drivers/os/cgroups.js';
+import { freezeSubtree } from '../../src/drivers/os/freezer.js';
+import { appLayout, runtimeTag } from '../../src/drivers/runtime/local/layout.js';
+import { pauseApplication } from '../../src/drivers/runtime/local/pause.js';
 import {
   applyYaml,
   edgeRequest,
@@ -63,6 +69,7 @@ describe('supervised replicas', () => {
       unchecked: { health_check_enabled: false, health_check_path: undefined },
       hungry: { memory: '96Mi' },
       killed: {},
+      paused: {},
     };
     // One after the other: five rollouts at once outran the rollout deadline on a busy machine.
     for (const [name, extra] of Object.entries(settings)) {
@@ -161,6 +168,42 @@ describe('supervised replicas', () => {
     );
     expect(status.recent_events.map((e) => e.kind)).toContain('oom_killed');
     expect((await edgeRequest(h.edgePort, 'hungry.test', '/')).status).toBe(200);
+  });
+
+  const freezer = detectCgroups()?.freezer;
+  it.runIf(freezer)('does not count the health checks of an application a backup has paused', async () => {
+    const appId = ids.get('paused')!;
+    const before = await web('paused');
+    const paused = await pauseApplication(h.t.ctx.config.dataDir, appId);
+    if ('reason' in paused) throw new Error(paused.reason);
+    // Interval 1 s, timeout 1 s, threshold 2: counted, these checks would have restarted it twice over.
+    await sleep(6000);
+    await paused.resume();
+    expect(await systemLines('paused')).not.toContain(
+      'health check failed; starting a replacement beside it',
+    );
+    const after = await eventually(
+      async () => ((await web('paused')).healthy === true ? web('paused') : undefined),
+      10_000,
+      'the replica to answer its checks again',
+    );
+    expect(after).toMatchObject({ pid: before.pid, restarts: 0, state: 'running' });
+
+    // A backup that was killed while it had the application paused: its pid file names a process
+    // that is gone (a start time no process has). The next check lets the application go.
+    fs.writeFileSync(appLayout(h.t.ctx.config.dataDir, appId).pausedBy, `${process.pid} 1\n`);
+    const frozen = await freezeSubtree(detectCgroups()!, [
+      runtimeTag(h.t.ctx.config.dataDir),
+      `app-${appId}`,
+    ]);
+    expect('thaw' in frozen).toBe(true);
+    await eventually(
+      async () => (await systemLines('paused')).includes('let go of a pause left by a backup that is gone'),
+      10_000,
+      'the pause to be let go',
+    );
+    expect((await edgeRequest(h.edgePort, 'paused.test', '/')).status).toBe(200);
+    expect(await web('paused')).toMatchObject({ pid: before.pid, restarts: 0 });
   });
 
   it('brings back a replica killed by pid', async () => {

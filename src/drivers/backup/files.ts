@@ -37,9 +37,13 @@ function skipped(relative: string): boolean {
   return parts[parts.length - 1] === 'lost+found';
 }
 
-/** Every directory, regular file and symbolic link of the data dir a backup keeps, parents first. */
+/**
+ * Every directory, regular file and symbolic link of the data dir a backup keeps, parents first; only
+ * those below `under` (a path relative to the data dir) when given.
+ */
 export async function* dataDirEntries(
   dataDir: string,
+  under = '',
 ): AsyncGenerator<{ relative: string; stat: fs.Stats; kind: 'file' | 'link' | 'dir' }> {
   async function* walk(relative: string): AsyncGenerator<{
     relative: string;
@@ -70,7 +74,7 @@ export async function* dataDirEntries(
       // Sockets and FIFOs are a running process's, made again by it.
     }
   }
-  yield* walk('');
+  yield* walk(under);
 }
 
 /**

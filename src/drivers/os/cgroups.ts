@@ -16,6 +16,8 @@
 // v1 these are hierarchies of their own (/sys/fs/cgroup/pids, /sys/fs/cgroup/cpu or cpu,cpuacct): an
 // application's group is made at the same path in each, and its processes join all of them
 // (`procsFiles`). In v2 it is one directory with the controllers enabled from the root down.
+// The v1 freezer is one more such hierarchy, so that an application's processes can be paused together
+// (freezer.ts); v2 has cgroup.freeze in every group.
 import fsSync from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
@@ -29,6 +31,8 @@ export interface CgroupSupport {
   pids?: string;
   /** The hierarchy holding the cpu controller (v2: `root`), when there is a usable one. */
   cpu?: string;
+  /** The v1 freezer hierarchy, when there is a usable one (v2 freezes any group: no hierarchy). */
+  freezer?: string;
 }
 
 /** What every process of one subtree (an application) shares: see limitSubtree. */
@@ -47,7 +51,7 @@ export interface MemoryGroup {
   /** Writing a pid here moves that process (and its future children) into the group. */
   procsFile: string;
   /**
-   * Every procs file a process joins (`procsFile` first, then the group's pids and cpu hierarchies
+   * Every procs file a process joins (`procsFile` first, then the group's pids, cpu and freezer hierarchies
    * in v1 when it was made with `tasks`), so the memory cap and its subtree's shared limits hold.
    */
   procsFiles: string[];
@@ -95,6 +99,7 @@ export function detectCgroups(base = CGROUP_BASE): CgroupSupport | undefined {
   const v1 = path.join(base, 'memory');
   if (!fsSync.existsSync(path.join(v1, 'memory.limit_in_bytes')) || !writable(v1)) return undefined;
   const pids = path.join(base, 'pids');
+  const freezer = path.join(base, 'freezer');
   // Debian mounts cpu and cpuacct together (cpu,cpuacct); some hosts mount them apart.
   const cpu = ['cpu,cpuacct', 'cpu']
     .map((name) => path.join(base, name))
@@ -104,6 +109,7 @@ export function detectCgroups(base = CGROUP_BASE): CgroupSupport | undefined {
     root: v1,
     ...(usableV1(pids, 'cgroup.procs') ? { pids } : {}),
     ...(cpu ? { cpu } : {}),
+    ...(usableV1(freezer, 'cgroup.procs') ? { freezer } : {}),
   };
 }
 
@@ -145,7 +151,7 @@ export async function createMemoryGroup(
     await fs.mkdir(dir, { recursive: true });
     await setV1Limit(dir, limitBytes);
   }
-  // `tasks`: the group also sits in the pids and cpu hierarchies, below the ancestor whose limits
+  // `tasks`: the group also sits in the pids, cpu and freezer hierarchies, below the ancestor whose limits
   // (limitSubtree) its processes share. In v2 it is the same directory.
   const others = options.tasks
     ? taskHierarchies(support).map((root) => path.join(root, BERTH_DIR, ...segments))
@@ -231,7 +237,19 @@ export async function limitSubtree(
 /** The v1 hierarchies other than memory's that application groups join (none in v2: one directory). */
 function taskHierarchies(support: CgroupSupport): string[] {
   if (support.version === 2) return [];
-  return [support.pids, support.cpu].filter((root): root is string => root !== undefined);
+  return [support.pids, support.cpu, support.freezer].filter((root): root is string => root !== undefined);
+}
+
+/** The directory of `segments` under Berth's subtree of another hierarchy (`root`: v1 pids, cpu, freezer). */
+export function hierarchyDir(root: string, segments: readonly string[]): string {
+  return path.join(root, BERTH_DIR, ...checked(segments));
+}
+
+/** Every process in the group at `dir` and the groups below it (empty when it is gone). */
+export async function subtreePids(dir: string): Promise<number[]> {
+  const pids: number[] = [];
+  for (const group of await subtree(dir)) pids.push(...(await groupPids(group).catch(() => [])));
+  return pids;
 }
 
 function checked(segments: readonly string[]): readonly string[] {
@@ -248,9 +266,16 @@ function checked(segments: readonly string[]): readonly string[] {
 export async function removeTree(support: CgroupSupport, segments: readonly string[]): Promise<void> {
   const top = groupDir(support, segments);
   const groups = await subtree(top);
+  // A frozen process takes a SIGKILL only once thawed (a backup's pause, freezer.ts).
+  const freezeControl =
+    support.version === 2
+      ? path.join(top, 'cgroup.freeze')
+      : support.freezer && path.join(hierarchyDir(support.freezer, segments), 'freezer.state');
+  if (freezeControl)
+    await fs.writeFile(freezeControl, support.version === 2 ? '0' : 'THAWED').catch(() => undefined);
   // Children were pushed before their parents.
   for (const dir of groups) await openGroup(support, dir, []).remove();
-  // Then the same subtree in the pids and cpu hierarchies (v1), emptied by the kills above.
+  // Then the same subtree in the pids, cpu and freezer hierarchies (v1), emptied by the kills above.
   for (const root of taskHierarchies(support)) {
     for (const dir of await subtree(path.join(root, BERTH_DIR, ...segments))) await removeGroupDir(dir);
   }
@@ -317,9 +342,7 @@ export async function subtreeUsage(
     if (nanoseconds !== undefined) return { memoryBytes, cpuSeconds: Number(nanoseconds.trim()) / 1e9 };
   }
   let ticks = 0;
-  for (const group of await subtree(dir)) {
-    for (const pid of await groupPids(group).catch(() => [])) ticks += await processTicks(pid);
-  }
+  for (const pid of await subtreePids(dir)) ticks += await processTicks(pid);
   return { memoryBytes, cpuSeconds: ticks / USER_HZ };
 }
 
@@ -400,7 +423,7 @@ async function removeGroupDir(dir: string): Promise<void> {
   }
 }
 
-/** `others`: the group's directories in the pids and cpu hierarchies (v1), removed with it. */
+/** `others`: the group's directories in the pids, cpu and freezer hierarchies (v1), removed with it. */
 function openGroup(support: CgroupSupport, dir: string, others: readonly string[]): MemoryGroup {
   const procsFile = path.join(dir, 'cgroup.procs');
   const pids = () => groupPids(dir);

@@ -6,7 +6,6 @@
 // start ensureRunning adopts them as they run; builds and commands die with Berth. As root each
 // application has a network namespace of its own (src/drivers/os/netns.ts), which outlives Berth and
 // is found again.
-import { createHash } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import {
@@ -38,7 +37,8 @@ import {
   type AppNetwork,
 } from '../../os/netns.js';
 import { startEdgeProxy, type EdgeProxy, type Upstream } from './edge.js';
-import { appLayout, type AppLayout } from './layout.js';
+import { appLayout, runtimeTag, type AppLayout } from './layout.js';
+import { checkPause } from './pause.js';
 import { AppLogs } from './logs.js';
 import { ensureNodeRuntime, NODE_MAJORS_OFFERED, parseNodeVersion } from './node-runtime.js';
 import { availablePhpExtensions, checkPhpSettings, PHP_VERSIONS_OFFERED, renderPhpReplica } from './php.js';
@@ -119,10 +119,7 @@ interface ProcessesFile {
   workers: WorkerRecord[];
 }
 
-/** Names this Berth's memory groups and OS accounts: several Berths may share one machine. */
-export function runtimeTag(dataDir: string): string {
-  return `b${createHash('sha256').update(dataDir).digest('hex').slice(0, 10)}`;
-}
+export { runtimeTag };
 
 export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRuntimeDriver {
   const support = detectCgroups();
@@ -591,8 +588,11 @@ export function createLocalRuntimeDriver(options: LocalRuntimeOptions): AppRunti
         // What a Berth on this data dir left serving is adopted by ensureRunning (releaseUnclaimed
         // stops the rest); builds and commands died with it.
         for (const appId of await appIds(options.dataDir)) {
-          const left = await readProcesses(appLayout(options.dataDir, appId).processes);
+          const layout = appLayout(options.dataDir, appId);
+          const left = await readProcesses(layout.processes);
           if (left) adoptable.set(appId, left);
+          // A backup killed while it had the application paused left it frozen (pause.ts).
+          await checkPause({ support, cgroupTag, layout }, appId);
         }
         // Nothing builds yet: a release dir still `.building` is what a crash cut short.
         await removeUnfinishedBuilds(options.dataDir);

@@ -19,6 +19,7 @@ import {
   type Launched,
 } from './processes.js';
 import { followProcess, Restarts } from './restarts.js';
+import { checkPause } from './pause.js';
 import type { SandboxRecord } from './sandbox.js';
 
 /** How often readiness is polled while a replica starts. */
@@ -305,7 +306,9 @@ export class Replica {
       if (this.state !== 'running' && this.state !== 'unhealthy') return;
       const port = this.port;
       if (port === null) return;
-      void checkHealth(this.address, port, health.path, host, health.timeoutMs).then((ok) => {
+      void this.pausedNow().then(async (paused) => {
+        if (paused) return; // a frozen replica cannot answer: not a failure
+        const ok = await checkHealth(this.address, port, health.path, host, health.timeoutMs);
         if (this.stopping || this.port !== port || this.liveness === undefined) return;
         if (ok) {
           this.failures = 0;
@@ -317,24 +320,39 @@ export class Replica {
           }
           return;
         }
-        this.failures += 1;
-        this.healthy = false;
-        if (this.state === 'running') {
-          this.state = 'unhealthy';
-          void this.deps.onChange();
-        }
-        if (this.failures >= health.failureThreshold) {
-          const reason = `health check on ${health.path} failed ${this.failures} times in a row`;
-          this.deps.logs.add(this.name, 'system', `${reason}; restarting`);
-          this.deps.onEvent({ appId: this.app.id, kind: 'unhealthy', instance: this.name, message: reason });
-          this.stopLiveness();
-          void this.replace(reason);
-        } else if (this.failures === 1) {
-          this.prepareSuccessor();
-        }
+        void this.countFailure();
       });
     }, health.intervalMs);
     this.liveness.unref();
+  }
+
+  /** Whether a backup has the application paused now (pause.ts); one whose backup died is let go. */
+  private async pausedNow(): Promise<boolean> {
+    const pause = await checkPause(this.deps.context, this.app.id).catch(() => 'running' as const);
+    if (pause === 'released')
+      this.deps.logs.add(this.name, 'system', 'let go of a pause left by a backup that is gone');
+    return pause === 'paused';
+  }
+
+  /** A failed live check, unless the application was paused meanwhile (checked before and after). */
+  private async countFailure(): Promise<void> {
+    if ((await this.pausedNow()) || this.stopping || this.liveness === undefined) return;
+    const { health } = this.app;
+    this.failures += 1;
+    this.healthy = false;
+    if (this.state === 'running') {
+      this.state = 'unhealthy';
+      void this.deps.onChange();
+    }
+    if (this.failures >= health.failureThreshold) {
+      const reason = `health check on ${health.path} failed ${this.failures} times in a row`;
+      this.deps.logs.add(this.name, 'system', `${reason}; restarting`);
+      this.deps.onEvent({ appId: this.app.id, kind: 'unhealthy', instance: this.name, message: reason });
+      this.stopLiveness();
+      void this.replace(reason);
+    } else if (this.failures === 1) {
+      this.prepareSuccessor();
+    }
   }
 
   private stopLiveness(): void {
