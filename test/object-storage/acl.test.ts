@@ -247,6 +247,62 @@ describe.each(DIALECTS)('canned ACLs and anonymous access on %s', (dialect) => {
     expect(await grantsOf()).toEqual([`${AUTHENTICATED_USERS} READ`, `${owner.ID} FULL_CONTROL`]);
   });
 
+  it('takes x-amz-grant-* headers equal to a canned ACL on buckets and objects, and refuses the rest', async () => {
+    const owner = String(storages.main.id);
+    const publicRead = `uri="${ALL_USERS}"`;
+    await admin.send(
+      new CreateBucketCommand({
+        Bucket: 'header-grants',
+        GrantRead: publicRead,
+        GrantFullControl: `id="${owner}"`,
+      }),
+    );
+    const bucketGrants = (await admin.send(new GetBucketAclCommand({ Bucket: 'header-grants' }))).Grants;
+    expect(bucketGrants?.map((g) => `${g.Grantee?.URI ?? g.Grantee?.ID} ${g.Permission}`)).toEqual([
+      `${ALL_USERS} READ`,
+      `${owner} FULL_CONTROL`,
+    ]);
+    // An object written with the grant is readable without credentials; one without it is not.
+    await admin.send(
+      new PutObjectCommand({ Bucket: 'header-grants', Key: 'open.txt', Body: 'open', GrantRead: publicRead }),
+    );
+    await admin.send(new PutObjectCommand({ Bucket: 'header-grants', Key: 'closed.txt', Body: 'closed' }));
+    expect(await (await anonymous('/header-grants/open.txt')).text()).toBe('open');
+    expect((await anonymous('/header-grants/closed.txt')).status).toBe(403);
+    // PutObjectAcl with the owner's grant alone: private again.
+    await admin.send(
+      new PutObjectAclCommand({
+        Bucket: 'header-grants',
+        Key: 'open.txt',
+        GrantFullControl: `id="${owner}"`,
+      }),
+    );
+    expect((await anonymous('/header-grants/open.txt')).status).toBe(403);
+
+    const put = (extra: Partial<ConstructorParameters<typeof PutObjectCommand>[0]>) =>
+      refusal(
+        admin.send(
+          new PutObjectCommand({ Bucket: 'header-grants', Key: 'refused.txt', Body: 'x', ...extra }),
+        ),
+      );
+    // Both ways at once, as S3 refuses it.
+    expect(await put({ ACL: 'public-read', GrantRead: publicRead })).toEqual({
+      code: 'InvalidRequest',
+      status: 400,
+    });
+    // Grants to other accounts, or that no canned ACL is, are not implemented; a grantee that is no
+    // grantee is a bad argument. None of them wrote anything.
+    expect(await put({ GrantRead: 'emailAddress="someone@example.com"' })).toEqual({
+      code: 'NotImplemented',
+      status: 501,
+    });
+    expect(await put({ GrantReadACP: publicRead })).toEqual({ code: 'NotImplemented', status: 501 });
+    expect(await put({ GrantRead: 'everyone' })).toEqual({ code: 'InvalidArgument', status: 400 });
+    expect(
+      await refusal(admin.send(new GetObjectCommand({ Bucket: 'header-grants', Key: 'refused.txt' }))),
+    ).toEqual({ code: 'NoSuchKey', status: 404 });
+  });
+
   it('answers browsers reading a public bucket with its CORS rule, and OPTIONS that asks nothing with 400', async () => {
     await admin.send(new CreateBucketCommand({ Bucket: 'web', ACL: 'public-read' }));
     await admin.send(new PutObjectCommand({ Bucket: 'web', Key: 'app.js', Body: 'js', ACL: 'public-read' }));

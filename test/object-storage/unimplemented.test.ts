@@ -99,11 +99,11 @@ const HEADERS: Array<Record<string, string>> = [
   },
   { 'x-amz-object-lock-mode': 'GOVERNANCE', 'x-amz-object-lock-retain-until-date': '2099-01-01T00:00:00Z' },
   { 'x-amz-object-lock-legal-hold': 'ON' },
-  // Canned ACLs are honoured (access.ts), but not these two, nor grants by header.
+  // Canned ACLs are honoured (access.ts), but not these two, nor grants to other accounts.
   { 'x-amz-acl': 'log-delivery-write' },
   { 'x-amz-acl': 'aws-exec-read' },
-  { 'x-amz-grant-read': 'id=1' },
-  { 'x-amz-grant-full-control': 'id=1' },
+  { 'x-amz-grant-read': 'id=999999' }, // another account's: the owner's own are honoured (acl.test.ts)
+  { 'x-amz-grant-full-control': 'id=999999' },
   { 'x-amz-website-redirect-location': '/elsewhere' },
   { 'x-amz-storage-class': 'GLACIER' },
   { 'x-amz-mfa': '1 2' },

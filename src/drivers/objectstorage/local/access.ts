@@ -55,12 +55,27 @@ const aclOf = (value: string | undefined): CannedAcl => (value && isCannedAcl(va
 
 export const isPublicAcl = (acl: string): boolean => acl !== 'private';
 
+/** The grant headers S3 takes in place of x-amz-acl, and the permission each grants. */
+export const GRANT_HEADERS = {
+  'x-amz-grant-read': 'READ',
+  'x-amz-grant-write': 'WRITE',
+  'x-amz-grant-read-acp': 'READ_ACP',
+  'x-amz-grant-write-acp': 'WRITE_ACP',
+  'x-amz-grant-full-control': 'FULL_CONTROL',
+} as const;
+
 /**
- * The canned ACL an `x-amz-acl` header asks for, undefined when absent. `bucket-owner-read` and
- * `bucket-owner-full-control` are `private` here: a storage owns its buckets and every object in them.
+ * The canned ACL that the ACL a request asks for is: its `x-amz-acl` header, or its `x-amz-grant-*`
+ * headers when they are exactly equivalent to one (grants to `ownerId`, the bucket's owner, say nothing);
+ * undefined when it asks for none. `bucket-owner-read` and `bucket-owner-full-control` are `private`
+ * here: a storage owns its buckets and every object in them.
  */
-export function requestedAcl(headers: IncomingHttpHeaders): CannedAcl | undefined {
+export function requestedAcl(headers: IncomingHttpHeaders, ownerId: string): CannedAcl | undefined {
   const value = headerValue(headers, 'x-amz-acl');
+  const granted = Object.keys(GRANT_HEADERS).some((name) => headers[name] !== undefined);
+  if (value !== undefined && granted)
+    throw errors.invalidRequest('Specifying both Canned ACLs and Header Grants is not allowed');
+  if (granted) return grantedAcl(headers, ownerId);
   if (value === undefined) return undefined;
   if (value === 'bucket-owner-read' || value === 'bucket-owner-full-control') return 'private';
   if (isCannedAcl(value)) return value;
@@ -76,20 +91,23 @@ const foreignGrant = () =>
     'Grants to other accounts (by ID or e-mail address) are not implemented: use a canned ACL (private, public-read, public-read-write, authenticated-read)',
   );
 
+/** Grants as an ACL document or grant headers list them; `id` alone for the owner's. */
+interface Grant {
+  permission: string;
+  id?: string;
+  uri?: string;
+  email?: string;
+}
+
 /**
- * The canned ACL an AccessControlPolicy document is exactly equivalent to. The owner's own grants say
- * nothing (it keeps FULL_CONTROL); a grant to another account, or a set of group grants that is no
- * canned ACL, is refused before anything changes.
+ * The canned ACL a list of grants is exactly equivalent to. The owner's own grants say nothing (it
+ * keeps FULL_CONTROL); a grant to another account, or a set of group grants that is no canned ACL, is
+ * refused before anything changes.
  */
-export function parseAccessControlPolicy(xml: string, ownerId: string): CannedAcl {
-  if (!/<AccessControlPolicy[\s>]/.test(xml)) throw errors.malformedXml();
+function cannedAclOf(grants: Grant[], ownerId: string): CannedAcl {
   const groups = new Set<string>();
-  for (const grant of elements(xml, 'Grant')) {
-    const permission = text(grant, 'Permission');
-    const id = text(grant, 'ID');
-    const uri = text(grant, 'URI');
-    if (permission === undefined) throw errors.malformedXml();
-    if (text(grant, 'EmailAddress') !== undefined) throw foreignGrant();
+  for (const { permission, id, uri, email } of grants) {
+    if (email !== undefined) throw foreignGrant();
     if (id !== undefined) {
       if (id !== ownerId) throw foreignGrant();
       continue;
@@ -107,6 +125,47 @@ export function parseAccessControlPolicy(xml: string, ownerId: string): CannedAc
       'Only ACLs equivalent to a canned ACL are implemented: AllUsers READ (public-read), AllUsers READ and WRITE (public-read-write), AuthenticatedUsers READ (authenticated-read), or none (private)',
     );
   return found;
+}
+
+/** The canned ACL an AccessControlPolicy document is exactly equivalent to (cannedAclOf). */
+export function parseAccessControlPolicy(xml: string, ownerId: string): CannedAcl {
+  if (!/<AccessControlPolicy[\s>]/.test(xml)) throw errors.malformedXml();
+  const grants: Grant[] = [];
+  for (const grant of elements(xml, 'Grant')) {
+    const permission = text(grant, 'Permission');
+    if (permission === undefined) throw errors.malformedXml();
+    grants.push({
+      permission,
+      id: text(grant, 'ID'),
+      uri: text(grant, 'URI'),
+      email: text(grant, 'EmailAddress'),
+    });
+  }
+  return cannedAclOf(grants, ownerId);
+}
+
+/**
+ * The canned ACL the x-amz-grant-* headers are exactly equivalent to (cannedAclOf). Each lists
+ * grantees as `id="…"`, `uri="…"` or `emailAddress="…"`, comma-separated.
+ */
+function grantedAcl(headers: IncomingHttpHeaders, ownerId: string): CannedAcl {
+  const grants: Grant[] = [];
+  for (const [name, permission] of Object.entries(GRANT_HEADERS)) {
+    const value = headerValue(headers, name);
+    if (value === undefined) continue;
+    for (const item of value.split(',')) {
+      const grantee = /^\s*(id|uri|emailAddress)\s*=\s*"?([^"]*)"?\s*$/i.exec(item);
+      if (!grantee)
+        throw errors.invalidArgument(`${name} lists grantees as id="…", uri="…" or emailAddress="…"`);
+      const [, type, who] = grantee as unknown as [string, string, string];
+      const kind = type.toLowerCase();
+      grants.push({
+        permission,
+        ...(kind === 'id' ? { id: who } : kind === 'uri' ? { uri: who } : { email: who }),
+      });
+    }
+  }
+  return cannedAclOf(grants, ownerId);
 }
 
 /** GetBucketAcl/GetObjectAcl: the owner's FULL_CONTROL and the canned ACL's group grants. */
@@ -330,7 +389,7 @@ export interface AccessFeatureDeps {
 export function createAccessFeature({ meta, decision, forget, owner }: AccessFeatureDeps) {
   /** The ACL a PutBucketAcl/PutObjectAcl asks for: the x-amz-acl header or an AccessControlPolicy body. */
   async function aclOfRequest(x: FeatureExchange, bucket: BucketRow): Promise<CannedAcl> {
-    const header = requestedAcl(x.req.headers);
+    const header = requestedAcl(x.req.headers, owner(bucket).ID);
     const body = await x.readXml();
     if (header !== undefined) return header;
     if (body.trim() === '') throw errors.invalidRequest('Specify x-amz-acl or an AccessControlPolicy');

@@ -70,7 +70,7 @@ export function bucketHandlers(kit: Kit) {
     allow(x, { action: 's3:CreateBucket', bucket: name });
     if (!isValidBucketName(name)) throw errors.invalidBucketName(name);
     // hook: canned ACLs (access.ts); a new bucket has no PublicAccessBlock but the operator's.
-    const acl = requestedAcl(x.req.headers) ?? 'private';
+    const acl = requestedAcl(x.req.headers, String(x.caller.storageId)) ?? 'private';
     if (isPublicAcl(acl)) {
       allow(x, { action: 's3:PutBucketAcl', bucket: name });
       if (kit.decision.blocksPublicAcls()) throw publicAclBlocked();

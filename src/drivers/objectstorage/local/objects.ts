@@ -87,7 +87,8 @@ export function parseCopySource(source: string): { bucket: string; key: string }
  * policy, may give what it writes a canned ACL, as S3 lets the writer who owns its object there.
  */
 export function objectAclOf(kit: Kit, x: Exchange, bucket: BucketRow, key: string): string {
-  return writeAcl(kit, x.caller.kind === 'user', requestedAcl(x.req.headers), bucket, () =>
+  const acl = requestedAcl(x.req.headers, String(bucket.object_storage_id));
+  return writeAcl(kit, x.caller.kind === 'user', acl, bucket, () =>
     kit.allow(x, { action: 's3:PutObjectAcl', bucket: bucket.name, key }),
   );
 }

@@ -299,7 +299,10 @@ export function createPostObject(deps: PostObjectDeps) {
       }
       // hook: the form's canned ACL (access.ts), as x-amz-acl on a PUT
       const aclField = fields.get('acl');
-      const acl = (aclField === undefined ? undefined : requestedAcl({ 'x-amz-acl': aclField })) ?? 'private';
+      const acl =
+        (aclField === undefined
+          ? undefined
+          : requestedAcl({ 'x-amz-acl': aclField }, String(bucket.object_storage_id))) ?? 'private';
       if (isPublicAcl(acl)) {
         if (deps.blocksPublicAcls(bucket)) throw publicAclBlocked();
         if (!mayPublish()) throw errors.accessDenied();

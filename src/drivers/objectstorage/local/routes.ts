@@ -4,7 +4,7 @@
 // same paths as the ones it does; routing them by method alone once replaced an object's content
 // with a legal-hold document.
 import type { IncomingHttpHeaders } from 'node:http';
-import { requestedAcl } from './access.js';
+import { GRANT_HEADERS, requestedAcl } from './access.js';
 import { errors } from './errors.js';
 import { headerValue } from './sigv4.js';
 
@@ -132,7 +132,7 @@ const UNHONOURED_PREFIXES = [
   'x-amz-server-side-encryption',
   'x-amz-copy-source-server-side-encryption',
   'x-amz-object-lock-',
-  'x-amz-grant-',
+  'x-amz-grant-', // but the five S3 knows, which requestedAcl reads
 ];
 const UNHONOURED = [
   'x-amz-website-redirect-location',
@@ -159,18 +159,16 @@ export function refuseUnhonoured(
   for (const [name, value] of params) if (/^x-amz-/.test(name)) hoisted[name] = value;
   headers = { ...hoisted, ...headers };
   for (const name of Object.keys(headers)) {
+    if (name in GRANT_HEADERS) continue;
     if (UNHONOURED.includes(name) || UNHONOURED_PREFIXES.some((p) => name.startsWith(p))) {
       // `x-amz-bucket-object-lock-enabled: false` and the like ask for nothing.
-      throw errors.notImplemented(
-        name.startsWith('x-amz-grant-')
-          ? `The ${name} header is not implemented: use x-amz-acl with a canned ACL (private, public-read, public-read-write, authenticated-read)`
-          : `The ${name} header is not implemented`,
-      );
+      throw errors.notImplemented(`The ${name} header is not implemented`);
     }
   }
   if (headerValue(headers, 'x-amz-bucket-object-lock-enabled')?.toLowerCase() === 'true')
     throw errors.notImplemented('Object lock is not implemented');
-  requestedAcl(headers); // a canned ACL Berth does not implement is refused here (access.ts)
+  // An ACL Berth does not implement (a canned one, or grants to other accounts) is refused here.
+  requestedAcl(headers, ownerId);
   const storageClass = headerValue(headers, 'x-amz-storage-class');
   if (storageClass !== undefined && storageClass !== 'STANDARD')
     throw errors.notImplemented('Storage classes other than STANDARD are not implemented');
