@@ -44,6 +44,32 @@ export function processStartTime(pid: number): number | undefined {
   return Number(fields[19]);
 }
 
+/**
+ * A live process as a file can name it for another process: `<pid> <start time>` (a pid alone may be
+ * reused once the process is gone); undefined when it is gone.
+ */
+export function processIdentity(pid: number): string | undefined {
+  const started = processStartTime(pid);
+  return started === undefined ? undefined : `${pid} ${started}`;
+}
+
+/**
+ * Whether the process `identity` names (processIdentity) still runs. A bare pid, as files written
+ * before identities had, counts while a process with that pid lives.
+ */
+export function isRunning(identity: string): boolean {
+  const [pidText, started] = identity.trim().split(' ');
+  const pid = Number(pidText);
+  if (!Number.isSafeInteger(pid) || pid <= 0) return false;
+  if (started !== undefined) return processIdentity(pid) === identity.trim();
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
 /** How often the end of an adopted process (not Berth's child: no exit event) is looked for. */
 const ADOPTED_POLL_MS = 200;
 

@@ -5,7 +5,9 @@ import { once } from 'node:events';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   descendants,
+  isRunning,
   processesOfUser,
+  processIdentity,
   processStartTime,
   processTree,
   watchAdoptedExit,
@@ -74,6 +76,24 @@ describe('process tree', () => {
     await until(() => !processesOfUser(uid).includes(sleep));
     expect(processesOfUser(uid)).toContain(shell.pid);
     shell.kill('SIGKILL');
+  });
+});
+
+describe("process identities (files naming a process for another: a backup's pause and hold)", () => {
+  it('names a process by pid and start time, so that a reused pid is not taken for it', async () => {
+    const { sleep } = await shellWithChild();
+    const identity = processIdentity(sleep)!;
+    expect(identity).toBe(`${sleep} ${processStartTime(sleep)}`);
+    expect(isRunning(identity)).toBe(true);
+    // The same pid with another start time: a process that is gone, its pid reused.
+    expect(isRunning(`${sleep} ${processStartTime(sleep)! - 1}`)).toBe(false);
+    // A bare pid, as older files wrote it, counts while a process has that pid.
+    expect(isRunning(String(sleep))).toBe(true);
+    process.kill(sleep, 'SIGKILL');
+    await until(() => processIdentity(sleep) === undefined);
+    expect(isRunning(identity)).toBe(false);
+    expect(isRunning('')).toBe(false);
+    expect(isRunning('nonsense')).toBe(false);
   });
 });
 

@@ -8,6 +8,7 @@
 import fs from 'node:fs/promises';
 import { detectCgroups, type CgroupSupport } from '../../os/cgroups.js';
 import { freezeSubtree, subtreeFrozen, thawSubtree } from '../../os/freezer.js';
+import { isRunning, processIdentity } from '../../os/processes.js';
 import { appLayout, runtimeTag } from './layout.js';
 
 export interface Paused {
@@ -17,14 +18,6 @@ export interface Paused {
 }
 
 const segmentsOf = (tag: string, appId: number) => [tag, `app-${appId}`];
-
-/** A process as `paused-by` names it: its pid and its start time (a pid alone may be reused). */
-async function processIdentity(pid: number): Promise<string | undefined> {
-  const stat = await fs.readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined);
-  // Field 22, the start time in clock ticks, is the 20th after the command name's closing parenthesis.
-  const started = stat?.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
-  return started === undefined ? undefined : `${pid} ${started}`;
-}
 
 /**
  * Pauses every process of application `appId` of the Berth of `dataDir`, on behalf of this process; a
@@ -39,7 +32,7 @@ export async function pauseApplication(
   const segments = segmentsOf(runtimeTag(dataDir), appId);
   const holder = appLayout(dataDir, appId).pausedBy;
   // Written first: a serving Berth that sees the freeze must find who holds it.
-  await fs.writeFile(holder, `${await processIdentity(process.pid)}\n`, { mode: 0o600 });
+  await fs.writeFile(holder, `${processIdentity(process.pid)}\n`, { mode: 0o600 });
   const release = () => fs.rm(holder, { force: true });
   let frozen;
   try {
@@ -77,9 +70,7 @@ export async function checkPause(
   const segments = segmentsOf(cgroupTag, appId);
   if (!(await subtreeFrozen(support, segments))) return 'running';
   const holder = layout.pausedBy;
-  const held = (await fs.readFile(holder, 'utf8').catch(() => '')).trim();
-  const pid = Number(held.split(' ')[0]);
-  if (Number.isSafeInteger(pid) && pid > 0 && held === (await processIdentity(pid))) return 'paused';
+  if (isRunning(await fs.readFile(holder, 'utf8').catch(() => ''))) return 'paused';
   await thawSubtree(support, segments);
   await fs.rm(holder, { force: true });
   return 'released';
