@@ -53,6 +53,12 @@ class DeploymentAborted extends Error {}
 export function createDeploymentService(deps: DeploymentDeps) {
   const { db, clock } = deps;
   const repo = createDeploymentRepository(db);
+  /**
+   * Deployments this process has run (or queued to run) before reconcile() ended: never an earlier
+   * Berth's to settle.
+   */
+  const startedHere = new Set<number>();
+  let reconciled = false;
   const infrastructure = createInfrastructureRepository(db);
   /** In-flight deployment per application, so a newer one can abort it. */
   const inFlight = new Map<number, { deploymentId: number; abort: AbortController }>();
@@ -312,6 +318,7 @@ export function createDeploymentService(deps: DeploymentDeps) {
 
     /** One deployment at a time per application, in request order. */
     run(deploymentId: number, appId: number): Promise<void> {
+      if (!reconciled) startedHere.add(deploymentId);
       const previous = queues.get(appId) ?? Promise.resolve();
       const next = previous.then(() => run(deploymentId));
       const settled = next.catch(() => undefined);
@@ -335,49 +342,61 @@ export function createDeploymentService(deps: DeploymentDeps) {
      * deployments past their deadline too; then every application that should run is started again.
      */
     async reconcile(): Promise<void> {
-      const now = clock.now();
-      // The API and the job runner work beside this: what this Berth deploys meanwhile is not an
-      // earlier Berth's to settle or start again (a deployment it runs is not "interrupted", an
-      // application it has just rolled out is not started a second time).
-      const earlier = await repo.lastId();
-      for (const deployment of await repo.unfinished()) {
-        if (deployment.id > earlier) continue;
-        if (deployment.status === 'running') {
-          await repo.finish(
-            deployment.id,
-            'failed',
-            'Interrupted: Berth stopped during the deployment',
-            iso(now),
-          );
-          await announce(deployment.id, 'deployment.failed');
-        } else if (
-          now.getTime() - new Date(deployment.created_at).getTime() >
-          deps.runtime.deploymentTimeoutSeconds * 1000
-        ) {
-          await repo.finish(deployment.id, 'failed', 'Never started within the deployment timeout', iso(now));
+      try {
+        const now = clock.now();
+        // The API and the job runner work beside this: what this Berth deploys meanwhile is not an
+        // earlier Berth's to settle or start again (a deployment it runs is not "interrupted", an
+        // application it has just rolled out is not started a second time).
+        // `startedHere` too: the API and the runner may have made and started one before lastId() answers.
+        const earlier = await repo.lastId();
+        const mine = (id: number) => id > earlier || startedHere.has(id);
+        for (const deployment of await repo.unfinished()) {
+          if (mine(deployment.id)) continue;
+          if (deployment.status === 'running') {
+            await repo.finish(
+              deployment.id,
+              'failed',
+              'Interrupted: Berth stopped during the deployment',
+              iso(now),
+            );
+            await announce(deployment.id, 'deployment.failed');
+          } else if (
+            now.getTime() - new Date(deployment.created_at).getTime() >
+            deps.runtime.deploymentTimeoutSeconds * 1000
+          ) {
+            await repo.finish(
+              deployment.id,
+              'failed',
+              'Never started within the deployment timeout',
+              iso(now),
+            );
+          }
         }
-      }
-      await repo.failInterruptedCommands(iso(now));
-      for (const { id, live_deployment_id } of await repo.runnable()) {
-        if (live_deployment_id !== null && live_deployment_id > earlier) continue;
-        const app = await infrastructure.findApplication(id);
-        const live = live_deployment_id === null ? undefined : await repo.find(live_deployment_id);
-        if (!app || !live?.release) continue;
-        await repo.setApplicationStatus(id, 'starting', null, iso(clock.now()));
-        try {
-          await deps.services?.ensureApplication(id);
-          await deps.driver().ensureRunning(await deps.specs.build(app), live.release);
-          await repo.setApplicationStatus(id, 'active', null, iso(clock.now()));
-          // A release an interrupted deployment built (or half built) is not kept.
-          await prune(id, live.release);
-        } catch (error) {
-          const message = error instanceof Error ? error.message : String(error);
-          deps.logger.warn({ err: error, appId: id }, 'application did not start again');
-          await repo.setApplicationStatus(id, 'failed', message, iso(clock.now()));
+        await repo.failInterruptedCommands(iso(now));
+        for (const { id, live_deployment_id } of await repo.runnable()) {
+          if (live_deployment_id !== null && mine(live_deployment_id)) continue;
+          const app = await infrastructure.findApplication(id);
+          const live = live_deployment_id === null ? undefined : await repo.find(live_deployment_id);
+          if (!app || !live?.release) continue;
+          await repo.setApplicationStatus(id, 'starting', null, iso(clock.now()));
+          try {
+            await deps.services?.ensureApplication(id);
+            await deps.driver().ensureRunning(await deps.specs.build(app), live.release);
+            await repo.setApplicationStatus(id, 'active', null, iso(clock.now()));
+            // A release an interrupted deployment built (or half built) is not kept.
+            await prune(id, live.release);
+          } catch (error) {
+            const message = error instanceof Error ? error.message : String(error);
+            deps.logger.warn({ err: error, appId: id }, 'application did not start again');
+            await repo.setApplicationStatus(id, 'failed', message, iso(clock.now()));
+          }
         }
+        // What an earlier Berth left running and no application claimed above goes now.
+        await deps.driver().releaseUnclaimed?.();
+      } finally {
+        reconciled = true;
+        startedHere.clear();
       }
-      // What an earlier Berth left running and no application claimed above goes now.
-      await deps.driver().releaseUnclaimed?.();
     },
 
     jobHandlers() {
