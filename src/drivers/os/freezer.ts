@@ -1,7 +1,6 @@
 // Pausing every process of a subtree of Berth's groups at once (an application's replicas, workers and
 // commands), and letting them go on: the kernel's freezer. A frozen process is stopped where it stands,
-// between two system calls, without a signal it could see; what it wrote is in the page cache for any
-// reader. A backup reads an application's volumes while it is frozen, so that the copy is the volume as
+// without a signal it could see; what it wrote before is in the page cache for any reader. A backup reads an application's volumes while it is frozen, so that the copy is the volume as
 // it was at one moment (src/backup.ts).
 // - cgroup v1: the freezer hierarchy (/sys/fs/cgroup/freezer), which application groups join beside
 //   memory, pids and cpu (cgroups.ts); `FROZEN` in the subtree's freezer.state, read back `FROZEN`

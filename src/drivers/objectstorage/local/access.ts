@@ -157,7 +157,7 @@ function grantedAcl(headers: IncomingHttpHeaders, ownerId: string): CannedAcl {
       const grantee = /^\s*(id|uri|emailAddress)\s*=\s*"?([^"]*)"?\s*$/i.exec(item);
       if (!grantee)
         throw errors.invalidArgument(`${name} lists grantees as id="…", uri="…" or emailAddress="…"`);
-      const [, type, who] = grantee as unknown as [string, string, string];
+      const [, type = '', who = ''] = grantee;
       const kind = type.toLowerCase();
       grants.push({
         permission,
@@ -387,7 +387,7 @@ export interface AccessFeatureDeps {
 }
 
 export function createAccessFeature({ meta, decision, forget, owner }: AccessFeatureDeps) {
-  /** The ACL a PutBucketAcl/PutObjectAcl asks for: the x-amz-acl header or an AccessControlPolicy body. */
+  /** The ACL a PutBucketAcl/PutObjectAcl asks for: x-amz-acl, x-amz-grant-* or an AccessControlPolicy body. */
   async function aclOfRequest(x: FeatureExchange, bucket: BucketRow): Promise<CannedAcl> {
     const header = requestedAcl(x.req.headers, owner(bucket).ID);
     const body = await x.readXml();

@@ -1,7 +1,7 @@
 // An application of the local runtime paused while a backup reads its volumes (src/backup.ts): every
 // process of its group subtree (`berth/<tag>/app-<id>`) frozen at once (../../os/freezer.ts), then let
-// go. The backup runs in a process of its own, beside the serving Berth: it writes its pid to the
-// application's `paused-by` file before it freezes, so that the serving Berth
+// go. The backup runs in a process of its own, beside the serving Berth: it writes its pid and start
+// time to the application's `paused-by` file before it freezes, so that the serving Berth
 // - does not count the health checks a frozen replica cannot answer (replicas.ts), and
 // - lets an application go on when the backup that froze it has died (killed mid-copy), at the next
 //   health check or at its start (index.ts).
