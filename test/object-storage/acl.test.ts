@@ -14,36 +14,24 @@ import {
   PutObjectCommand,
   S3Client,
 } from '@aws-sdk/client-s3';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { S3Server } from '../../src/drivers/objectstorage/local/server.js';
-import { createTestApp, type TestApp } from '../helpers/app.js';
+import type { TestApp } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
-import { refusal, s3Client, twoStorages } from './helpers.js';
+import { anonymousTo, useAccessFixture, type AccessFixture } from './access-fixture.js';
+import { refusal, s3Client } from './helpers.js';
 
 const ALL_USERS = 'http://acs.amazonaws.com/groups/global/AllUsers';
 const AUTHENTICATED_USERS = 'http://acs.amazonaws.com/groups/global/AuthenticatedUsers';
 
 describe.each(DIALECTS)('canned ACLs and anonymous access on %s', (dialect) => {
+  const fixture = useAccessFixture(dialect);
   let t: TestApp;
   let s3: S3Server;
   let admin: S3Client;
-  let storages: Awaited<ReturnType<typeof twoStorages>>;
-
-  beforeAll(async () => {
-    t = await createTestApp(dialect);
-    s3 = await t.ctx.services.objectStorage.serveEndpoint();
-    storages = await twoStorages(t);
-    admin = s3Client(s3.url, storages.main.admin.id, storages.main.admin.secret);
-  });
-
-  afterAll(async () => {
-    admin?.destroy();
-    await s3?.close();
-    await t?.close();
-  });
-
-  /** An unsigned request, as a browser or curl sends it. */
-  const anonymous = (path: string, init: RequestInit = {}) => fetch(`${s3.url}${path}`, init);
+  let storages: AccessFixture['storages'];
+  beforeAll(() => ({ t, s3, admin, storages } = fixture));
+  const anonymous = anonymousTo(fixture);
   const codeOf = async (res: Response) => /<Code>([^<]+)<\/Code>/.exec(await res.text())?.[1];
 
   it('serves a public-read bucket and its public-read objects without credentials, and nothing private', async () => {

@@ -19,11 +19,12 @@ import {
   S3Client,
   S3ServiceException,
 } from '@aws-sdk/client-s3';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { S3Server } from '../../src/drivers/objectstorage/local/server.js';
-import { createTestApp, type TestApp } from '../helpers/app.js';
+import type { TestApp } from '../helpers/app.js';
 import { DIALECTS } from '../helpers/store.js';
-import { refusal, s3Client, twoStorages } from './helpers.js';
+import { anonymousTo, useAccessFixture, type AccessFixture } from './access-fixture.js';
+import { refusal, s3Client } from './helpers.js';
 
 /** An unsigned GET from a given loopback source address. */
 function getFrom(url: string, localAddress: string): Promise<number> {
@@ -50,25 +51,12 @@ async function refusedWith(promise: Promise<unknown>): Promise<{ code: string; m
 }
 
 describe.each(DIALECTS)('bucket policies and PublicAccessBlock on %s', (dialect) => {
-  let t: TestApp;
+  const fixture = useAccessFixture(dialect);
   let s3: S3Server;
   let admin: S3Client;
-  let storages: Awaited<ReturnType<typeof twoStorages>>;
-
-  beforeAll(async () => {
-    t = await createTestApp(dialect);
-    s3 = await t.ctx.services.objectStorage.serveEndpoint();
-    storages = await twoStorages(t);
-    admin = s3Client(s3.url, storages.main.admin.id, storages.main.admin.secret);
-  });
-
-  afterAll(async () => {
-    admin?.destroy();
-    await s3?.close();
-    await t?.close();
-  });
-
-  const anonymous = (path: string, init: RequestInit = {}) => fetch(`${s3.url}${path}`, init);
+  let storages: AccessFixture['storages'];
+  beforeAll(() => ({ s3, admin, storages } = fixture));
+  const anonymous = anonymousTo(fixture);
 
   it('admits by aws:SourceIp one address and refuses another', async () => {
     await admin.send(new CreateBucketCommand({ Bucket: 'office' }));
@@ -325,23 +313,12 @@ describe.each(DIALECTS)('bucket policies and PublicAccessBlock on %s', (dialect)
 });
 
 describe.each(DIALECTS)('BERTH_S3_BLOCK_PUBLIC_ACCESS on %s', (dialect) => {
+  const fixture = useAccessFixture(dialect, { BERTH_S3_BLOCK_PUBLIC_ACCESS: 'true' });
   let t: TestApp;
   let s3: S3Server;
   let admin: S3Client;
-  let storages: Awaited<ReturnType<typeof twoStorages>>;
-
-  beforeAll(async () => {
-    t = await createTestApp(dialect, { env: { BERTH_S3_BLOCK_PUBLIC_ACCESS: 'true' } });
-    s3 = await t.ctx.services.objectStorage.serveEndpoint();
-    storages = await twoStorages(t);
-    admin = s3Client(s3.url, storages.main.admin.id, storages.main.admin.secret);
-  });
-
-  afterAll(async () => {
-    admin?.destroy();
-    await s3?.close();
-    await t?.close();
-  });
+  let storages: AccessFixture['storages'];
+  beforeAll(() => ({ t, s3, admin, storages } = fixture));
 
   it('makes every bucket private whatever its ACL, policy or own PublicAccessBlock says', async () => {
     expect(
