@@ -81,10 +81,3 @@ export async function verifiedManifest(
   progress(`verified: ${checked.size} files match their SHA-256 (${human(manifest.stats.bytes)})`);
   return manifest;
 }
-
-/**
- * The part of a restore before Berth can open its context: checks every file, unseals the key,
- * refuses a data dir or store that is not empty, writes the key, the store's rows and the data dir's
- * files. Returns the manifest and where the fetched blobs wait (the databases' dumps are loaded
- * through the context next, by restoreDatabases).
- */

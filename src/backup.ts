@@ -316,6 +316,12 @@ const statOf = (file: string) =>
 const readLink = (file: string) => readlink(file);
 const mkdirSyncSafe = (dir: string) => mkdirSync(dir, { recursive: true, mode: 0o700 });
 
+/**
+ * The part of a restore before Berth can open its context: checks every file, unseals the key,
+ * refuses a data dir or store that is not empty, writes the key, the store's rows and the data dir's
+ * files. Returns the manifest and where the fetched blobs wait (the databases' dumps are loaded
+ * through the context next, by restoreDatabases).
+ */
 export async function restoreFoundation(
   config: Config,
   target: BackupTarget,
