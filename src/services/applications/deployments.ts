@@ -18,7 +18,8 @@ import { RELEASES_KEPT, releaseName, type DeploymentStep } from '../../domain/de
 import type { AppRuntimeDriver, StepContext } from '../../drivers/runtime/driver.js';
 import { sourceKey, type ArtifactStore } from '../../drivers/artifacts/types.js';
 import { enqueue, handles } from '../jobs.js';
-import type { WebhookEmitter, WebhookEventName } from '../webhooks/index.js';
+import type { WebhookEventName } from '../../domain/webhook-events.js';
+import type { WebhookEmitter } from '../webhooks/index.js';
 import type { SpecBuilder } from './spec.js';
 
 type Db = Kysely<Database> | Transaction<Database>;

@@ -21,8 +21,6 @@ import { enqueue, handles } from '../jobs.js';
 
 type Db = Kysely<Database> | Transaction<Database>;
 
-export { WEBHOOK_EVENTS, type WebhookEventName };
-
 /** Something that happened to a team's resource, as its webhooks receive it in `data`. */
 export interface WebhookEvent {
   teamId: number;

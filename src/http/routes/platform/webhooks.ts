@@ -5,7 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from 'typebox';
 import { auditUnchanged } from '../../../services/audit.js';
 import { PUSH_BODY_LIMIT_BYTES } from '../../../services/applications/push.js';
-import { WEBHOOK_EVENTS } from '../../../services/webhooks/index.js';
+import { WEBHOOK_EVENTS } from '../../../domain/webhook-events.js';
 import type { RouteDeps } from '../../deps.js';
 import { principalOf } from '../../types.js';
 import { NoContent } from '../../schemas/common.js';
