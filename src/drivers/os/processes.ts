@@ -53,6 +53,9 @@ export function processIdentity(pid: number): string | undefined {
   return started === undefined ? undefined : `${pid} ${started}`;
 }
 
+/** This process as processIdentity names it (its bare pid where /proc cannot say its start time). */
+export const ownIdentity = (): string => processIdentity(process.pid) ?? String(process.pid);
+
 /**
  * Whether the process `identity` names (processIdentity) still runs. A bare pid, as files written
  * before identities had, counts while a process with that pid lives.

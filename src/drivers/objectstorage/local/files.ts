@@ -10,13 +10,13 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { FileSink } from './file-sink.js';
-import { isRunning, processIdentity } from '../../os/processes.js';
+import { isRunning, ownIdentity } from '../../os/processes.js';
 
 /**
  * While `berth admin backup` copies the object files its snapshot of the store names (src/backup.ts),
  * a file that a later commit replaces or deletes must stay readable: `<objects>/backup-hold/` exists
- * then, with the backup's pid and start time in `owner`, and files are moved into it instead of being removed. The
- * backup removes it when done; a hold whose process is gone is ignored.
+ * then, with the backup's pid and start time in `owner`, and files are moved into it instead of being
+ * removed. The backup removes it when done; a hold whose process is gone is ignored.
  */
 const HOLD = 'backup-hold';
 const heldName = (relative: string): string => relative.split(path.sep).join('__');
@@ -32,10 +32,7 @@ export async function holdObjectRemovals(dataDir: string): Promise<() => Promise
   await fs.promises.rm(dir, { recursive: true, force: true });
   await fs.promises.mkdir(dir, { recursive: true, mode: 0o700 });
   // The owner last: a hold without it holds nothing yet.
-  await fs.promises.writeFile(
-    path.join(dir, 'owner.tmp'),
-    processIdentity(process.pid) ?? String(process.pid),
-  );
+  await fs.promises.writeFile(path.join(dir, 'owner.tmp'), ownIdentity());
   await fs.promises.rename(path.join(dir, 'owner.tmp'), path.join(dir, 'owner'));
   return () => fs.promises.rm(dir, { recursive: true, force: true });
 }

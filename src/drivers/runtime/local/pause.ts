@@ -8,7 +8,7 @@
 import fs from 'node:fs/promises';
 import { detectCgroups, type CgroupSupport } from '../../os/cgroups.js';
 import { freezeSubtree, subtreeFrozen, thawSubtree } from '../../os/freezer.js';
-import { isRunning, processIdentity } from '../../os/processes.js';
+import { isRunning, ownIdentity } from '../../os/processes.js';
 import { appLayout, runtimeTag } from './layout.js';
 
 export interface Paused {
@@ -32,7 +32,7 @@ export async function pauseApplication(
   const segments = segmentsOf(runtimeTag(dataDir), appId);
   const holder = appLayout(dataDir, appId).pausedBy;
   // Written first: a serving Berth that sees the freeze must find who holds it.
-  await fs.writeFile(holder, `${processIdentity(process.pid)}\n`, { mode: 0o600 });
+  await fs.writeFile(holder, `${ownIdentity()}\n`, { mode: 0o600 });
   const release = () => fs.rm(holder, { force: true });
   let frozen;
   try {
