@@ -51,8 +51,9 @@ export interface MemoryGroup {
   /** Writing a pid here moves that process (and its future children) into the group. */
   procsFile: string;
   /**
-   * Every procs file a process joins (`procsFile` first, then the group's pids, cpu and freezer hierarchies
-   * in v1 when it was made with `tasks`), so the memory cap and its subtree's shared limits hold.
+   * Every procs file a process joins (`procsFile` first, then the group's pids, cpu and freezer
+   * hierarchies in v1 when it was made with `tasks`), so the memory cap and its subtree's shared
+   * limits hold.
    */
   procsFiles: string[];
   /** How many processes the kernel's OOM killer has killed in this group since it was created. */
@@ -151,8 +152,8 @@ export async function createMemoryGroup(
     await fs.mkdir(dir, { recursive: true });
     await setV1Limit(dir, limitBytes);
   }
-  // `tasks`: the group also sits in the pids, cpu and freezer hierarchies, below the ancestor whose limits
-  // (limitSubtree) its processes share. In v2 it is the same directory.
+  // `tasks`: the group also sits in the pids, cpu and freezer hierarchies, below the ancestor whose
+  // limits (limitSubtree) its processes share. In v2 it is the same directory.
   const others = options.tasks
     ? taskHierarchies(support).map((root) => path.join(root, BERTH_DIR, ...segments))
     : [];
@@ -245,6 +246,24 @@ export function hierarchyDir(root: string, segments: readonly string[]): string 
   return path.join(root, BERTH_DIR, ...checked(segments));
 }
 
+/**
+ * The file that freezes every process under `segments` (freezer.ts), and what to write to it; undefined
+ * on a v1 host without a usable freezer hierarchy.
+ */
+export function freezeControl(
+  support: CgroupSupport,
+  segments: readonly string[],
+): { file: string; frozen: string; thawed: string } | undefined {
+  if (support.version === 2)
+    return { file: path.join(groupDir(support, segments), 'cgroup.freeze'), frozen: '1', thawed: '0' };
+  if (!support.freezer) return undefined;
+  return {
+    file: path.join(hierarchyDir(support.freezer, segments), 'freezer.state'),
+    frozen: 'FROZEN',
+    thawed: 'THAWED',
+  };
+}
+
 /** Every process in the group at `dir` and the groups below it (empty when it is gone). */
 export async function subtreePids(dir: string): Promise<number[]> {
   const pids: number[] = [];
@@ -267,12 +286,8 @@ export async function removeTree(support: CgroupSupport, segments: readonly stri
   const top = groupDir(support, segments);
   const groups = await subtree(top);
   // A frozen process takes a SIGKILL only once thawed (a backup's pause, freezer.ts).
-  const freezeControl =
-    support.version === 2
-      ? path.join(top, 'cgroup.freeze')
-      : support.freezer && path.join(hierarchyDir(support.freezer, segments), 'freezer.state');
-  if (freezeControl)
-    await fs.writeFile(freezeControl, support.version === 2 ? '0' : 'THAWED').catch(() => undefined);
+  const control = freezeControl(support, segments);
+  if (control) await fs.writeFile(control.file, control.thawed).catch(() => undefined);
   // Children were pushed before their parents.
   for (const dir of groups) await openGroup(support, dir, []).remove();
   // Then the same subtree in the pids, cpu and freezer hierarchies (v1), emptied by the kills above.

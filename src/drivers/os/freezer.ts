@@ -1,7 +1,8 @@
 // Pausing every process of a subtree of Berth's groups at once (an application's replicas, workers and
 // commands), and letting them go on: the kernel's freezer. A frozen process is stopped where it stands,
-// without a signal it could see; what it wrote before is in the page cache for any reader. A backup reads an application's volumes while it is frozen, so that the copy is the volume as
-// it was at one moment (src/backup.ts).
+// without a signal it could see; what it wrote before is in the page cache for any reader. A backup
+// reads an application's volumes while it is frozen, so that the copy is the volume as it was at one
+// moment (src/backup.ts).
 // - cgroup v1: the freezer hierarchy (/sys/fs/cgroup/freezer), which application groups join beside
 //   memory, pids and cpu (cgroups.ts); `FROZEN` in the subtree's freezer.state, read back `FROZEN`
 //   once every process of it is stopped (`FREEZING` until then).
@@ -10,7 +11,7 @@ import fs from 'node:fs/promises';
 import fsSync from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { groupDir, hierarchyDir, subtreePids, type CgroupSupport } from './cgroups.js';
+import { freezeControl, groupDir, hierarchyDir, subtreePids, type CgroupSupport } from './cgroups.js';
 
 /** How long a freeze may take to hold before it is given up (a process stuck in the kernel). */
 const FREEZE_TIMEOUT_MS = 5_000;
@@ -22,28 +23,25 @@ export interface Frozen {
   thawSync(): void;
 }
 
-/** The files that freeze the subtree at `segments` and say whether it is frozen, or why there are none. */
+/**
+ * The subtree's freeze control (cgroups.ts freezeControl) and whether it is frozen, or why there is
+ * none.
+ */
 function freezerFiles(
   support: CgroupSupport,
   segments: readonly string[],
 ): { control: string; frozen: () => Promise<boolean>; on: string; off: string } | string {
-  if (support.version === 2) {
-    const dir = groupDir(support, segments);
-    return {
-      control: path.join(dir, 'cgroup.freeze'),
-      on: '1',
-      off: '0',
-      frozen: async () => /^frozen 1$/m.test(await readOr(path.join(dir, 'cgroup.events'), '')),
-    };
-  }
-  if (!support.freezer) return 'this host has no usable cgroup v1 freezer hierarchy';
-  const dir = hierarchyDir(support.freezer, segments);
-  const state = path.join(dir, 'freezer.state');
+  const control = freezeControl(support, segments);
+  if (!control) return 'this host has no usable cgroup v1 freezer hierarchy';
+  const events = path.join(path.dirname(control.file), 'cgroup.events');
   return {
-    control: state,
-    on: 'FROZEN',
-    off: 'THAWED',
-    frozen: async () => (await readOr(state, '')).trim() === 'FROZEN',
+    control: control.file,
+    on: control.frozen,
+    off: control.thawed,
+    frozen: async () =>
+      support.version === 2
+        ? /^frozen 1$/m.test(await readOr(events, ''))
+        : (await readOr(control.file, '')).trim() === 'FROZEN',
   };
 }
 
